@@ -1,0 +1,1 @@
+"""teachback's agent core: protocol, session loop, model adapter, tools and workspace."""

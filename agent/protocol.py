@@ -1,0 +1,313 @@
+"""The one protocol between frontends and a session: Ops in, Events out.
+
+Every frontend (language server, terminal app, CLI) only sends Ops and reads Events; the feedback
+store is one more Event subscriber. Each Event has an id, the session id, a timestamp and the id of
+what caused it, and serialises to JSON and back losslessly: a session's event log is enough to
+rebuild every message the model saw (see `conversation_from_events`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+PROTOCOL_VERSION = 1
+
+
+def new_id() -> str:
+    """A sortable unique id: time-ordered UUIDv7-like hex (48 bits of ms, 80 random bits)."""
+    ms = int(time.time() * 1000)
+    return f"{ms:012x}{uuid.uuid4().hex[:20]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops: what a frontend sends to a session
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextRef:
+    """A file (optionally a line range, 1-based inclusive) the user points the agent at."""
+
+    path: str
+    start_line: int | None = None
+    end_line: int | None = None
+    note: str | None = None  # e.g. diagnostics the editor shows for this range
+
+
+@dataclass(frozen=True, kw_only=True)
+class Op:
+    id: str = field(default_factory=new_id)
+    type: ClassVar[str] = "op"
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserInput(Op):
+    text: str
+    context: tuple[ContextRef, ...] = ()
+    type: ClassVar[str] = "user_input"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalDecision(Op):
+    request_id: str
+    approved: bool
+    comment: str | None = None
+    type: ClassVar[str] = "approval_decision"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Interrupt(Op):
+    type: ClassVar[str] = "interrupt"
+
+
+# ---------------------------------------------------------------------------------------------
+# Events: what a session tells its subscribers
+
+FinishReason = Literal[
+    "finished",  # the model called `finish`
+    "answered",  # the model replied without a tool call
+    "max_steps",
+    "max_cost",
+    "max_time",
+    "interrupted",
+    "error",  # the model could not be reached or failed for good
+]
+
+ErrorKind = Literal[
+    "unknown_tool",
+    "malformed_json",
+    "bad_arguments",
+    "malformed_call",  # text tool-call mode: a reply that could not be parsed into a call
+    "denied",  # the approval policy or the user refused
+    "not_found",
+    "no_match",
+    "ambiguous",
+    "outside_workspace",
+    "binary",
+    "too_large",
+    "encoding",
+    "exists",
+    "timeout",
+    "exit_status",  # a command ran and exited non-zero
+    "failed",  # any other execution error
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    session_id: str
+    id: str = field(default_factory=new_id)
+    ts: float = field(default_factory=time.time)
+    cause_id: str | None = None
+    type: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {"type": self.type, **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionStarted(Event):
+    workspace: str
+    model: str
+    frontend: str
+    system_prompt: str
+    tools: list[dict[str, Any]]  # OpenAI function schemas, exactly as sent to the model
+    git_head: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    protocol_version: int = PROTOCOL_VERSION
+    type: ClassVar[str] = "session_started"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnStarted(Event):
+    turn: int
+    text: str
+    message: dict[str, Any]  # the user message appended to the conversation, as sent
+    context: list[dict[str, Any]] = field(default_factory=list)
+    type: ClassVar[str] = "turn_started"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssistantDelta(Event):
+    text: str
+    type: ClassVar[str] = "assistant_delta"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AssistantMessage(Event):
+    step: int
+    message: dict[str, Any]  # the assistant message appended to the conversation, as sent
+    type: ClassVar[str] = "assistant_message"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelUsage(Event):
+    """One model call: what it cost, how long it took, and the sampled tokens' logprobs."""
+
+    model: str
+    step: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_ms: float
+    attempts: int = 1
+    logprobs: list[dict[str, Any]] | None = None  # [{"token": str, "logprob": float}, ...]
+    type: ClassVar[str] = "model_usage"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallStarted(Event):
+    call_id: str
+    name: str
+    arguments: str  # the raw argument text the model sent
+    step: int
+    type: ClassVar[str] = "tool_call_started"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallFinished(Event):
+    call_id: str
+    name: str
+    ok: bool
+    result: str  # the text sent back to the model
+    step: int
+    error_kind: ErrorKind | None = None
+    target: str | None = None  # the path (or command) the call acted on
+    duration_ms: float = 0.0
+    message: dict[str, Any] | None = None  # the message appended to the conversation, as sent
+    type: ClassVar[str] = "tool_call_finished"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EditApplied(Event):
+    edit_id: str
+    call_id: str
+    path: str
+    kind: Literal["create", "modify", "delete", "move"]
+    before: str | None
+    after: str | None
+    diff: str
+    new_path: str | None = None
+    syntax_error: str | None = None  # set when the edited file no longer parses
+    type: ClassVar[str] = "edit_applied"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequested(Event):
+    request_id: str
+    call_id: str
+    action: Literal["edit", "command"]
+    summary: str
+    detail: str  # the diff or the command line
+    type: ClassVar[str] = "approval_requested"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalResolved(Event):
+    request_id: str
+    call_id: str
+    approved: bool
+    comment: str | None = None
+    type: ClassVar[str] = "approval_resolved"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EditReviewed(Event):
+    """The user's verdict on an applied edit, after the fact (diff review, editor reject/accept).
+
+    `user_content` is the file as the user left it when they corrected the agent's version by hand
+    (or the restored content on rejection); the store turns rejections and corrections into `user`
+    feedback pairs.
+    """
+
+    edit_id: str
+    path: str
+    decision: Literal["accepted", "rejected", "corrected"]
+    comment: str | None = None
+    user_content: str | None = None
+    type: ClassVar[str] = "edit_reviewed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnFinished(Event):
+    turn: int
+    reason: FinishReason
+    summary: str = ""
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    type: ClassVar[str] = "turn_finished"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorEvent(Event):
+    message: str
+    kind: str = "error"
+    type: ClassVar[str] = "error"
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        SessionStarted,
+        TurnStarted,
+        AssistantDelta,
+        AssistantMessage,
+        ModelUsage,
+        ToolCallStarted,
+        ToolCallFinished,
+        EditApplied,
+        ApprovalRequested,
+        ApprovalResolved,
+        EditReviewed,
+        TurnFinished,
+        ErrorEvent,
+    )
+}
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    data = dict(data)
+    kind = data.pop("type", None)
+    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}; known: {', '.join(sorted(EVENT_TYPES))}")
+    return cls(**data)
+
+
+def event_from_json(text: str) -> Event:
+    return event_from_dict(json.loads(text))
+
+
+def conversation_from_events(events: list[Event]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rebuild (messages, tools) exactly as the model last saw them from a session's event log."""
+    messages: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
+    for event in events:
+        if isinstance(event, SessionStarted):
+            messages = [{"role": "system", "content": event.system_prompt}]
+            tools = event.tools
+        elif isinstance(event, (TurnStarted, AssistantMessage)):
+            messages.append(event.message)
+        elif isinstance(event, ToolCallFinished) and event.message is not None:
+            messages.append(event.message)
+    return messages, tools
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,67 @@
+"""Shared fixtures: every test gets its own TEACHBACK_HOME, and helpers for git repos and scripts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def teachback_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("teachback-home")
+    monkeypatch.setenv("TEACHBACK_HOME", str(home))
+    for name in ("TEACHBACK_MODEL", "TEACHBACK_APPROVAL", "TEACHBACK_DB", "TEACHBACK_MAX_STEPS"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> Path:
+    """A real git repository with a small Python project, committed on branch main."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "dev@example.com")
+    git(root, "config", "user.name", "Dev")
+    (root / "app.py").write_text("def greet(name):\n    return 'Hello, ' + name\n")
+    (root / "util.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
+    (root / "old.txt").write_text("obsolete\n")
+    (root / ".gitignore").write_text("*.log\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    return root
+
+
+def call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
+    """One scripted tool call; `arguments` may be a dict (dumped) or a raw string (sent as is)."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    entry: dict[str, Any] = {"function": {"name": name, "arguments": raw}}
+    if call_id:
+        entry["id"] = call_id
+    return entry
+
+
+def turn(*calls: dict[str, Any], content: str | None = None) -> dict[str, Any]:
+    return {"content": content, "tool_calls": list(calls)}
+
+
+@pytest.fixture
+def script(tmp_path: Path):
+    """Write a scripted-model file and return its litellm model string."""
+
+    def write(*turns: dict[str, Any], name: str = "script.json") -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps(list(turns)))
+        return f"scripted/{path}"
+
+    return write
