@@ -1,0 +1,1 @@
+"""The terminal app's screens and modal dialogs."""

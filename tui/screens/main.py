@@ -1,0 +1,212 @@
+"""The chat screen: instruction line, streamed answers, tool log, status bar."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from agent.protocol import (
+    ApprovalDecision,
+    ApprovalRequested,
+    AssistantMessage,
+    EditApplied,
+    ErrorEvent,
+    ModelUsage,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    UserInput,
+)
+from tui.relay import AssistantText, SessionEvent
+from tui.screens.modals import ApprovalModal, Verdict
+from tui.screens.review import ReviewScreen
+from tui.session_host import SessionHost
+from tui.widgets.chat import ChatView
+from tui.widgets.instruction import InstructionInput
+from tui.widgets.status_bar import StatusBar
+from tui.widgets.tool_log import ToolLog
+
+if TYPE_CHECKING:
+    from tui.app import TeachbackApp
+
+log = logging.getLogger(__name__)
+
+QUIET_REASONS = ("finished", "answered")
+
+
+class MainScreen(Screen[None]):
+    app: TeachbackApp
+
+    BINDINGS = [
+        Binding("escape", "interrupt", "Interrupt", priority=True),
+        Binding("ctrl+r", "review", "Review"),
+        Binding("ctrl+n", "new_session", "New session", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="main")
+        self.host: SessionHost | None = None
+        self.turn_running = False
+        self.turn_summary = ""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="panes"):
+            yield ChatView(id="chat")
+            yield ToolLog(id="tools")
+        yield InstructionInput(id="instruction")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        app = self.app
+        status = self.query_one(StatusBar)
+        status.model = app.settings.model
+        status.approval = app.settings.approval
+        self.query_one("#chat").border_title = "Chat"
+        self.query_one("#tools").border_title = "Tool calls"
+        self.query_one(InstructionInput).focus()
+        self.host = SessionHost(self, app.workspace, app.settings, app.store)
+        self.open_session()
+
+    # -- session lifecycle -------------------------------------------------------------------
+
+    @work(exclusive=True, group="session")
+    async def open_session(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
+        status = self.query_one(StatusBar)
+        status.state = "starting"
+        assert self.host is not None
+        try:
+            await self.host.open(session_id, history)
+        except Exception as exc:  # bad config, unreadable workspace: tell the user, keep the app up
+            log.exception("could not open a session")
+            status.state = "no session"
+            self.app.notify(f"Could not start the agent: {exc}", title="Agent", severity="error", timeout=15)
+            return
+        status.state = "ready"
+        status.step, status.tokens, status.cost = 0, 0, 0.0
+        chat, tools = self.query_one(ChatView), self.query_one(ToolLog)
+        await chat.clear()
+        await tools.clear()
+        if history:
+            await chat.replay(history)
+            await chat.add_notice(f"Resumed session {session_id}.")
+
+    def switch_session(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
+        """Start a fresh session, or resume `session_id` with its recorded conversation."""
+        if self.turn_running:
+            self.app.notify("Wait for the turn to finish (Esc interrupts it).", severity="warning")
+            return
+        self.open_session(session_id, history)
+
+    def action_new_session(self) -> None:
+        self.switch_session()
+
+    async def close_session(self) -> None:
+        if self.host is not None:
+            await self.host.close()
+
+    # -- turns -------------------------------------------------------------------------------
+
+    @on(InstructionInput.Sent)
+    async def _send(self, event: InstructionInput.Sent) -> None:
+        session = self.host.session if self.host else None
+        if session is None:
+            self.app.notify("The agent is not ready yet.", severity="warning")
+            return
+        if self.turn_running:
+            self.app.notify("A turn is running; Esc interrupts it.", severity="warning")
+            return
+        await self.query_one(ChatView).add_user(event.text)
+        self.run_turn(event.text)
+
+    @work(exclusive=True, group="turn")
+    async def run_turn(self, text: str) -> None:
+        assert self.host is not None and self.host.session is not None
+        session = self.host.session
+        self.turn_running = True
+        self.query_one(StatusBar).state = "running"
+        try:
+            finished = await session.run(UserInput(text=text))
+        except Exception as exc:  # the session reports failures as events; this is the backstop
+            log.exception("turn failed")
+            self.app.notify(f"The turn failed: {exc}", title="Agent", severity="error", timeout=15)
+            return
+        finally:
+            self.turn_running = False
+            self.query_one(StatusBar).state = "ready"
+            if self.host.relay is not None:
+                self.host.relay.flush()
+        self.turn_summary = finished.summary
+        if session.last_turn_changes():
+            self.action_review()
+
+    def action_interrupt(self) -> None:
+        session = self.host.session if self.host else None
+        if session is None or not self.turn_running:
+            return
+        session.interrupt()
+        self.query_one(StatusBar).state = "interrupting"
+        self.app.notify("Interrupting: the agent stops after the current step.")
+
+    def action_review(self) -> None:
+        session = self.host.session if self.host else None
+        changes = session.last_turn_changes() if session else []
+        if not changes:
+            self.app.notify("The last turn changed no files.")
+            return
+        self.app.push_screen(ReviewScreen(session, changes, self.turn_summary))
+
+    # -- events ------------------------------------------------------------------------------
+
+    @on(AssistantText)
+    async def _assistant_text(self, message: AssistantText) -> None:
+        await self.query_one(ChatView).append_assistant(message.text)
+
+    @on(SessionEvent)
+    async def _session_event(self, message: SessionEvent) -> None:
+        event = message.event
+        status = self.query_one(StatusBar)
+        if isinstance(event, SessionStarted):
+            status.model = event.model
+        elif isinstance(event, TurnStarted):
+            status.step = 0
+        elif isinstance(event, AssistantMessage):
+            await self.query_one(ChatView).finish_assistant(event.message)
+        elif isinstance(event, ModelUsage):
+            status.add_usage(event.step, event.prompt_tokens + event.completion_tokens, event.cost_usd)
+        elif isinstance(event, ToolCallStarted):
+            await self.query_one(ToolLog).started(event)
+        elif isinstance(event, ToolCallFinished):
+            await self.query_one(ToolLog).finished(event)
+        elif isinstance(event, EditApplied):
+            self.query_one(ToolLog).edit_applied(event)
+        elif isinstance(event, ApprovalRequested):
+            self.app.push_screen(ApprovalModal(event), lambda verdict: self._decide(event, verdict))
+        elif isinstance(event, TurnFinished):
+            await self._turn_finished(event)
+        elif isinstance(event, ErrorEvent):
+            self.app.notify(event.message, title="Agent", severity="error", timeout=15)
+
+    async def _turn_finished(self, event: TurnFinished) -> None:
+        text = f"Turn {event.turn}: {event.reason} after {event.steps} step{'s' * (event.steps != 1)}"
+        await self.query_one(ChatView).add_notice(text, error=event.reason == "error")
+        if event.reason not in QUIET_REASONS:
+            severity = "error" if event.reason == "error" else "warning"
+            self.app.notify(f"{text}. {event.summary}".strip(), title="Turn stopped", severity=severity)
+
+    @work(group="approval")
+    async def _decide(self, request: ApprovalRequested, verdict: Verdict | None) -> None:
+        verdict = verdict or Verdict(approved=False)
+        assert self.host is not None and self.host.session is not None
+        await self.host.session.submit(
+            ApprovalDecision(request_id=request.request_id, approved=verdict.approved, comment=verdict.comment)
+        )

@@ -1,0 +1,104 @@
+"""Review the files the last turn changed: accept or reject each (a rejection asks why)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Label, OptionList
+
+from tui.screens.modals import ReasonModal
+from tui.seams import AgentSession, FileChange
+from tui.widgets.diff_view import ChangeList, DiffView
+
+
+class ReviewScreen(Screen[None]):
+    BINDINGS = [
+        Binding("a", "accept", "Accept file"),
+        Binding("r", "reject", "Reject file"),
+        Binding("A", "accept_all", "Accept all"),
+        Binding("R", "reject_all", "Reject all"),
+        Binding("escape", "close", "Done"),
+    ]
+
+    def __init__(self, session: AgentSession, changes: Sequence[FileChange], summary: str = "") -> None:
+        super().__init__(id="review")
+        self.session = session
+        self.changes = list(changes)
+        self.summary = summary
+
+    def compose(self) -> ComposeResult:
+        count = len(self.changes)
+        yield Label(f"Review {count} changed file{'s' * (count != 1)}. {self.summary}".strip(), id="review-title")
+        with Horizontal():
+            yield ChangeList(self.changes, id="changes")
+            with VerticalScroll(id="diff-scroll"):
+                yield DiffView(id="diff")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        changes = self.query_one(ChangeList)
+        changes.focus()
+        if self.changes:
+            changes.highlighted = 0
+            self.query_one(DiffView).show(self.changes[0])
+
+    @on(OptionList.OptionHighlighted, "#changes")
+    def _show(self, event: OptionList.OptionHighlighted) -> None:
+        change = self.query_one(ChangeList).changes.get(event.option.id or "")
+        if change is not None:
+            self.query_one(DiffView).show(change)
+            self.query_one("#diff-scroll").scroll_home(animate=False)
+
+    def action_accept(self) -> None:
+        path = self.query_one(ChangeList).current_path
+        if path is not None:
+            self._review([path], accepted=True, comment=None)
+
+    def action_reject(self) -> None:
+        path = self.query_one(ChangeList).current_path
+        if path is not None:
+            self._ask_and_reject([path], path)
+
+    def action_accept_all(self) -> None:
+        self._review(self._pending(), accepted=True, comment=None)
+
+    def action_reject_all(self) -> None:
+        pending = self._pending()
+        if pending:
+            self._ask_and_reject(pending, f"{len(pending)} files" if len(pending) > 1 else pending[0])
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def _ask_and_reject(self, paths: list[str], label: str) -> None:
+        def rejected(reason: str | None) -> None:
+            if reason is not None:
+                self._review(paths, accepted=False, comment=reason or None)
+
+        self.app.push_screen(ReasonModal(label), rejected)
+
+    def _pending(self) -> list[str]:
+        verdicts = self.query_one(ChangeList).verdicts
+        return [path for path, verdict in verdicts.items() if verdict is None]
+
+    @work(exclusive=False, group="review")
+    async def _review(self, paths: list[str], *, accepted: bool, comment: str | None) -> None:
+        changes = self.query_one(ChangeList)
+        for path in paths:
+            if changes.verdicts.get(path) is not None:
+                self.notify(f"{path} is already {changes.verdicts[path]}.", severity="warning")
+                continue
+            try:
+                await self.session.review_file(path, accepted, comment)
+            except Exception as exc:  # a user-level failure (file gone, store locked): report, keep going
+                self.notify(f"Could not record the review of {path}: {exc}", severity="error", timeout=10)
+                continue
+            changes.set_verdict(path, "accepted" if accepted else "rejected")
+        if not self._pending():
+            self.notify("All changes reviewed.")
+            self.dismiss(None)

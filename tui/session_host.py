@@ -1,0 +1,60 @@
+"""Opens, resumes and closes the agent session behind the chat screen, and wires its subscribers.
+
+The session's events go to the chat screen (through an `EventRelay`) and, when recording is on,
+to the feedback store's `Recorder`. `agent.runtime` is imported here, on first use, so that the
+first paint does not wait for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.message_pump import MessagePump
+
+from agent.config import Settings
+from tui.relay import EventRelay
+from tui.seams import AgentSession, FeedbackStore
+
+log = logging.getLogger(__name__)
+
+
+class SessionHost:
+    def __init__(self, target: MessagePump, workspace: Path, settings: Settings, store: FeedbackStore | None) -> None:
+        self.target = target
+        self.workspace = workspace
+        self.settings = settings
+        self.store = store
+        self.session: AgentSession | None = None
+        self.relay: EventRelay | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    async def open(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> AgentSession:
+        """Close the current session (if any) and open a new or resumed one."""
+        from agent.runtime import open_session
+
+        await self.close()
+        session = open_session(self.workspace, self.settings, frontend="tui", session_id=session_id, history=history)
+        self.relay = EventRelay(self.target)
+        if self.store is not None and self.settings.record:
+            from feedback_store import Recorder
+
+            self._unsubscribe.append(session.subscribe(Recorder(self.store)))
+        self._unsubscribe.append(session.subscribe(self.relay))
+        self.session = session
+        return session
+
+    async def close(self) -> None:
+        session, self.session = self.session, None
+        if session is None:
+            return
+        try:
+            await session.close()
+        finally:
+            for unsubscribe in self._unsubscribe:
+                unsubscribe()
+            self._unsubscribe.clear()
+            if self.relay is not None:
+                self.relay.flush()

@@ -1,0 +1,1 @@
+"""The terminal app's widgets; each one declares the messages it posts."""

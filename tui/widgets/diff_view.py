@@ -1,0 +1,68 @@
+"""File changes as coloured unified diffs, and the list of changed files with their verdicts."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from tui.seams import FileChange
+
+VERDICT_MARKS = {None: "·", "accepted": "✓", "rejected": "✗"}
+
+
+def unified_diff(change: FileChange) -> str:
+    old_name = f"a/{change.path}"
+    new_name = f"b/{change.new_path or change.path}"
+    if change.before is None:
+        old_name = "/dev/null"
+    if change.after is None:
+        new_name = "/dev/null"
+    lines = difflib.unified_diff(
+        (change.before or "").splitlines(keepends=True),
+        (change.after or "").splitlines(keepends=True),
+        old_name,
+        new_name,
+    )
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+class DiffView(Static):
+    """One file's diff, syntax-highlighted."""
+
+    def show(self, change: FileChange) -> None:
+        diff = unified_diff(change)
+        if not diff:
+            self.update(Text(f"{change.path}: no textual change ({change.kind})", style="dim"))
+            return
+        self.update(Syntax(diff, "diff", theme="ansi_dark", background_color="default", word_wrap=True))
+
+
+class ChangeList(OptionList):
+    """The changed files, each marked with the user's verdict so far."""
+
+    def __init__(self, changes: Sequence[FileChange], *, id: str | None = None) -> None:
+        self.changes = {change.path: change for change in changes}
+        self.verdicts: dict[str, str | None] = {change.path: None for change in changes}
+        super().__init__(*(Option(self._prompt(c.path), id=c.path) for c in changes), id=id)
+
+    def set_verdict(self, path: str, verdict: str) -> None:
+        self.verdicts[path] = verdict
+        self.replace_option_prompt(path, self._prompt(path))
+
+    @property
+    def current_path(self) -> str | None:
+        if self.highlighted is None:
+            return None
+        return self.get_option_at_index(self.highlighted).id
+
+    def _prompt(self, path: str) -> Text:
+        change = self.changes[path]
+        verdict = self.verdicts.get(path)
+        style = {"accepted": "green", "rejected": "red"}.get(verdict or "", "")
+        label = f"{change.path} → {change.new_path}" if change.new_path else change.path
+        return Text.assemble((f"{VERDICT_MARKS[verdict]} ", style), (label, style), (f"  {change.kind}", "dim"))
