@@ -1,0 +1,212 @@
+"""The model adapter: every model call goes through litellm's `acompletion`, streaming text deltas,
+with retries for transient failures, usage, cost, and logprobs when the backend returns them.
+
+Models without native tool calls use the text tool-calling mode (agent.textcalls): the schemas go
+into the system prompt and calls are parsed out of the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.llm import load_litellm
+
+log = logging.getLogger(__name__)
+
+TEXT_MODE_PREFIXES = ("local/",)
+
+
+class ModelError(Exception):
+    """The model could not answer: `kind` is auth, not_found, context_window, bad_request or
+    unavailable (transient failures that outlasted the retries)."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class ModelReply:
+    message: dict[str, Any]  # the assistant message to append, OpenAI shape
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    attempts: int = 1
+    logprobs: list[dict[str, Any]] | None = None
+    format_error: str | None = None  # text mode: the reply tried to call a tool but did not parse
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return self.message.get("tool_calls") or []
+
+
+@dataclass
+class LiteLLMModel:
+    name: str
+    tool_mode: str = "auto"  # auto | native | text | grammar
+    api_base: str | None = None
+    max_retries: int = 3
+    backoff_s: float = 0.5
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        if self.tool_mode != "auto":
+            return self.tool_mode
+        return "text" if self.name.startswith(TEXT_MODE_PREFIXES) else "native"
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_delta: Callable[[str], None] | None = None,
+    ) -> ModelReply:
+        litellm = load_litellm()
+        request: dict[str, Any] = {"model": self.name, "stream": True, "drop_params": True, **self.extra}
+        if self.api_base:
+            request["api_base"] = self.api_base
+        mode = self.mode
+        if mode == "native":
+            request.update(messages=messages, tools=tools)
+        else:
+            from agent import textcalls
+
+            request["messages"] = textcalls.to_text_messages(_raw_text_messages(messages), tools)
+            if mode == "grammar":
+                request.update(textcalls.grammar_kwargs(tools))
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                stream = await litellm.acompletion(**request, stream_options={"include_usage": True})
+                content, calls, usage, logprobs = await _collect(stream, on_delta)
+                break
+            except Exception as exc:  # classified below; anything unknown is re-raised
+                kind = _classify(litellm, exc)
+                if kind is None:
+                    raise
+                if kind != "unavailable" or attempt > self.max_retries:
+                    raise ModelError(_describe(self.name, kind, exc), kind) from exc
+                delay = self.backoff_s * 2 ** (attempt - 1)
+                log.warning("model %s failed (%s); retry %d in %.1fs", self.name, exc, attempt, delay)
+                await asyncio.sleep(delay)
+        latency = (time.perf_counter() - started) * 1000
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        format_error = None
+        if mode == "native":
+            if calls:
+                message["tool_calls"] = calls
+        else:
+            from agent import textcalls
+
+            parsed = textcalls.parse_reply(content or "", [t["function"]["name"] for t in tools])
+            format_error = parsed.error
+            if parsed.tool_calls:
+                message["tool_calls"] = parsed.tool_calls
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        completion_tokens = int(usage.get("completion_tokens") or 0)
+        return ModelReply(
+            message=message,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=_cost(litellm, self.name, prompt_tokens, completion_tokens),
+            latency_ms=latency,
+            attempts=attempt,
+            logprobs=logprobs or None,
+            format_error=format_error,
+        )
+
+
+async def _collect(stream: Any, on_delta: Callable[[str], None] | None):
+    text_parts: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage: dict[str, Any] = {}
+    logprobs: list[dict[str, Any]] = []
+    async for chunk in stream:
+        if getattr(chunk, "usage", None):
+            usage = dict(chunk.usage)
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        delta = choice.delta
+        if delta.content:
+            text_parts.append(delta.content)
+            if on_delta is not None:
+                on_delta(delta.content)
+        for call in delta.tool_calls or []:
+            index = call.index if call.index is not None else len(calls)
+            entry = calls.setdefault(index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+            if call.id:
+                entry["id"] = call.id
+            if call.function is not None:
+                entry["function"]["name"] += call.function.name or ""
+                entry["function"]["arguments"] += call.function.arguments or ""
+        content_logprobs = getattr(getattr(choice, "logprobs", None), "content", None)
+        for item in content_logprobs or []:
+            logprobs.append({"token": item.token, "logprob": float(item.logprob)})
+    ordered = [calls[i] for i in sorted(calls)]
+    for number, call in enumerate(ordered):
+        call["id"] = call["id"] or f"call_{number}"
+    return "".join(text_parts), ordered, usage, logprobs
+
+
+def _raw_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """In text mode an assistant message's content is the model's raw reply (calls included), so
+    the parsed tool_calls are not rendered a second time."""
+    return [
+        {"role": "assistant", "content": m["content"]} if m.get("role") == "assistant" and m.get("content") else m
+        for m in messages
+    ]
+
+
+def _classify(litellm: Any, exc: Exception) -> str | None:
+    permanent = (
+        (getattr(litellm, "ContextWindowExceededError", ()), "context_window"),
+        (getattr(litellm, "AuthenticationError", ()), "auth"),
+        (getattr(litellm, "PermissionDeniedError", ()), "auth"),
+        (getattr(litellm, "NotFoundError", ()), "not_found"),
+        (getattr(litellm, "BadRequestError", ()), "bad_request"),
+    )
+    for cls, kind in permanent:
+        if isinstance(exc, cls):
+            return kind
+    transient = tuple(
+        getattr(litellm, name)
+        for name in ("RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
+                     "ServiceUnavailableError", "BadGatewayError", "APIError")
+        if hasattr(litellm, name)
+    )
+    if isinstance(exc, transient) or isinstance(exc, (ConnectionError, asyncio.TimeoutError)):
+        return "unavailable"
+    return None
+
+
+def _describe(model: str, kind: str, exc: Exception) -> str:
+    advice = {
+        "auth": "Check the provider's API key environment variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY).",
+        "not_found": "Check the model name: it must be a litellm model string such as anthropic/claude-sonnet-4-5.",
+        "context_window": "The conversation no longer fits the model's context window; start a new session.",
+        "bad_request": "The provider rejected the request; check the model name and api_base.",
+        "unavailable": "The provider could not be reached after retries; check the network or api_base.",
+    }[kind]
+    return f"Model {model} failed ({kind}): {str(exc).strip()[:500]}\n{advice}"
+
+
+def _cost(litellm: Any, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    if not (prompt_tokens or completion_tokens):
+        return 0.0
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception as exc:  # litellm raises a bare Exception for models without a price
+        log.debug("no price for %s: %s", model, exc)
+        return 0.0
+    return float(prompt_cost + completion_cost)

@@ -1,0 +1,95 @@
+"""What the user does with the agent's edits after the fact: review, correct, undo."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent.changes import TurnChanges
+from agent.checkpoint import undo_last
+from agent.protocol import EditReviewed, Event
+from agent.tools.context import ToolContext
+from agent.workspace import FileChange, Workspace
+
+
+class ReviewError(Exception):
+    pass
+
+
+class Reviewer:
+    """Mixed into Session: the review side of its API. Needs `id`, `workspace`, `context`,
+    `turn_changes` and `emit`."""
+
+    id: str
+    workspace: Workspace
+    context: ToolContext
+    turn_changes: TurnChanges
+
+    def emit(self, event: Event) -> Event:  # provided by Session
+        raise NotImplementedError
+
+    def last_turn_changes(self) -> list[FileChange]:
+        """Each file the last turn changed: its content at turn start and now."""
+        current = {path: self.context.current(path) for path in self.turn_changes.before}
+        return self.turn_changes.aggregate(current)
+
+    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed:
+        """Accept or reject everything the last turn did to `path`; rejecting restores it."""
+        rel = self.workspace.relative(self.workspace.resolve(path))
+        changes = {c.path: c for c in self.last_turn_changes()}
+        changes.update({c.new_path: c for c in changes.values() if c.new_path})
+        change = changes.get(rel)
+        edit = self.turn_changes.last_edit(rel)
+        if change is None or edit is None:
+            raise ReviewError(f"the last turn did not change {rel}; nothing to review.")
+        restored = None
+        if not accepted:
+            await asyncio.to_thread(self._restore, change)
+            restored = change.before
+        return self._reviewed(edit.edit_id, rel, accepted, comment, restored)  # type: ignore[return-value]
+
+    async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed:
+        """Accept or reject one applied edit; rejecting restores the file as it was before it."""
+        edit = next((e for e in self.turn_changes.edits if e.edit_id == edit_id), None)  # type: ignore[attr-defined]
+        if edit is None:
+            raise ReviewError(f"no edit {edit_id!r} in the last turn.")
+        restored = None
+        if not accepted:
+            now = self.context.current(edit.new_path or edit.path)
+            if now != edit.after:
+                raise ReviewError(f"{edit.path} changed after edit {edit_id}; review the whole file instead.")
+            change = FileChange(edit.path, edit.kind, edit.before, edit.after, new_path=edit.new_path)
+            await asyncio.to_thread(self._restore, change)
+            restored = edit.before
+        return self._reviewed(edit_id, edit.path, accepted, comment, restored)
+
+    async def record_correction(self, path: str, user_content: str) -> EditReviewed | None:
+        """The user changed lines the agent wrote: record their version as a correction."""
+        rel = self.workspace.relative(self.workspace.resolve(path))
+        edit = self.turn_changes.last_edit(rel)
+        if edit is None or user_content == edit.after:
+            return None
+        return self.emit(EditReviewed(session_id=self.id, cause_id=edit.id, edit_id=edit.edit_id, path=rel,
+                                      decision="corrected", user_content=user_content))  # type: ignore[return-value]
+
+    async def undo(self) -> list[str]:
+        """Restore the working tree to the last checkpoint (see agent.checkpoint)."""
+        restored = await asyncio.to_thread(undo_last, self.workspace.root)
+        for rel in restored:
+            self.workspace.overlay.remove(rel)
+        return restored
+
+    def _reviewed(self, edit_id: str, rel: str, accepted: bool, comment: str | None, restored: str | None) -> Event:
+        edit = next(e for e in self.turn_changes.edits if e.edit_id == edit_id)  # type: ignore[attr-defined]
+        return self.emit(EditReviewed(
+            session_id=self.id, cause_id=edit.id, edit_id=edit_id, path=rel,
+            decision="accepted" if accepted else "rejected", comment=comment, user_content=restored,
+        ))
+
+    def _restore(self, change: FileChange) -> None:
+        if change.new_path:
+            self.workspace.write(FileChange(change.new_path, "delete", change.after, None))
+        if change.before is None:
+            self.workspace.write(FileChange(change.path, "delete", change.after, None))
+        else:
+            self.workspace.write(FileChange(change.path, "modify", change.after, change.before))
+

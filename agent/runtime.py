@@ -1,0 +1,71 @@
+"""Composition of a session: settings, workspace, model, tools and system prompt."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agent.config import Settings
+from agent.model import LiteLLMModel
+from agent.session import Session
+from agent.tools import ToolContext, default_toolbox
+from agent.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+
+def open_session(
+    workspace: str | Path,
+    settings: Settings,
+    *,
+    frontend: str = "cli",
+    session_id: str | None = None,
+    history: list[dict[str, Any]] | None = None,
+) -> Session:
+    """A session on `workspace` with the configured model. Nothing slow happens here: litellm is
+    imported at the first model call, and the system prompt (with its repo map) is built at start."""
+    space = Workspace(workspace)
+    context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root))
+    model = LiteLLMModel(settings.model, tool_mode=settings.tool_mode, api_base=settings.api_base)
+    return Session(
+        model=model,
+        toolbox=default_toolbox(),
+        context=context,
+        frontend=frontend,
+        system_prompt=lambda: system_prompt(context),
+        session_id=session_id,
+        history=history,
+        git_head=git_head(space.root),
+    )
+
+
+def system_prompt(context: ToolContext) -> str:
+    template = resources.files("agent").joinpath("prompts/system.md").read_text(encoding="utf-8")
+    repo_map = ""
+    if context.repo_map is not None and context.settings.repo_map_tokens > 0:
+        rendered = context.repo_map.render(tokens=context.settings.repo_map_tokens)
+        if rendered:
+            repo_map = f"\nA map of the repository's most relevant definitions:\n{rendered}"
+    return template.format(workspace=context.workspace.root, repo_map=repo_map)
+
+
+def git_head(root: Path) -> str | None:
+    try:
+        import git
+    except ImportError:  # GitPython cannot import without a git binary on PATH
+        return None
+    try:
+        with git.Repo(root, search_parent_directories=True) as repo:
+            return repo.head.commit.hexsha
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
+        return None  # not a repository, or one without commits
+
+
+def _repo_map(root: Path) -> Any:
+    try:
+        from agent.repomap import RepoMap
+    except ImportError:
+        return None
+    return RepoMap(root)

@@ -1,0 +1,341 @@
+"""The session loop: ask the model with the tool schemas, run each tool call, append the results,
+repeat until the model answers without a call or calls `finish`, or a limit stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from agent.approval import ApprovalPolicy
+from agent.changes import TurnChanges
+from agent.checkpoint import Checkpoint
+from agent.config import settings_dict
+from agent.interfaces import Model
+from agent.model import ModelError
+from agent.protocol import (
+    ApprovalDecision, ApprovalRequested, ApprovalResolved, AssistantDelta, AssistantMessage, EditApplied,
+    ErrorEvent, Event, Interrupt, ModelUsage, Op, SessionStarted, ToolCallFinished, ToolCallStarted,
+    TurnFinished, TurnStarted, UserInput, new_id,
+)
+from agent.review import Reviewer
+from agent.syntax import syntax_error
+from agent.toolkit import Tool, Toolbox, ToolResult, error
+from agent.tools.context import ToolContext, unified_diff
+from agent.workspace import FileChange
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class LoopExit(Exception):
+    """Leaves the loop; `reason` is the TurnFinished reason."""
+
+    reason = "finished"
+
+    def __init__(self, summary: str = "") -> None:
+        super().__init__(summary)
+        self.summary = summary
+
+
+class Finished(LoopExit):
+    reason = "finished"
+
+
+class Answered(LoopExit):
+    reason = "answered"
+
+
+class LimitExceeded(LoopExit):
+    def __init__(self, reason: str, summary: str) -> None:
+        super().__init__(summary)
+        self.reason = reason
+
+
+class Interrupted(LoopExit):
+    reason = "interrupted"
+
+
+class ModelFailed(LoopExit):
+    reason = "error"
+
+
+class Session(Reviewer):
+    def __init__(self, *, model: Model, toolbox: Toolbox, context: ToolContext, frontend: str,
+                 system_prompt: Callable[[], str], session_id: str | None = None,
+                 history: list[dict[str, Any]] | None = None, git_head: str | None = None) -> None:
+        self.id = session_id or new_id()
+        self.model = model
+        self.toolbox = toolbox
+        self.context = context
+        self.workspace = context.workspace
+        self.settings = context.settings
+        self.policy = ApprovalPolicy.from_settings(self.settings)
+        self.frontend = frontend
+        self.git_head = git_head
+        self.messages: list[dict[str, Any]] = list(history or [])
+        self.turn = sum(1 for m in self.messages if m.get("role") == "user")
+        self.turn_changes = TurnChanges()
+        self._system_prompt = system_prompt
+        self._subscribers: list[Callable[[Event], None]] = []
+        self._pending: dict[str, asyncio.Future[ApprovalDecision]] = {}
+        self._interrupt = asyncio.Event()
+        self._checkpoint: Checkpoint | None = None
+
+    # -- protocol -----------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def emit(self, event: Event) -> Event:
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:  # one broken subscriber must not stop the agent or the others
+                log.exception("event subscriber %r failed on %s", callback, event.type)
+                if not isinstance(event, ErrorEvent):
+                    self.emit(ErrorEvent(session_id=self.id, cause_id=event.id, kind="subscriber",
+                                         message=f"A listener failed while handling {event.type}; see the log."))
+        return event
+
+    async def submit(self, op: Op) -> TurnFinished | None:
+        if isinstance(op, UserInput):
+            return await self.run(op)
+        if isinstance(op, ApprovalDecision):
+            future = self._pending.get(op.request_id)
+            if future is None or future.done():
+                raise KeyError(f"no pending approval request {op.request_id!r}")
+            future.set_result(op)
+        elif isinstance(op, Interrupt):
+            self.interrupt()
+        return None
+
+    def interrupt(self) -> None:
+        self._interrupt.set()
+
+    async def start(self) -> None:
+        if self.messages:
+            return
+        prompt = await asyncio.to_thread(self._system_prompt)
+        self.messages.append({"role": "system", "content": prompt})
+        self.emit(SessionStarted(
+            session_id=self.id, workspace=str(self.workspace.root), model=self.model.name,
+            frontend=self.frontend, system_prompt=prompt, tools=self.toolbox.schemas(),
+            git_head=self.git_head, config=settings_dict(self.settings),
+        ))
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self, op: UserInput) -> TurnFinished:
+        await self.start()
+        self.turn += 1
+        self._interrupt.clear()
+        self._checkpoint = None
+        self.turn_changes = TurnChanges()
+        message = {"role": "user", "content": _user_content(op)}
+        self.messages.append(message)
+        started = self.emit(TurnStarted(session_id=self.id, cause_id=op.id, turn=self.turn, text=op.text,
+                                        message=message, context=[_plain(c) for c in op.context]))
+        totals = {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+        deadline = time.monotonic() + self.settings.max_time
+        try:
+            while True:
+                self._check_limits(totals, deadline)
+                totals["steps"] += 1
+                await self._step(totals, deadline, started.id)
+        except LoopExit as exit_:
+            reason, summary = exit_.reason, exit_.summary
+        return self.emit(TurnFinished(session_id=self.id, cause_id=started.id, turn=self.turn, reason=reason,
+                                      summary=summary, **totals))
+
+    def _check_limits(self, totals: dict[str, Any], deadline: float) -> None:
+        if self._interrupt.is_set():
+            raise Interrupted("Interrupted by the user.")
+        if totals["steps"] >= self.settings.max_steps:
+            raise LimitExceeded("max_steps", f"Stopped after {totals['steps']} steps (max_steps).")
+        if self.settings.max_cost and totals["cost_usd"] >= self.settings.max_cost:
+            raise LimitExceeded("max_cost", f"Stopped at ${totals['cost_usd']:.4f} (max_cost ${self.settings.max_cost}).")
+        if time.monotonic() >= deadline:
+            raise LimitExceeded("max_time", f"Stopped after {self.settings.max_time:g} s (max_time).")
+
+    async def _step(self, totals: dict[str, Any], deadline: float, cause: str) -> None:
+        step = totals["steps"]
+        on_delta = lambda text: self.emit(AssistantDelta(session_id=self.id, cause_id=cause, text=text))  # noqa: E731
+        try:
+            reply = await self._interruptible(
+                self.model.complete(self.messages, self.toolbox.schemas(), on_delta), deadline
+            )
+        except ModelError as exc:
+            self.emit(ErrorEvent(session_id=self.id, cause_id=cause, kind=exc.kind, message=str(exc)))
+            raise ModelFailed(str(exc)) from exc
+        self.messages.append(reply.message)
+        said = self.emit(AssistantMessage(session_id=self.id, cause_id=cause, step=step, message=reply.message))
+        self.emit(ModelUsage(session_id=self.id, cause_id=said.id, model=self.model.name, step=step,
+                             prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                             cost_usd=reply.cost_usd, latency_ms=reply.latency_ms, attempts=reply.attempts,
+                             logprobs=reply.logprobs))
+        totals["prompt_tokens"] += reply.prompt_tokens
+        totals["completion_tokens"] += reply.completion_tokens
+        totals["cost_usd"] += reply.cost_usd
+        if reply.format_error:
+            self._reject_reply(reply.format_error, step, said.id)
+            return
+        if not reply.tool_calls:
+            raise Answered(reply.message.get("content") or "")
+        finished: str | None = None
+        for index, call in enumerate(reply.tool_calls):
+            if self._interrupt.is_set():
+                self._skip_calls(reply.tool_calls[index:], step, said.id)
+                raise Interrupted("Interrupted by the user.")
+            result = await self._run_call(call, step, said.id, deadline)
+            if call["function"]["name"] == "finish" and result.ok:
+                finished = result.output
+        if finished is not None:
+            raise Finished(finished)
+
+    async def _interruptible(self, awaitable: Awaitable[T], deadline: float) -> T:
+        """Await `awaitable` unless the user interrupts or the turn's time runs out first."""
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.ensure_future(self._interrupt.wait())
+        try:
+            done, _ = await asyncio.wait({task, stop}, timeout=max(0.0, deadline - time.monotonic()),
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        if stop in done:
+            raise Interrupted("Interrupted by the user.")
+        raise LimitExceeded("max_time", f"Stopped after {self.settings.max_time:g} s (max_time).")
+
+    # -- tool calls ---------------------------------------------------------------------------
+
+    async def _run_call(self, call: dict[str, Any], step: int, cause: str, deadline: float) -> ToolResult:
+        call_id, name = call["id"], call["function"]["name"]
+        arguments = call["function"].get("arguments") or ""
+        started = self.emit(ToolCallStarted(session_id=self.id, cause_id=cause, call_id=call_id, name=name,
+                                            arguments=arguments, step=step))
+        clock = time.perf_counter()
+        prepared = self.toolbox.prepare(name, arguments)
+        if isinstance(prepared, ToolResult):
+            result = prepared
+        else:
+            tool, kwargs = prepared
+            result = await self._execute(tool, kwargs, call_id, started.id, deadline)
+        self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000)
+        return result
+
+    async def _execute(self, tool: Tool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float) -> ToolResult:
+        verdict = self.policy.decide(tool.action, kwargs.get("command"))
+        if verdict == "deny":
+            return error(self.policy.refusal(tool.action), "denied", target=kwargs.get("command") or kwargs.get("path"))
+        if verdict == "ask" and tool.action == "command":
+            refusal = await self._ask(call_id, cause, "command", f"Run `{kwargs['command']}`", kwargs["command"])
+            if refusal is not None:
+                return error(refusal, "denied", target=kwargs["command"])
+        if tool.is_async:
+            result = await self._interruptible(tool.fn(self.context, **kwargs), deadline)
+        else:
+            result = await asyncio.to_thread(tool.fn, self.context, **kwargs)
+        if result.changes:
+            if verdict == "ask":
+                diff = "".join(unified_diff(c.path, c.before, c.after, new_rel=c.new_path) for c in result.changes)
+                summary = ", ".join(f"{c.kind} {c.path}" for c in result.changes)
+                refusal = await self._ask(call_id, cause, "edit", summary, diff)
+                if refusal is not None:
+                    return error(refusal, "denied", target=result.target)
+            await self._apply(result, call_id, cause)
+        return result
+
+    async def _ask(self, call_id: str, cause: str, action: str, summary: str, detail: str) -> str | None:
+        """Ask the frontend; None when approved, else the refusal text for the model."""
+        request_id = new_id()
+        future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        requested = self.emit(ApprovalRequested(session_id=self.id, cause_id=cause, request_id=request_id,
+                                                call_id=call_id, action=action, summary=summary, detail=detail))
+        try:
+            decision = await self._interruptible(future, float("inf"))
+        finally:
+            self._pending.pop(request_id, None)
+        self.emit(ApprovalResolved(session_id=self.id, cause_id=requested.id, request_id=request_id,
+                                   call_id=call_id, approved=decision.approved, comment=decision.comment))
+        if decision.approved:
+            return None
+        reason = f" Their reason: {decision.comment}" if decision.comment else ""
+        return f"The user declined this {action}; nothing was changed.{reason} Adjust your approach accordingly."
+
+    async def _apply(self, result: ToolResult, call_id: str, cause: str) -> None:
+        if self._checkpoint is None:
+            self._checkpoint = Checkpoint(self.workspace.root, self.id, self.turn)
+            await asyncio.to_thread(self._checkpoint.create)
+        problems = []
+        for change in result.changes:
+            await asyncio.to_thread(self._write, change)
+            broken = syntax_error(change.new_path or change.path, change.after) if change.after is not None else None
+            if broken:
+                problems.append(broken)
+            edit = self.emit(EditApplied(
+                session_id=self.id, cause_id=cause, edit_id=new_id(), call_id=call_id, path=change.path,
+                kind=change.kind, before=change.before, after=change.after, new_path=change.new_path,
+                diff=unified_diff(change.path, change.before, change.after, new_rel=change.new_path),
+                syntax_error=broken,
+            ))
+            self.turn_changes.edits.append(edit)  # type: ignore[arg-type]
+        if problems:
+            result.output += (
+                "\nThe edit was applied, but the file no longer parses:\n" + "\n".join(problems)
+                + "\nFix it with another edit_file call (the change above is already in the file)."
+            )
+
+    def _write(self, change: FileChange) -> None:
+        assert self._checkpoint is not None
+        self._checkpoint.note(change.path, change.before)
+        self.context.originals.setdefault(change.path, change.before)
+        if change.new_path:
+            self._checkpoint.note(change.new_path, None)
+            self.context.originals.setdefault(change.new_path, None)
+        self.turn_changes.note(change)
+        self.workspace.write(change)
+
+    def _finish_call(self, call_id: str, name: str, result: ToolResult, step: int, cause: str, ms: float) -> None:
+        message = {"role": "tool", "tool_call_id": call_id, "content": result.output}
+        self.messages.append(message)
+        self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name=name, ok=result.ok,
+                                   result=result.output, step=step, error_kind=result.error_kind,
+                                   target=result.target, duration_ms=ms, message=message))
+
+    def _skip_calls(self, calls: list[dict[str, Any]], step: int, cause: str) -> None:
+        # Every tool call needs a result, or the next request is malformed for most providers.
+        for call in calls:
+            self._finish_call(call["id"], call["function"]["name"],
+                              error("Interrupted by the user before this call ran.", "denied"), step, cause, 0.0)
+
+    def _reject_reply(self, feedback: str, step: int, cause: str) -> None:
+        """A text-mode reply that tried to call a tool but could not be parsed: a schema failure."""
+        call_id = f"unparsed_{step}"
+        self.emit(ToolCallStarted(session_id=self.id, cause_id=cause, call_id=call_id, name="", arguments="", step=step))
+        message = {"role": "user", "content": feedback}
+        self.messages.append(message)
+        self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name="", ok=False,
+                                   result=feedback, step=step, error_kind="malformed_call", message=message))
+
+
+
+def _user_content(op: UserInput) -> str:
+    if not op.context:
+        return op.text
+    refs = []
+    for ref in op.context:
+        span = f" lines {ref.start_line}-{ref.end_line}" if ref.start_line else ""
+        refs.append(f"- {ref.path}{span}" + (f": {ref.note}" if ref.note else ""))
+    return f"{op.text}\n\nContext:\n" + "\n".join(refs)
+
+
+def _plain(ref: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(ref).items() if v is not None}
+

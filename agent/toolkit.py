@@ -1,0 +1,225 @@
+"""Tools as typed Python functions: schemas derived from signatures and docstrings, arguments
+checked against them, and every failure turned into a result written for the model."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import types
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent.workspace import FileChange
+
+Action = Literal["read", "edit", "command", "finish"]
+SCHEMA_ERRORS = ("unknown_tool", "malformed_json", "bad_arguments", "malformed_call")
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+@dataclass
+class ToolResult:
+    """What a tool call produced. `error_kind` set means it failed; `output` is what the model reads."""
+
+    output: str
+    error_kind: str | None = None
+    target: str | None = None
+    changes: list[FileChange] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+def error(message: str, kind: str = "failed", target: str | None = None) -> ToolResult:
+    return ToolResult(output=message, error_kind=kind, target=target)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    py_type: type
+    required: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    action: Action
+    description: str
+    params: tuple[Param, ...]
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    def schema(self) -> dict[str, Any]:
+        properties = {
+            p.name: {"type": _JSON_TYPES[p.py_type], "description": p.description} for p in self.params
+        }
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": properties,
+                    "required": [p.name for p in self.params if p.required],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    def signature_text(self) -> str:
+        args = ", ".join(
+            f"{p.name}: {_JSON_TYPES[p.py_type]}" + ("" if p.required else "?") for p in self.params
+        )
+        return f"{self.name}({args})"
+
+
+def tool(action: Action) -> Callable[[Callable[..., Any]], Tool]:
+    """Make a Tool from `fn(ctx, **params)`: its schema comes from the annotations and docstring."""
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        hints = typing.get_type_hints(fn)
+        doc = inspect.getdoc(fn) or ""
+        summary, arg_docs = _parse_docstring(doc)
+        params = []
+        for name, parameter in list(inspect.signature(fn).parameters.items())[1:]:  # skip ctx
+            py_type, optional = _unwrap_optional(hints[name])
+            if py_type not in _JSON_TYPES:
+                raise TypeError(f"tool {fn.__name__}: parameter {name} has unsupported type {py_type}")
+            if name not in arg_docs:
+                raise TypeError(f"tool {fn.__name__}: parameter {name} is not documented")
+            required = parameter.default is inspect.Parameter.empty and not optional
+            params.append(Param(name, py_type, required, arg_docs[name]))
+        return Tool(fn.__name__, fn, action, summary, tuple(params))
+
+    return wrap
+
+
+class Toolbox:
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools = {t.name: t for t in tools}
+        self._schemas = [t.schema() for t in self._tools.values()]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return self._schemas
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def available(self) -> str:
+        return "\n".join(f"- {t.signature_text()}: {t.description}" for t in self._tools.values())
+
+    def prepare(self, name: str, raw_arguments: str) -> tuple[Tool, dict[str, Any]] | ToolResult:
+        """The tool and checked arguments for a call, or a schema-error result for the model."""
+        found = self._tools.get(name)
+        if found is None:
+            return error(
+                f"There is no tool named {name!r}. Call one of the available tools instead:\n"
+                f"{self.available()}",
+                "unknown_tool",
+            )
+        try:
+            arguments = json.loads(raw_arguments) if raw_arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return error(
+                f"The arguments for {name} are not valid JSON ({exc.msg} at line {exc.lineno}, column "
+                f"{exc.colno}). Send one JSON object, with strings quoted and newlines escaped as \\n. "
+                f"Expected: {found.signature_text()}",
+                "malformed_json",
+            )
+        if not isinstance(arguments, dict):
+            return error(
+                f"The arguments for {name} must be a JSON object, got {type(arguments).__name__}. "
+                f"Expected: {found.signature_text()}",
+                "malformed_json",
+            )
+        problems = _check_arguments(found, arguments)
+        if problems:
+            return error(
+                f"The arguments for {name} do not match its schema:\n"
+                + "\n".join(f"- {p}" for p in problems)
+                + f"\nExpected: {found.signature_text()}\nParameters:\n"
+                + "\n".join(
+                    f"- {p.name} ({_JSON_TYPES[p.py_type]}{'' if p.required else ', optional'}): {p.description}"
+                    for p in found.params
+                ),
+                "bad_arguments",
+            )
+        return found, arguments
+
+
+def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
+    problems = []
+    known = {p.name: p for p in found.params}
+    for name in arguments:
+        if name not in known:
+            problems.append(f"unknown argument {name!r} (known: {', '.join(known) or 'none'})")
+    for param in found.params:
+        if param.name not in arguments or arguments[param.name] is None:
+            if param.required:
+                problems.append(f"missing required argument {param.name!r}")
+            continue
+        value = arguments[param.name]
+        if not _matches(value, param.py_type):
+            problems.append(
+                f"{param.name!r} must be {_JSON_TYPES[param.py_type]}, got {_json_type(value)} {_preview(value)}"
+            )
+    return problems
+
+
+def _matches(value: Any, py_type: type) -> bool:
+    if py_type is bool:
+        return isinstance(value, bool)
+    if py_type is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if py_type is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, py_type)
+
+
+def _json_type(value: Any) -> str:
+    for py_type, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string")):
+        if isinstance(value, py_type):
+            return name
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "null"
+
+
+def _preview(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0], True
+    return hint, False
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """(summary, {arg: description}) from a Google-style docstring."""
+    summary_part, _, args_part = doc.partition("\nArgs:\n")
+    summary = " ".join(summary_part.split())
+    arg_docs: dict[str, str] = {}
+    current = None
+    for line in args_part.splitlines():
+        match = re.match(r"^\s{2,}(\w+):\s*(.*)$", line)
+        if match and (current is None or len(line) - len(line.lstrip()) <= 4):
+            current = match.group(1)
+            arg_docs[current] = match.group(2).strip()
+        elif current and line.strip():
+            arg_docs[current] += " " + line.strip()
+    return summary, arg_docs

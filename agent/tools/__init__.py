@@ -1,0 +1,32 @@
+"""The agent's tools. Names and argument names are a public interface: scripts, exports and trained
+models depend on them."""
+
+from __future__ import annotations
+
+from agent.toolkit import Toolbox
+from agent.tools.commands import run_command
+from agent.tools.context import ToolContext
+from agent.tools.edits import create_file, delete_file, edit_file, move_file
+from agent.tools.files import list_files, read_file, search
+from agent.tools.meta import finish, repo_map, session_diff
+
+ALL_TOOLS = (
+    read_file,
+    list_files,
+    search,
+    edit_file,
+    create_file,
+    delete_file,
+    move_file,
+    run_command,
+    session_diff,
+    repo_map,
+    finish,
+)
+
+
+def default_toolbox() -> Toolbox:
+    return Toolbox(ALL_TOOLS)
+
+
+__all__ = ["ALL_TOOLS", "ToolContext", "default_toolbox"]

@@ -1,0 +1,68 @@
+"""run_command: a shell command in the workspace, with a timeout and capped output."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+from agent.toolkit import ToolResult, error, tool
+from agent.tools.context import ToolContext
+
+HEAD_CHARS = 4_000
+TAIL_CHARS = 8_000
+
+
+@tool("command")
+async def run_command(ctx: ToolContext, command: str, timeout: int | None = None) -> ToolResult:
+    """Run a shell command in the workspace root (e.g. the tests) and show its exit code and output.
+
+    Args:
+        command: The command line, run with /bin/sh in the workspace root.
+        timeout: Seconds before the command is killed. Defaults to the configured command timeout.
+    """
+    if not command.strip():
+        return error("command is empty; send the command line to run, e.g. \"pytest -q\".", "bad_arguments")
+    limit = float(timeout) if timeout and timeout > 0 else ctx.settings.command_timeout
+    process = await asyncio.create_subprocess_shell(
+        command,
+        cwd=ctx.workspace.root,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so a timeout kills its children too
+        env={**os.environ, "TEACHBACK_AGENT": "1"},
+    )
+    try:
+        stdout, _ = await asyncio.wait_for(process.communicate(), timeout=limit)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        _kill_group(process)
+        stdout, _ = await process.communicate()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return error(
+            f"$ {command}\n[killed after {limit:g} s timeout]\n{cap_output(stdout.decode('utf-8', 'replace'))}\n"
+            "Run something faster (e.g. a single test file), or pass a larger timeout.",
+            "timeout",
+            target=command,
+        )
+    output = cap_output(stdout.decode("utf-8", "replace"))
+    text = f"$ {command}\n[exit code {process.returncode}]\n{output}"
+    if process.returncode != 0:
+        return error(text, "exit_status", target=command)
+    return ToolResult(text, target=command)
+
+
+def cap_output(text: str) -> str:
+    """The head and tail of long output, with a note of what was cut."""
+    if len(text) <= HEAD_CHARS + TAIL_CHARS:
+        return text
+    cut = len(text) - HEAD_CHARS - TAIL_CHARS
+    return f"{text[:HEAD_CHARS]}\n[... {cut:,} characters cut ...]\n{text[-TAIL_CHARS:]}"
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return  # already gone

@@ -1,0 +1,42 @@
+"""Tools about the session itself: session_diff, repo_map, finish."""
+
+from __future__ import annotations
+
+from agent.toolkit import ToolResult, error, tool
+from agent.tools.context import ToolContext
+
+
+@tool("read")
+def session_diff(ctx: ToolContext) -> ToolResult:
+    """Show the unified diff of every change made in this session so far."""
+    diff = ctx.session_diff()
+    return ToolResult(diff or "No changes in this session yet.")
+
+
+@tool("read")
+def repo_map(ctx: ToolContext, focus: str | None = None) -> ToolResult:
+    """Show a ranked map of the repository's most relevant definitions (files, classes, functions
+    with their signatures).
+
+    Args:
+        focus: Space-separated file paths or identifiers to centre the map on.
+    """
+    if ctx.repo_map is None:
+        return error("The repository map is not available in this installation; use list_files and search.")
+    words = (focus or "").split()
+    paths = [w for w in words if "/" in w or "." in w]
+    names = [w for w in words if w not in paths]
+    text = ctx.repo_map.render(
+        tokens=ctx.settings.repo_map_tokens, focus_paths=paths, mentioned=names
+    )
+    return ToolResult(text or "The repository has no source files teachback can map.", target=focus)
+
+
+@tool("finish")
+def finish(ctx: ToolContext, summary: str) -> ToolResult:
+    """Finish the task: call this once the work is done (and checked), with a short summary.
+
+    Args:
+        summary: What was changed and how it was verified.
+    """
+    return ToolResult(f"Finished: {summary}")

@@ -1,0 +1,178 @@
+"""The workspace: confinement to the project root, the overlay of unsaved buffers, and writes.
+
+Every path a tool names is resolved (symlinks included) and must stay inside the root. Reads see
+the overlay (the editor's unsaved buffers) before the disk. Writes go to disk and keep the overlay
+in step, so commands the agent runs see its edits and the editor can mirror them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+MAX_READ_BYTES = 2_000_000  # larger files are refused whole; read_file pages through lines instead
+
+
+class WorkspaceError(Exception):
+    """A path or file the agent may not use; `kind` is a protocol ErrorKind."""
+
+    def __init__(self, message: str, kind: str = "failed") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file's change: what was there before (None: absent) and what is there after."""
+
+    path: str  # workspace-relative, posix separators
+    kind: Literal["create", "modify", "delete", "move"]
+    before: str | None
+    after: str | None
+    new_path: str | None = None  # for moves
+
+
+class Overlay:
+    """Unsaved editor buffers laid over the disk, keyed by absolute path, with versions."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._buffers: dict[Path, tuple[str, int | None]] = {}
+        self._lock = threading.Lock()
+
+    def set(self, path: str | Path, text: str, version: int | None = None) -> None:
+        key = self._workspace.resolve(str(path))
+        with self._lock:
+            self._buffers[key] = (text, version)
+
+    def remove(self, path: str | Path) -> None:
+        key = self._workspace.resolve(str(path))
+        with self._lock:
+            self._buffers.pop(key, None)
+
+    def get(self, path: Path) -> tuple[str, int | None] | None:
+        with self._lock:
+            return self._buffers.get(path)
+
+    def replace_text(self, path: Path, text: str) -> None:
+        """Keep an open buffer in step with a write (its version is the editor's to bump)."""
+        with self._lock:
+            if path in self._buffers:
+                self._buffers[path] = (text, self._buffers[path][1])
+
+    def paths(self) -> list[Path]:
+        with self._lock:
+            return sorted(self._buffers)
+
+
+class Workspace:
+    def __init__(self, root: str | Path) -> None:
+        root_path = Path(root).expanduser()
+        if not root_path.is_dir():
+            raise WorkspaceError(f"workspace {root_path} is not a directory; pass --workspace DIR.")
+        self.root = root_path.resolve()
+        self.overlay = Overlay(self)
+
+    # -- paths --------------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """The absolute, symlink-resolved path for `path`, refused when it leaves the workspace."""
+        if not isinstance(path, str) or not path.strip():
+            raise WorkspaceError("path must be a non-empty string relative to the workspace root.", "bad_arguments")
+        if "\x00" in path:
+            raise WorkspaceError("path contains a NUL byte; send a plain relative path.", "outside_workspace")
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        resolved = Path(os.path.realpath(candidate))
+        if resolved != self.root and self.root not in resolved.parents:
+            raise WorkspaceError(
+                f"{path!r} is outside the workspace {self.root}. Use a path relative to the workspace "
+                "root, without '..' and without symlinks that lead out of it.",
+                "outside_workspace",
+            )
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() if path != self.root else "."
+
+    def resolve_writable(self, path: str) -> Path:
+        resolved = self.resolve(path)
+        rel = self.relative(resolved)
+        if rel == ".git" or rel.startswith(".git/"):
+            raise WorkspaceError(f"{path!r} is inside .git/, which tools never write.", "outside_workspace")
+        if resolved == self.root:
+            raise WorkspaceError("the workspace root itself cannot be written; name a file inside it.", "bad_arguments")
+        return resolved
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def exists(self, path: Path) -> bool:
+        return self.overlay.get(path) is not None or path.exists()
+
+    def read_text(self, path: str | Path, *, limit: int = MAX_READ_BYTES) -> str:
+        """The text the user sees: the open buffer if any, else the file on disk (UTF-8)."""
+        resolved = path if isinstance(path, Path) else self.resolve(path)
+        buffered = self.overlay.get(resolved)
+        if buffered is not None:
+            return buffered[0]
+        rel = self.relative(resolved)
+        if resolved.is_dir():
+            raise WorkspaceError(f"{rel} is a directory; use list_files to see what it holds.", "failed")
+        if not resolved.is_file():
+            raise WorkspaceError(f"{rel} does not exist. Use list_files or search to find the right path.", "not_found")
+        size = resolved.stat().st_size
+        if size > limit:
+            raise WorkspaceError(
+                f"{rel} is {size:,} bytes, over the {limit:,}-byte limit for reading whole; read a line "
+                "range with read_file(path, start_line, end_line) or search it.",
+                "too_large",
+            )
+        data = resolved.read_bytes()
+        return decode_text(data, rel)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(self, change: FileChange) -> None:
+        """Apply one change to disk (and to an open buffer)."""
+        source = self.resolve_writable(change.path)
+        if change.kind == "delete":
+            source.unlink(missing_ok=True)
+            self.overlay.remove(source)
+            return
+        if change.kind == "move":
+            assert change.new_path is not None and change.after is not None
+            target = self.resolve_writable(change.new_path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(target, change.after)
+            source.unlink(missing_ok=True)
+            self.overlay.remove(source)
+            return
+        assert change.after is not None
+        source.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(source, change.after)
+        self.overlay.replace_text(source, change.after)
+
+
+def decode_text(data: bytes, rel: str) -> str:
+    if b"\x00" in data[:8192]:
+        raise WorkspaceError(f"{rel} is a binary file ({len(data):,} bytes); teachback reads text files only.", "binary")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkspaceError(
+            f"{rel} is not UTF-8 text (invalid byte at offset {exc.start}); it cannot be read or edited "
+            "as text. Convert it to UTF-8 first, or leave it alone.",
+            "encoding",
+        ) from None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.teachback-tmp")
+    tmp.write_text(text, encoding="utf-8", newline="")
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode)
+    os.replace(tmp, path)
