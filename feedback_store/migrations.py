@@ -1,0 +1,221 @@
+"""Schema migrations: named, numbered functions applied in order and recorded in `migrations`.
+
+A migration that has shipped is never edited; change the schema by appending a new one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import sqlite_utils
+
+MIGRATIONS_TABLE = "migrations"
+
+Migration = Callable[[sqlite_utils.Database], None]
+
+
+def m001_initial_schema(db: sqlite_utils.Database) -> None:
+    # Content that repeats (system prompts, tool schema lists, file snapshots), stored once by hash.
+    db.create_table(
+        "blobs",
+        {"hash": str, "kind": str, "size": int, "content": str},
+        pk="hash",
+        not_null={"kind", "content"},
+    )
+    db.create_table(
+        "sessions",
+        {
+            "id": str,
+            "workspace": str,
+            "model": str,
+            "frontend": str,
+            "git_head": str,
+            "config": str,
+            "system_prompt_hash": str,
+            "tools_hash": str,
+            "protocol_version": int,
+            "started_at": float,
+            "title": str,
+        },
+        pk="id",
+    )
+    # Every event as emitted (AssistantDelta excepted), so a session's log can be replayed.
+    db.create_table(
+        "events",
+        {"id": str, "session_id": str, "type": str, "ts": float, "cause_id": str, "json": str},
+        pk="id",
+        not_null={"session_id", "type", "json"},
+    )
+    db["events"].create_index(["session_id"], index_name="events_session")
+    # The conversation exactly as sent: seq 0 is the system message.
+    db.create_table(
+        "messages",
+        {"session_id": str, "seq": int, "event_id": str, "role": str, "message": str},
+        pk=("session_id", "seq"),
+        not_null={"message"},
+    )
+    db.create_table(
+        "turns",
+        {
+            "id": str,
+            "session_id": str,
+            "turn": int,
+            "text": str,
+            "started_at": float,
+            "finished_at": float,
+            "reason": str,
+            "summary": str,
+            "steps": int,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "cost_usd": float,
+        },
+        pk="id",
+    )
+    db["turns"].create_index(["session_id", "turn"], index_name="turns_session")
+    db.create_table(
+        "model_calls",
+        {
+            "id": str,
+            "session_id": str,
+            "step": int,
+            "model": str,
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "cost_usd": float,
+            "latency_ms": float,
+            "attempts": int,
+            "logprobs": str,
+            "ts": float,
+        },
+        pk="id",
+    )
+    db["model_calls"].create_index(["session_id"], index_name="model_calls_session")
+    db.create_table(
+        "tool_calls",
+        {
+            "id": str,
+            "session_id": str,
+            "call_id": str,
+            "name": str,
+            "arguments": str,
+            "step": int,
+            "message_seq": int,
+            "status": str,  # running | ok | error
+            "error_kind": str,
+            "target": str,
+            "result": str,
+            "duration_ms": float,
+            "started_at": float,
+            "finished_at": float,
+        },
+        pk="id",
+    )
+    db["tool_calls"].create_index(["session_id", "call_id"], index_name="tool_calls_call")
+    db.create_table(
+        "edits",
+        {
+            "id": str,
+            "session_id": str,
+            "call_id": str,
+            "event_id": str,
+            "message_seq": int,
+            "path": str,
+            "new_path": str,
+            "kind": str,
+            "before_hash": str,
+            "after_hash": str,
+            "diff": str,
+            "syntax_error": str,
+            "decision": str,
+            "comment": str,
+            "user_hash": str,
+            "reviewed_at": float,
+            "ts": float,
+        },
+        pk="id",
+    )
+    db["edits"].create_index(["session_id", "message_seq"], index_name="edits_session")
+    db.create_table(
+        "approvals",
+        {
+            "id": str,
+            "session_id": str,
+            "call_id": str,
+            "action": str,
+            "summary": str,
+            "detail": str,
+            "approved": int,
+            "comment": str,
+            "requested_at": float,
+            "resolved_at": float,
+        },
+        pk="id",
+    )
+    db["approvals"].create_index(["session_id", "call_id"], index_name="approvals_call")
+    db.create_table(
+        "pairs",
+        {
+            "id": str,
+            "session_id": str,
+            "source": str,
+            "tool": str,
+            "error_kind": str,
+            "target": str,
+            "feedback": str,
+            "tools_hash": str,
+            "anchor_seq": int,  # the assistant message whose call reported the failure
+            "completion_seq": int,  # the assistant message that failed
+            "correction_seq": int,  # the assistant message that fixed it
+            "correction": str,  # a correction that is not a recorded message (the user's version)
+            "closes_on": str,  # how a later event fixes it: next_call | same_call | same_file | same_command
+            "failure_event_id": str,
+            "correction_event_id": str,
+            "created_at": float,
+            "corrected_at": float,
+        },
+        pk="id",
+        not_null={"session_id", "source", "feedback", "completion_seq"},
+    )
+    db["pairs"].create_index(["session_id", "closes_on"], index_name="pairs_session")
+    db["pairs"].create_index(["source"], index_name="pairs_source")
+    db.create_table(
+        "flags",
+        {"id": str, "session_id": str, "rule": str, "detail": str, "event_id": str, "created_at": float},
+        pk="id",
+    )
+    db["flags"].create_index(["session_id"], index_name="flags_session")
+
+
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("m001_initial_schema", m001_initial_schema),
+]
+
+
+def applied(db: sqlite_utils.Database) -> set[str]:
+    if not db[MIGRATIONS_TABLE].exists():
+        return set()
+    return {row[0] for row in db.execute(f"SELECT name FROM {MIGRATIONS_TABLE}").fetchall()}
+
+
+def migrate(db: sqlite_utils.Database) -> list[str]:
+    """Apply pending migrations, each in its own IMMEDIATE transaction; return their names."""
+    if set(name for name, _ in MIGRATIONS) <= applied(db):
+        return []
+    done = []
+    for name, migration in MIGRATIONS:
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at REAL)"
+            )
+            if name not in applied(db):  # re-checked under the write lock: another process may have won
+                migration(db)
+                db.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?)", (name, time.time()))
+                done.append(name)
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.conn.execute("ROLLBACK")
+            raise
+    return done

@@ -1,0 +1,287 @@
+"""Feedback pairs, built while the session runs: each failure is stored the moment it happens and
+linked to its correction when a later event fixes it.
+
+A pair points at messages by their position (`seq`) in the recorded conversation: the failed
+assistant message is `completion_seq`, the prompt is everything before it, and the correction is
+the later assistant message `correction_seq`. Every function here runs inside the recorder's write
+transaction, so the state lives in the database, not in memory: a recorder started after a crash
+or on a resumed session carries on where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sqlite3
+
+from agent.protocol import EditApplied, EditReviewed, ToolCallFinished
+
+SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
+COMMAND_TOOL = "run_command"
+
+# How an open pair gets its correction:
+NEXT_CALL = "next_call"  # schema: the next well-formed call, any tool
+SAME_CALL = "same_call"  # tool / denied: the next successful call of the same tool on the same target
+SAME_FILE = "same_file"  # lint: the next edit of the same file that parses
+SAME_COMMAND = "same_command"  # test: the edits after which the same command passed
+
+
+def open_pair(
+    conn: sqlite3.Connection,
+    *,
+    source: str,
+    session_id: str,
+    failure_event_id: str,
+    completion_seq: int,
+    feedback: str,
+    ts: float,
+    tool: str | None = None,
+    error_kind: str | None = None,
+    target: str | None = None,
+    anchor_seq: int | None = None,
+    closes_on: str | None = None,
+    correction: dict | None = None,
+) -> str:
+    pair_id = f"{failure_event_id}-{source}"
+    conn.execute(
+        """
+        INSERT OR IGNORE INTO pairs (id, session_id, source, tool, error_kind, target, feedback,
+            tools_hash, anchor_seq, completion_seq, correction, closes_on, failure_event_id,
+            created_at, corrected_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT tools_hash FROM sessions WHERE id = ?), ?, ?, ?, ?, ?, ?, ?)
+        """,
+        (
+            pair_id,
+            session_id,
+            source,
+            tool,
+            error_kind,
+            target,
+            feedback,
+            session_id,
+            completion_seq if anchor_seq is None else anchor_seq,
+            completion_seq,
+            None if correction is None else json.dumps(correction, ensure_ascii=False),
+            closes_on,
+            failure_event_id,
+            ts,
+            ts if correction is not None else None,
+        ),
+    )
+    return pair_id
+
+
+def _close(
+    conn: sqlite3.Connection, session_id: str, where: str, params: tuple, seq: int, event_id: str, ts: float
+) -> None:
+    """Give every open pair matching `where` the correction at message `seq` (a later message)."""
+    conn.execute(
+        f"""
+        UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?, closes_on = NULL
+        WHERE session_id = ? AND closes_on IS NOT NULL AND anchor_seq < ? AND {where}
+        """,
+        (seq, event_id, ts, session_id, seq, *params),
+    )
+
+
+def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int | None) -> None:
+    """Link earlier failures this call fixes, then record this call's own failure."""
+    if seq is None:
+        return
+    sid = event.session_id
+    if event.error_kind not in SCHEMA_KINDS:
+        _close(conn, sid, "closes_on = ?", (NEXT_CALL,), seq, event.id, event.ts)
+    broke_syntax = event.ok and conn.execute(
+        "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND syntax_error IS NOT NULL",
+        (sid, event.call_id),
+    ).fetchone()
+    if event.ok and not broke_syntax:  # an edit that left the file unparseable fixes nothing
+        _close(
+            conn,
+            sid,
+            "closes_on = ? AND tool = ? AND target IS ?",
+            (SAME_CALL, event.name, event.target),
+            seq,
+            event.id,
+            event.ts,
+        )
+        if event.name == COMMAND_TOOL:
+            _close_test_pairs(conn, event, seq)
+    if event.ok:
+        return
+    kind = event.error_kind or "failed"
+    common = dict(
+        session_id=sid,
+        failure_event_id=event.id,
+        completion_seq=seq,
+        feedback=event.result,
+        ts=event.ts,
+        tool=event.name,
+        error_kind=kind,
+        target=event.target,
+    )
+    if kind in SCHEMA_KINDS:
+        open_pair(conn, source="schema", closes_on=NEXT_CALL, **common)
+    elif kind == "exit_status":
+        if event.name == COMMAND_TOOL:
+            _open_test_pair(conn, event, seq)
+    elif kind == "denied":
+        refused = conn.execute(
+            "SELECT comment FROM approvals WHERE session_id = ? AND call_id = ? AND approved = 0",
+            (sid, event.call_id),
+        ).fetchone()
+        if refused is not None:  # a person said no: that is user feedback
+            if refused[0] and refused[0] not in event.result:
+                common["feedback"] = f"{event.result}\n\nThe user's comment: {refused[0]}"
+            open_pair(conn, source="user", closes_on=SAME_CALL, **common)
+        else:
+            open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
+    else:
+        open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
+    _explain_lint(conn, event)
+
+
+def _explain_lint(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
+    """A lint pair's feedback is the tool result when that result told the model the syntax error."""
+    conn.execute(
+        """
+        UPDATE pairs SET feedback = ? WHERE source = 'lint' AND session_id = ? AND failure_event_id IN
+            (SELECT event_id FROM edits WHERE session_id = ? AND call_id = ? AND syntax_error IS NOT NULL
+             AND instr(?, syntax_error) > 0)
+        """,
+        (event.result, event.session_id, event.session_id, event.call_id, event.result),
+    )
+
+
+def _open_test_pair(conn: sqlite3.Connection, event: ToolCallFinished, seq: int) -> None:
+    """A failing command after edits: the last edit before it is the failed attempt."""
+    row = conn.execute(
+        "SELECT max(message_seq) FROM edits WHERE session_id = ? AND message_seq < ?",
+        (event.session_id, seq),
+    ).fetchone()
+    last_edit = row[0] if row else None
+    if last_edit is None:
+        return
+    already = conn.execute(
+        "SELECT 1 FROM pairs WHERE session_id = ? AND source = 'test' AND target IS ? AND completion_seq = ?",
+        (event.session_id, event.target, last_edit),
+    ).fetchone()
+    if already:  # the same command failed again with no new edit: still the same failure
+        return
+    open_pair(
+        conn,
+        source="test",
+        session_id=event.session_id,
+        failure_event_id=event.id,
+        completion_seq=last_edit,
+        anchor_seq=seq,
+        feedback=event.result,
+        ts=event.ts,
+        tool=event.name,
+        error_kind=event.error_kind,
+        target=event.target,
+        closes_on=SAME_COMMAND,
+    )
+
+
+def _close_test_pairs(conn: sqlite3.Connection, event: ToolCallFinished, seq: int) -> None:
+    """The command passed: the first edit after its last failure is what made it pass."""
+    row = conn.execute(
+        """
+        SELECT max(anchor_seq) FROM pairs
+        WHERE session_id = ? AND closes_on = ? AND target IS ? AND anchor_seq < ?
+        """,
+        (event.session_id, SAME_COMMAND, event.target, seq),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return
+    fix = conn.execute(
+        "SELECT min(message_seq) FROM edits WHERE session_id = ? AND message_seq > ? AND message_seq < ?",
+        (event.session_id, row[0], seq),
+    ).fetchone()[0]
+    if fix is None:  # passed without any new edit (a flaky command): nothing to learn from
+        return
+    conn.execute(
+        """
+        UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?, closes_on = NULL
+        WHERE session_id = ? AND closes_on = ? AND target IS ? AND anchor_seq < ?
+        """,
+        (fix, event.id, event.ts, event.session_id, SAME_COMMAND, event.target, fix),
+    )
+
+
+def on_edit(conn: sqlite3.Connection, event: EditApplied, seq: int | None) -> None:
+    if seq is None:
+        return
+    paths = [p for p in (event.path, event.new_path) if p]
+    if event.syntax_error is None and event.kind != "delete":
+        marks = ",".join("?" * len(paths))
+        _close(conn, event.session_id, f"closes_on = ? AND target IN ({marks})", (SAME_FILE, *paths), seq, event.id, event.ts)
+        return
+    if event.syntax_error is not None:
+        open_pair(
+            conn,
+            source="lint",
+            session_id=event.session_id,
+            failure_event_id=event.id,
+            completion_seq=seq,
+            feedback=f"After this edit {event.new_path or event.path} no longer parses: {event.syntax_error}",
+            ts=event.ts,
+            tool=tool_of_call(conn, event.session_id, event.call_id),
+            error_kind="syntax_error",
+            target=event.new_path or event.path,
+            closes_on=SAME_FILE,
+        )
+
+
+def on_review(conn: sqlite3.Connection, event: EditReviewed) -> None:
+    """A rejected or hand-corrected edit becomes a `user` pair."""
+    if event.decision == "accepted":
+        return
+    edit = conn.execute(
+        "SELECT message_seq, call_id, after_hash FROM edits WHERE id = ?", (event.edit_id,)
+    ).fetchone()
+    if edit is None or edit[0] is None:
+        return
+    seq, call_id, after_hash = edit
+    tool = tool_of_call(conn, event.session_id, call_id)
+    note = f" Their comment: {event.comment}" if event.comment else ""
+    correction = None
+    if event.decision == "rejected":
+        feedback = f"The user rejected your edit to {event.path}.{note}"
+    else:
+        after = conn.execute("SELECT content FROM blobs WHERE hash = ?", (after_hash,)).fetchone()
+        change = _diff(after[0] if after else "", event.user_content or "", event.path)
+        feedback = (
+            f"The user corrected your edit to {event.path} by hand.{note}\n"
+            f"Their changes to your version:\n{change}"
+        )
+        correction = {"role": "assistant", "content": event.user_content or ""}
+    open_pair(
+        conn,
+        source="user",
+        session_id=event.session_id,
+        failure_event_id=event.id,
+        completion_seq=seq,
+        feedback=feedback,
+        ts=event.ts,
+        tool=tool,
+        error_kind=event.decision,
+        target=event.path,
+        correction=correction,
+    )
+
+
+def tool_of_call(conn: sqlite3.Connection, session_id: str, call_id: str | None) -> str | None:
+    row = conn.execute(
+        "SELECT name FROM tool_calls WHERE session_id = ? AND call_id = ? ORDER BY started_at DESC LIMIT 1",
+        (session_id, call_id),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _diff(before: str, after: str, path: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
+    return "".join(lines)

@@ -1,0 +1,368 @@
+"""The Recorder: a session subscriber that writes each event the moment it is emitted.
+
+Each event is one IMMEDIATE transaction, committed before the call returns, so a crash or a kill
+loses nothing already emitted. Events are keyed by id: replaying a log writes no duplicates.
+Streaming deltas (AssistantDelta) are not stored: the AssistantMessage that follows them carries
+the whole text.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable
+
+from agent.protocol import (
+    ApprovalRequested,
+    ApprovalResolved,
+    AssistantDelta,
+    AssistantMessage,
+    EditApplied,
+    EditReviewed,
+    Event,
+    ModelUsage,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+from feedback_store import monitor, pairs
+from feedback_store.hashing import canonical_json, content_hash
+from feedback_store.store import Store
+
+TITLE_LENGTH = 80
+
+
+class Recorder:
+    """`session.subscribe(Recorder(store))` records everything the session emits."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AssistantDelta):
+            return
+        with self.store.write() as conn:
+            record(conn, event)
+
+    def record_many(self, events: Iterable[Event]) -> None:
+        """Record a whole log in one transaction (imports and replays)."""
+        with self.store.write() as conn:
+            for event in events:
+                if not isinstance(event, AssistantDelta):
+                    record(conn, event)
+
+
+def record(conn: sqlite3.Connection, event: Event) -> bool:
+    """Write one event and everything derived from it; False when it was already recorded."""
+    inserted = conn.execute(
+        "INSERT OR IGNORE INTO events (id, session_id, type, ts, cause_id, json) VALUES (?, ?, ?, ?, ?, ?)",
+        (event.id, event.session_id, event.type, event.ts, event.cause_id, event.to_json()),
+    ).rowcount
+    if not inserted:
+        return False
+    handler = HANDLERS.get(type(event))
+    if handler is not None:
+        handler(conn, event)
+    return True
+
+
+def put_blob(conn: sqlite3.Connection, kind: str, text: str | None) -> str | None:
+    if text is None:
+        return None
+    key = content_hash(text)
+    conn.execute(
+        "INSERT OR IGNORE INTO blobs (hash, kind, size, content) VALUES (?, ?, ?, ?)",
+        (key, kind, len(text), text),
+    )
+    return key
+
+
+def _add_message(conn: sqlite3.Connection, session_id: str, event_id: str, message: dict) -> int:
+    seq = conn.execute(
+        "SELECT coalesce(max(seq), -1) + 1 FROM messages WHERE session_id = ?", (session_id,)
+    ).fetchone()[0]
+    conn.execute(
+        "INSERT INTO messages (session_id, seq, event_id, role, message) VALUES (?, ?, ?, ?, ?)",
+        (session_id, seq, event_id, message.get("role"), json.dumps(message, ensure_ascii=False)),
+    )
+    return seq
+
+
+def _last_assistant_seq(conn: sqlite3.Connection, session_id: str) -> int | None:
+    return conn.execute(
+        "SELECT max(seq) FROM messages WHERE session_id = ? AND role = 'assistant'", (session_id,)
+    ).fetchone()[0]
+
+
+def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
+    prompt_hash = put_blob(conn, "system_prompt", event.system_prompt)
+    tools_hash = put_blob(conn, "tools", canonical_json(event.tools))
+    conn.execute(
+        """
+        INSERT INTO sessions (id, workspace, model, frontend, git_head, config, system_prompt_hash,
+            tools_hash, protocol_version, started_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, model = excluded.model,
+            frontend = excluded.frontend, git_head = excluded.git_head, config = excluded.config,
+            system_prompt_hash = excluded.system_prompt_hash, tools_hash = excluded.tools_hash,
+            protocol_version = excluded.protocol_version,
+            started_at = min(coalesce(sessions.started_at, excluded.started_at), excluded.started_at)
+        """,
+        (
+            event.session_id,
+            event.workspace,
+            event.model,
+            event.frontend,
+            event.git_head,
+            canonical_json(event.config),
+            prompt_hash,
+            tools_hash,
+            event.protocol_version,
+            event.ts,
+        ),
+    )
+    has_messages = conn.execute(
+        "SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (event.session_id,)
+    ).fetchone()
+    if not has_messages:  # a resumed session keeps its recorded conversation
+        _add_message(conn, event.session_id, event.id, {"role": "system", "content": event.system_prompt})
+
+
+def _turn_started(conn: sqlite3.Connection, event: TurnStarted) -> None:
+    title = event.text.strip().splitlines()[0][:TITLE_LENGTH] if event.text.strip() else None
+    conn.execute(
+        "INSERT OR IGNORE INTO sessions (id, started_at) VALUES (?, ?)", (event.session_id, event.ts)
+    )
+    conn.execute(
+        "UPDATE sessions SET title = ? WHERE id = ? AND title IS NULL", (title, event.session_id)
+    )
+    conn.execute(
+        "INSERT INTO turns (id, session_id, turn, text, started_at) VALUES (?, ?, ?, ?, ?)",
+        (event.id, event.session_id, event.turn, event.text, event.ts),
+    )
+    _add_message(conn, event.session_id, event.id, event.message)
+
+
+def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage) -> None:
+    _add_message(conn, event.session_id, event.id, event.message)
+
+
+def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
+    conn.execute(
+        """
+        INSERT INTO model_calls (id, session_id, step, model, prompt_tokens, completion_tokens,
+            cost_usd, latency_ms, attempts, logprobs, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        (
+            event.id,
+            event.session_id,
+            event.step,
+            event.model,
+            event.prompt_tokens,
+            event.completion_tokens,
+            event.cost_usd,
+            event.latency_ms,
+            event.attempts,
+            None if event.logprobs is None else json.dumps(event.logprobs),
+            event.ts,
+        ),
+    )
+
+
+def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None:
+    seq = _last_assistant_seq(conn, event.session_id)
+    conn.execute(
+        """
+        INSERT INTO tool_calls (id, session_id, call_id, name, arguments, step, message_seq, status, started_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)
+        """,
+        (event.id, event.session_id, event.call_id, event.name, event.arguments, event.step, seq, event.ts),
+    )
+    if event.name == pairs.COMMAND_TOOL and seq is not None:
+        command = _command_of(event.arguments)
+        if command:
+            _flag(conn, event, seq, monitor.check_command(command))
+
+
+def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
+    if event.message is not None:
+        _add_message(conn, event.session_id, event.id, event.message)
+    running = conn.execute(
+        """
+        SELECT id, message_seq FROM tool_calls WHERE session_id = ? AND call_id = ? AND status = 'running'
+        ORDER BY started_at DESC LIMIT 1
+        """,
+        (event.session_id, event.call_id),
+    ).fetchone()
+    status = "ok" if event.ok else "error"
+    values = (status, event.error_kind, event.target, event.result, event.duration_ms, event.ts)
+    if running is not None:
+        row_id, seq = running
+        conn.execute(
+            """
+            UPDATE tool_calls SET status = ?, error_kind = ?, target = ?, result = ?, duration_ms = ?,
+                finished_at = ? WHERE id = ?
+            """,
+            (*values, row_id),
+        )
+    else:  # finished without starting: a call skipped by an interrupt
+        seq = _last_assistant_seq(conn, event.session_id)
+        conn.execute(
+            """
+            INSERT INTO tool_calls (id, session_id, call_id, name, step, message_seq, status, error_kind,
+                target, result, duration_ms, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            (event.id, event.session_id, event.call_id, event.name, event.step, seq, *values),
+        )
+        if event.error_kind == "denied":
+            return  # the user stopped the turn; the model did nothing wrong
+    pairs.on_tool_finished(conn, event, seq)
+
+
+def _edit_applied(conn: sqlite3.Connection, event: EditApplied) -> None:
+    row = conn.execute(
+        "SELECT message_seq FROM tool_calls WHERE session_id = ? AND call_id = ? ORDER BY started_at DESC LIMIT 1",
+        (event.session_id, event.call_id),
+    ).fetchone()
+    seq = row[0] if row else _last_assistant_seq(conn, event.session_id)
+    conn.execute(
+        """
+        INSERT INTO edits (id, session_id, call_id, event_id, message_seq, path, new_path, kind,
+            before_hash, after_hash, diff, syntax_error, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """,
+        (
+            event.edit_id,
+            event.session_id,
+            event.call_id,
+            event.id,
+            seq,
+            event.path,
+            event.new_path,
+            event.kind,
+            put_blob(conn, "file", event.before),
+            put_blob(conn, "file", event.after),
+            event.diff,
+            event.syntax_error,
+            event.ts,
+        ),
+    )
+    pairs.on_edit(conn, event, seq)
+    if seq is not None:
+        findings = monitor.check_edit(
+            event.path, event.kind, event.before, event.after, event.diff, event.new_path,
+            test_text=_test_text(conn, event.session_id) if monitor.LITERAL_BRANCH.search(event.diff) else "",
+        )
+        _flag(conn, event, seq, findings)
+
+
+def _test_text(conn: sqlite3.Connection, session_id: str) -> str:
+    """Test code the session has seen: test files it read or wrote (for the hard-coding rule)."""
+    texts = []
+    for target, result in conn.execute(
+        "SELECT target, result FROM tool_calls WHERE session_id = ? AND status = 'ok' AND name = 'read_file'",
+        (session_id,),
+    ):
+        if monitor.is_test_path(target):
+            texts.append(result or "")
+    for path, content in conn.execute(
+        "SELECT e.path, b.content FROM edits e JOIN blobs b ON b.hash = e.after_hash WHERE e.session_id = ?",
+        (session_id,),
+    ):
+        if monitor.is_test_path(path):
+            texts.append(content)
+    return "\n".join(texts)
+
+
+def _flag(conn: sqlite3.Connection, event: Event, seq: int, findings: list[monitor.Finding]) -> None:
+    for finding in findings:
+        conn.execute(
+            "INSERT OR IGNORE INTO flags (id, session_id, rule, detail, event_id, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (f"{event.id}-{finding.rule}", event.session_id, finding.rule, finding.detail, event.id, event.ts),
+        )
+        pairs.open_pair(
+            conn,
+            source="monitor",
+            session_id=event.session_id,
+            failure_event_id=f"{event.id}-{finding.rule}",
+            completion_seq=seq,
+            feedback=finding.feedback,
+            ts=event.ts,
+            tool=getattr(event, "name", None) or pairs.tool_of_call(conn, event.session_id, getattr(event, "call_id", None)),
+            error_kind=finding.rule,
+            target=getattr(event, "path", None) or finding.detail,
+        )
+
+
+def _approval_requested(conn: sqlite3.Connection, event: ApprovalRequested) -> None:
+    conn.execute(
+        """
+        INSERT OR IGNORE INTO approvals (id, session_id, call_id, action, summary, detail, requested_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?)
+        """,
+        (event.request_id, event.session_id, event.call_id, event.action, event.summary, event.detail, event.ts),
+    )
+
+
+def _approval_resolved(conn: sqlite3.Connection, event: ApprovalResolved) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO approvals (id, session_id, call_id) VALUES (?, ?, ?)",
+        (event.request_id, event.session_id, event.call_id),
+    )
+    conn.execute(
+        "UPDATE approvals SET approved = ?, comment = ?, resolved_at = ? WHERE id = ?",
+        (int(event.approved), event.comment, event.ts, event.request_id),
+    )
+
+
+def _edit_reviewed(conn: sqlite3.Connection, event: EditReviewed) -> None:
+    conn.execute(
+        "UPDATE edits SET decision = ?, comment = ?, user_hash = ?, reviewed_at = ? WHERE id = ?",
+        (event.decision, event.comment, put_blob(conn, "file", event.user_content), event.ts, event.edit_id),
+    )
+    pairs.on_review(conn, event)
+
+
+def _turn_finished(conn: sqlite3.Connection, event: TurnFinished) -> None:
+    conn.execute(
+        """
+        UPDATE turns SET finished_at = ?, reason = ?, summary = ?, steps = ?, prompt_tokens = ?,
+            completion_tokens = ?, cost_usd = ? WHERE session_id = ? AND turn = ? AND finished_at IS NULL
+        """,
+        (
+            event.ts,
+            event.reason,
+            event.summary,
+            event.steps,
+            event.prompt_tokens,
+            event.completion_tokens,
+            event.cost_usd,
+            event.session_id,
+            event.turn,
+        ),
+    )
+
+
+def _command_of(arguments: str) -> str | None:
+    try:
+        data = json.loads(arguments)
+    except (ValueError, TypeError):
+        return None
+    command = data.get("command") if isinstance(data, dict) else None
+    return command if isinstance(command, str) else None
+
+
+HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event], None]] = {
+    SessionStarted: _session_started,  # type: ignore[dict-item]
+    TurnStarted: _turn_started,  # type: ignore[dict-item]
+    AssistantMessage: _assistant_message,  # type: ignore[dict-item]
+    ModelUsage: _model_usage,  # type: ignore[dict-item]
+    ToolCallStarted: _tool_call_started,  # type: ignore[dict-item]
+    ToolCallFinished: _tool_call_finished,  # type: ignore[dict-item]
+    EditApplied: _edit_applied,  # type: ignore[dict-item]
+    ApprovalRequested: _approval_requested,  # type: ignore[dict-item]
+    ApprovalResolved: _approval_resolved,  # type: ignore[dict-item]
+    EditReviewed: _edit_reviewed,  # type: ignore[dict-item]
+    TurnFinished: _turn_finished,  # type: ignore[dict-item]
+}

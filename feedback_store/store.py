@@ -1,0 +1,314 @@
+"""The SQLite feedback database: opening, write transactions, and the read side.
+
+Several processes (language server, terminal app, CLI runs) may write one file at once: the file is
+in WAL mode, every write transaction begins IMMEDIATE (it takes the write lock before reading, so
+two writers never deadlock on a lock upgrade) and waits on a busy timeout.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from feedback_store.errors import StoreError
+from feedback_store.migrations import migrate
+from feedback_store.rows import Pair, SessionSummary
+
+DEFAULT_TIMEOUT = 10.0  # seconds a writer waits for another writer's transaction
+
+
+def default_db_path() -> Path:
+    from agent.config import Settings
+
+    return Settings().db_path()
+
+
+def open_store(path: str | Path | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
+    """Open (creating and migrating as needed) the feedback database at `path`."""
+    path = Path(path).expanduser() if path is not None else default_db_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"Cannot create the folder for the feedback database {path}: {exc.strerror}. "
+            "Choose a writable location with --db PATH or TEACHBACK_DB."
+        ) from exc
+    conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL loses nothing on a process crash; only a power cut may drop the last
+        # commits, and the file stays consistent either way.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        db = sqlite_utils.Database(conn, execute_plugins=False)
+        migrate(db)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise explain(exc, path) from exc
+    return Store(db, path)
+
+
+def explain(exc: sqlite3.Error, path: Path) -> StoreError:
+    """Turn an sqlite3 error into a StoreError that says how to fix it."""
+    text = str(exc)
+    lowered = text.lower()
+    if "not a database" in lowered or "malformed" in lowered or "corrupt" in lowered:
+        return StoreError(
+            f"The feedback database {path} is damaged or is not a teachback database ({text}). "
+            f"Move it aside (mv '{path}' '{path}.bad') and teachback will start a fresh one, "
+            "or point --db / TEACHBACK_DB at another file."
+        )
+    if "locked" in lowered or "busy" in lowered:
+        return StoreError(
+            f"The feedback database {path} is locked: another program has held a write "
+            f"transaction on it for too long ({text}). Close that program (another teachback "
+            "process or an SQLite browser with unsaved changes) and retry, or use --db PATH."
+        )
+    if "readonly" in lowered or "unable to open" in lowered or "permission" in lowered:
+        return StoreError(
+            f"Cannot write the feedback database {path} ({text}). Check the permissions of the "
+            "file and its folder, or choose a writable file with --db PATH or TEACHBACK_DB."
+        )
+    return StoreError(f"The feedback database {path} failed: {text}.")
+
+
+def parse_since(since: float | str | dt.datetime | None) -> float | None:
+    """A Unix time from a number, a datetime or an ISO date/time string ("2025-06-01")."""
+    if since is None or isinstance(since, (int, float)):
+        return since
+    if isinstance(since, str):
+        try:
+            since = dt.datetime.fromisoformat(since)
+        except ValueError:
+            raise StoreError(
+                f"--since must be an ISO date or time such as 2025-06-01 or 2025-06-01T12:00, "
+                f"got {since!r}."
+            ) from None
+    if since.tzinfo is None:
+        since = since.astimezone()
+    return since.timestamp()
+
+
+class Store:
+    def __init__(self, db: sqlite_utils.Database, path: Path) -> None:
+        self.db = db
+        self.path = path
+        self._lock = threading.RLock()  # one connection, shared by the threads of one process
+        self._blob_cache: dict[str, Any] = {}
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE write transaction; committed on exit, rolled back on error."""
+        conn = self.db.conn
+        with self._lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise explain(exc, self.path) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise explain(exc, self.path) from exc
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                cursor = self.db.conn.execute(sql, params)
+                names = [d[0] for d in cursor.description]
+                return [dict(zip(names, row)) for row in cursor.fetchall()]  # type: ignore[misc]
+            except sqlite3.Error as exc:
+                raise explain(exc, self.path) from exc
+
+    def blob(self, content_hash: str | None) -> str | None:
+        if content_hash is None:
+            return None
+        rows = self.query("SELECT content FROM blobs WHERE hash = ?", (content_hash,))
+        return rows[0]["content"] if rows else None
+
+    def list_sessions(self, limit: int = 50) -> list[SessionSummary]:
+        rows = self.query(
+            """
+            SELECT s.id, s.workspace, s.model, s.frontend, s.started_at, s.title,
+                   (SELECT count(*) FROM turns t WHERE t.session_id = s.id) AS turns,
+                   (SELECT count(*) FROM pairs p WHERE p.session_id = s.id) AS pairs,
+                   EXISTS (SELECT 1 FROM flags f WHERE f.session_id = s.id) AS flagged
+            FROM sessions s ORDER BY s.started_at DESC, s.id DESC LIMIT ?
+            """,
+            (limit,),
+        )
+        return [SessionSummary(**{**row, "flagged": bool(row["flagged"])}) for row in rows]
+
+    def conversation(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages exactly as sent, system message first."""
+        if not self.query("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            raise StoreError(
+                f"No session {session_id!r} in {self.path}. List recorded sessions with "
+                "`teachback stats` or the terminal app's session list."
+            )
+        _, messages = self._messages(session_id)
+        return messages
+
+    def events(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's raw event log (as JSON objects), in the order it was recorded."""
+        rows = self.query(
+            "SELECT json FROM events WHERE session_id = ? ORDER BY rowid", (session_id,)
+        )
+        return [json.loads(row["json"]) for row in rows]
+
+    def flags(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        if session_id is None:
+            return self.query("SELECT * FROM flags ORDER BY created_at, id")
+        return self.query(
+            "SELECT * FROM flags WHERE session_id = ? ORDER BY created_at, id", (session_id,)
+        )
+
+    def pairs(
+        self,
+        source: str | None = None,
+        tool: str | None = None,
+        model: str | None = None,
+        since: float | str | dt.datetime | None = None,
+        *,
+        include_flagged: bool = True,
+        session_id: str | None = None,
+    ) -> list[Pair]:
+        return list(
+            self.iter_pairs(
+                source=source,
+                tool=tool,
+                model=model,
+                since=since,
+                include_flagged=include_flagged,
+                session_id=session_id,
+            )
+        )
+
+    def count_pairs(self, **filters: Any) -> int:
+        where, params = _pair_filters(**filters)
+        rows = self.query(
+            f"SELECT count(*) AS n FROM pairs p JOIN sessions s ON s.id = p.session_id {where}", params
+        )
+        return rows[0]["n"]
+
+    def iter_pairs(self, **filters: Any) -> Iterator[Pair]:
+        """Pairs in a deterministic order (session start, session, position in the conversation)."""
+        where, params = _pair_filters(**filters)
+        rows = self.query(
+            f"""
+            SELECT p.*, s.model, s.tools_hash AS session_tools_hash,
+                   EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id) AS flagged
+            FROM pairs p JOIN sessions s ON s.id = p.session_id {where}
+            ORDER BY s.started_at, p.session_id, p.completion_seq, p.source, p.id
+            """,
+            params,
+        )
+        current: str | None = None
+        seqs: list[int] = []
+        messages: list[dict[str, Any]] = []
+        for row in rows:
+            if row["session_id"] != current:
+                current = row["session_id"]
+                seqs, messages = self._messages(current)
+            pair = self._pair(row, seqs, messages)
+            if pair is not None:
+                yield pair
+
+    def _pair(self, row: dict[str, Any], seqs: list[int], messages: list[dict[str, Any]]) -> Pair | None:
+        at = bisect.bisect_left(seqs, row["completion_seq"])
+        if at >= len(seqs) or seqs[at] != row["completion_seq"]:
+            return None  # the failed message was never recorded: nothing to train on
+        correction = None
+        if row["correction"] is not None:
+            correction = json.loads(row["correction"])
+        elif row["correction_seq"] is not None:
+            index = bisect.bisect_left(seqs, row["correction_seq"])
+            if index < len(seqs) and seqs[index] == row["correction_seq"]:
+                correction = messages[index]
+        return Pair(
+            id=row["id"],
+            session_id=row["session_id"],
+            source=row["source"],
+            tool=row["tool"],
+            error_kind=row["error_kind"],
+            target=row["target"],
+            feedback=row["feedback"],
+            prompt=messages[:at],
+            completion=messages[at],
+            correction=correction,
+            tools=self._tools(row["tools_hash"] or row["session_tools_hash"]),
+            model=row["model"],
+            created_at=row["created_at"],
+            corrected_at=row["corrected_at"],
+            flagged=bool(row["flagged"]),
+        )
+
+    def _messages(self, session_id: str) -> tuple[list[int], list[dict[str, Any]]]:
+        rows = self.query(
+            "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        return [row["seq"] for row in rows], [json.loads(row["message"]) for row in rows]
+
+    def _tools(self, tools_hash: str | None) -> list[dict[str, Any]]:
+        if tools_hash is None:
+            return []
+        if tools_hash not in self._blob_cache:
+            text = self.blob(tools_hash)
+            self._blob_cache[tools_hash] = json.loads(text) if text else []
+        return self._blob_cache[tools_hash]
+
+    def stats(self) -> dict[str, Any]:
+        from feedback_store.stats import compute_stats
+
+        return compute_stats(self)
+
+
+def _pair_filters(
+    source: str | None = None,
+    tool: str | None = None,
+    model: str | None = None,
+    since: float | str | dt.datetime | None = None,
+    include_flagged: bool = True,
+    session_id: str | None = None,
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (("p.source", source), ("p.tool", tool), ("s.model", model), ("p.session_id", session_id)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    start = parse_since(since)
+    if start is not None:
+        clauses.append("p.created_at >= ?")
+        params.append(start)
+    if not include_flagged:
+        clauses.append("NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id)")
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params
