@@ -1,0 +1,45 @@
+"""Approvals for the headless CLI: ask on the terminal, answer the session with an Op."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import TextIO
+
+from agent.protocol import ApprovalDecision, ApprovalRequested, Event
+
+
+class TerminalApprover:
+    """Subscribes to a session; each ApprovalRequested is asked on the terminal (y/n, then an
+    optional reason), reading answers from stdin (a pipe works too). At end of input the request is
+    declined with a reason the model reads."""
+
+    def __init__(self, session, stdin: TextIO = sys.stdin, stderr: TextIO = sys.stderr) -> None:
+        self.session = session
+        self.stdin = stdin
+        self.stderr = stderr
+        self._tasks: set[asyncio.Task] = set()
+        session.subscribe(self)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ApprovalRequested):
+            task = asyncio.get_running_loop().create_task(self._answer(event))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, event: ApprovalRequested) -> None:
+        approved, comment = await asyncio.to_thread(self._ask, event)
+        await self.session.submit(ApprovalDecision(request_id=event.request_id, approved=approved, comment=comment))
+
+    def _ask(self, event: ApprovalRequested) -> tuple[bool, str | None]:
+        self.stderr.write(f"Allow this {event.action}? [y/N] ")
+        self.stderr.flush()
+        line = self.stdin.readline()
+        if not line:
+            return False, ("Nobody answered the approval prompt. Run with --approval full-auto (or auto-edit) "
+                           "to allow this without asking.")
+        if line.strip().lower() in ("y", "yes"):
+            return True, None
+        self.stderr.write("Reason (optional, the agent will read it): ")
+        self.stderr.flush()
+        return False, self.stdin.readline().strip() or None

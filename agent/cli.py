@@ -1,0 +1,193 @@
+"""The `teachback` command: the composition root. Each command imports what it needs lazily, so
+`teachback --help` and `teachback lsp` start fast."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from agent.config import APPROVAL_MODES, ConfigError, Settings, load_settings
+
+EXIT_OK, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        print(f"teachback: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("teachback: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="teachback", description="A coding agent that learns from its mistakes.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the agent on an instruction, headless")
+    _session_options(run)
+    run.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    run.add_argument("--no-record", action="store_true", help="do not record the session in the feedback store")
+    run.add_argument("instruction", help="what the agent should do")
+    run.set_defaults(handler=_run)
+
+    undo = sub.add_parser("undo", help="restore the working tree to the last checkpoint")
+    undo.add_argument("--workspace", type=Path, default=Path.cwd())
+    undo.set_defaults(handler=_undo)
+
+    doctor = sub.add_parser("doctor", help="check git, the model, the database and the configuration")
+    _session_options(doctor)
+    doctor.set_defaults(handler=_doctor)
+
+    from feedback_store.commands import add_export_arguments, add_stats_arguments
+
+    add_export_arguments(sub.add_parser("export", help="export feedback pairs as training data"))
+    sub.choices["export"].set_defaults(handler=_store_command("export_main"))
+    add_stats_arguments(sub.add_parser("stats", help="summarise the feedback store"))
+    sub.choices["stats"].set_defaults(handler=_store_command("stats_main"))
+
+    lsp = sub.add_parser("lsp", help="run the language server (stdio unless --tcp)")
+    lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    lsp.set_defaults(handler=lambda a: __import__("lsp_server").main(a.tcp))
+
+    tui = sub.add_parser("tui", help="open the terminal app")
+    tui.add_argument("workspace", nargs="?", type=Path, default=Path.cwd())
+    tui.set_defaults(handler=_tui)
+
+    repo_map = sub.add_parser("map", help="print the repository map")
+    repo_map.add_argument("--workspace", type=Path, default=Path.cwd())
+    repo_map.add_argument("--focus", nargs="*", default=[], help="files or identifiers to centre the map on")
+    repo_map.add_argument("--tokens", type=int, default=None, help="token budget (default: repo_map_tokens)")
+    repo_map.set_defaults(handler=_map)
+
+    demo = sub.add_parser("demo", help="run the agent offline on a sample project with the embedded model")
+    demo.add_argument("--dest", type=Path, default=None, help="where to put the sample project (default: a temp dir)")
+    demo.add_argument("--model", default=None, help="model to use instead of the embedded one")
+    demo.add_argument("--max-steps", type=int, default=12)
+    demo.set_defaults(handler=lambda a: __import__("agent.demo", fromlist=["run_demo"]).run_demo(
+        a.dest, model=a.model, max_steps=a.max_steps))
+    return parser
+
+
+def _session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, default=Path.cwd(), help="project root (default: cwd)")
+    parser.add_argument("--model", help="litellm model string, e.g. anthropic/claude-sonnet-4-5")
+    parser.add_argument("--approval", choices=APPROVAL_MODES, help="when to ask before edits and commands")
+    parser.add_argument("--max-steps", type=int, help="stop after this many model calls per turn")
+    parser.add_argument("--max-cost", type=float, help="stop once a turn has cost this many USD")
+    parser.add_argument("--db", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    base = load_settings(args.workspace)
+    return base.replace(model=args.model, approval=args.approval, max_steps=args.max_steps,
+                        max_cost=args.max_cost, db=args.db)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from agent.approval_prompt import TerminalApprover
+    from agent.runtime import open_session
+    from agent.transcript import JsonLines, Transcript
+    from agent.workspace import WorkspaceError
+
+    settings = settings_for(args)
+    try:
+        session = open_session(args.workspace, settings, frontend="cli")
+    except WorkspaceError as exc:
+        print(f"teachback: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    session.subscribe(JsonLines() if args.json else Transcript())
+    if not args.no_record and settings.record:
+        store = _open_store(settings)
+        if store is None:
+            return EXIT_USAGE
+        from feedback_store import Recorder
+
+        session.subscribe(Recorder(store))
+    TerminalApprover(session)
+
+    from agent.protocol import UserInput
+
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(session.run(UserInput(text=args.instruction)))
+    while True:
+        try:
+            finished = loop.run_until_complete(task)
+            break
+        except KeyboardInterrupt:  # first Ctrl-C: stop cooperatively at the next step
+            print("\nteachback: interrupting (Ctrl-C again to abort)", file=sys.stderr)
+            session.interrupt()
+            try:
+                finished = loop.run_until_complete(task)
+                break
+            except KeyboardInterrupt:
+                task.cancel()
+                raise
+    loop.close()
+    return EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
+
+
+def _open_store(settings: Settings):
+    from feedback_store import StoreError, open_store
+
+    try:
+        return open_store(settings.db_path())
+    except StoreError as exc:
+        print(f"teachback: {exc}\n(or pass --no-record to run without recording)", file=sys.stderr)
+        return None
+
+
+def _undo(args: argparse.Namespace) -> int:
+    from agent.checkpoint import UndoError, undo_last
+
+    try:
+        restored = undo_last(args.workspace)
+    except UndoError as exc:
+        print(f"teachback: {exc}", file=sys.stderr)
+        return EXIT_STOPPED
+    print("Restored:" if restored else "The working tree already matches the last checkpoint.")
+    for path in restored:
+        print(f"  {path}")
+    return EXIT_OK
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from agent.doctor import run_checks
+
+    return run_checks(args.workspace, args)
+
+
+def _store_command(name: str):
+    def handler(args: argparse.Namespace) -> int:
+        from feedback_store import commands
+
+        return getattr(commands, name)(args)
+
+    return handler
+
+
+def _tui(args: argparse.Namespace) -> int:
+    import tui
+
+    return tui.main(args.workspace, load_settings(args.workspace))
+
+
+def _map(args: argparse.Namespace) -> int:
+    from agent.repomap import map_main
+
+    tokens = args.tokens if args.tokens is not None else load_settings(args.workspace).repo_map_tokens
+    return map_main(args.workspace, args.focus, tokens)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

