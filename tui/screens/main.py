@@ -139,15 +139,16 @@ class MainScreen(Screen[None]):
         except Exception as exc:  # the session reports failures as events; this is the backstop
             log.exception("turn failed")
             self.app.notify(f"The turn failed: {exc}", title="Agent", severity="error", timeout=15)
-            return
+            finished = None
         finally:
-            self.turn_running = False
-            self.query_one(StatusBar).state = "ready"
-            if self.host.relay is not None:
-                self.host.relay.flush()
-        self.turn_summary = finished.summary
-        if session.last_turn_changes():
-            self.action_review()
+            self.turn_running = False  # also when the app closes mid-turn and cancels this worker
+        self.query_one(StatusBar).state = "ready"
+        if self.host.relay is not None:
+            self.host.relay.flush()
+        if finished is not None:
+            self.turn_summary = finished.summary
+            if session.last_turn_changes():
+                self.action_review()
 
     def action_interrupt(self) -> None:
         session = self.host.session if self.host else None

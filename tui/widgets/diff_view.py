@@ -34,8 +34,10 @@ def unified_diff(change: FileChange) -> str:
 class DiffView(Static):
     """One file's diff, syntax-highlighted."""
 
+    diff = ""
+
     def show(self, change: FileChange) -> None:
-        diff = unified_diff(change)
+        self.diff = diff = unified_diff(change)
         if not diff:
             self.update(Text(f"{change.path}: no textual change ({change.kind})", style="dim"))
             return
