@@ -1,0 +1,94 @@
+"""Events in words: progress messages and log lines for editors that show plain text only."""
+
+from __future__ import annotations
+
+import json
+
+from lsprotocol import types
+
+from agent.protocol import (
+    ApprovalRequested,
+    ApprovalResolved,
+    AssistantMessage,
+    EditApplied,
+    EditReviewed,
+    ErrorEvent,
+    Event,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+
+SNIPPET = 200
+
+
+def progress_message(event: Event) -> str | None:
+    """What the turn is doing now, for `$/progress` (None: no change worth showing)."""
+    if isinstance(event, TurnStarted):
+        return "asking the model"
+    if isinstance(event, ToolCallStarted):
+        target = call_target(event.arguments)
+        return f"step {event.step}: {event.name or 'reply'}{' ' + target if target else ''}"
+    if isinstance(event, ToolCallFinished) and not event.ok:
+        return f"step {event.step}: {event.name or 'reply'} failed ({event.error_kind}), the model will retry"
+    if isinstance(event, AssistantMessage):
+        return f"step {event.step}: the model replied"
+    if isinstance(event, ApprovalRequested):
+        return f"waiting for your approval: {event.summary}"
+    return None
+
+
+def log_line(event: Event) -> tuple[str, types.MessageType] | None:
+    """One line for `window/logMessage` (None for events not worth a line, such as stream deltas)."""
+    info, warning, error = types.MessageType.Info, types.MessageType.Warning, types.MessageType.Error
+    if isinstance(event, TurnStarted):
+        return f"[turn {event.turn}] {event.text}", info
+    if isinstance(event, AssistantMessage):
+        content = (event.message.get("content") or "").strip()
+        return (f"[assistant] {content}", info) if content else None
+    if isinstance(event, ToolCallFinished):
+        target = f" {event.target}" if event.target else ""
+        if event.ok:
+            return f"[tool] {event.name}{target}: ok", info
+        return f"[tool] {event.name}{target} failed ({event.error_kind}): {_first_line(event.result)}", warning
+    if isinstance(event, EditApplied):
+        where = f"{event.path} -> {event.new_path}" if event.new_path else event.path
+        broken = f"; it no longer parses: {event.syntax_error}" if event.syntax_error else ""
+        return f"[edit {event.edit_id}] {event.kind} {where}{broken}", warning if broken else info
+    if isinstance(event, ApprovalRequested):
+        return (
+            f"[approval {event.request_id}] {event.summary}\n{event.detail}\n"
+            f"Answer in the prompt, or run teachback.accept / teachback.reject with id {event.request_id}."
+        ), info
+    if isinstance(event, ApprovalResolved):
+        verdict = "approved" if event.approved else "declined"
+        return f"[approval {event.request_id}] {verdict}{': ' + event.comment if event.comment else ''}", info
+    if isinstance(event, EditReviewed):
+        return f"[review] {event.path}: {event.decision}{': ' + event.comment if event.comment else ''}", info
+    if isinstance(event, TurnFinished):
+        cost = f", ${event.cost_usd:.4f}" if event.cost_usd else ""
+        return f"[turn {event.turn}] {event.reason} after {event.steps} step(s){cost}: {event.summary}", info
+    if isinstance(event, ErrorEvent):
+        return f"[error] {event.message}", error
+    return None
+
+
+def call_target(arguments: str) -> str:
+    """The path or command a tool call names, from its raw argument text ('' when there is none)."""
+    try:
+        data = json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    for key in ("path", "src", "command", "pattern"):
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return value if len(value) <= 60 else value[:59] + "…"
+    return ""
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= SNIPPET else line[: SNIPPET - 1] + "…"
