@@ -2,8 +2,10 @@
 
 Model string `scripted/<path>`; the file is a list of turns in OpenAI chat shape:
 `{"content": str | null, "tool_calls": [{"id": str?, "function": {"name": str, "arguments": str}}],
-"delay": seconds?}`. `arguments` is sent exactly as written, so a script can send invalid JSON, an
-unknown tool or wrong types on purpose. Which turn comes next is derived from the conversation (the
+"delay": seconds?, "error": kind?, "times": n?}`. `arguments` is sent exactly as written, so a script
+can send invalid JSON, an unknown tool or wrong types on purpose. A turn with `error` (rate_limit,
+unavailable, connection, auth, not_found, context_window) fails that way `times` times (default:
+every time) before it answers, to exercise retries. Which turn comes next is derived from the conversation (the
 number of assistant messages so far), so the provider keeps no state. When the script runs out it
 answers with a final message and no tool calls.
 """
@@ -111,24 +113,56 @@ def _chunks(messages: list[dict[str, Any]], turn: dict[str, Any]) -> Iterator[di
     }
 
 
+def _raise_scripted_error(model: str, kind: str) -> None:
+    import litellm
+
+    message = f"scripted {kind} error"
+    errors = {
+        "rate_limit": lambda: litellm.RateLimitError(message, "scripted", model),
+        "unavailable": lambda: litellm.ServiceUnavailableError(message, "scripted", model),
+        "connection": lambda: litellm.APIConnectionError(message, "scripted", model),
+        "auth": lambda: litellm.AuthenticationError(message, "scripted", model),
+        "not_found": lambda: litellm.NotFoundError(message, model, "scripted"),
+        "context_window": lambda: litellm.ContextWindowExceededError(message, model, "scripted"),
+    }
+    if kind not in errors:
+        raise ScriptError(f"unknown scripted error {kind!r}; known: {', '.join(errors)}")
+    raise errors[kind]()
+
+
 class ScriptedLLM(CustomLLM):
-    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+    def __init__(self) -> None:
+        super().__init__()
+        self._failures: dict[tuple[str, int], int] = {}  # (script, turn index) -> errors raised so far
+
+    def _turn(self, model: str, messages: list) -> dict[str, Any]:
         turn = next_turn(model, messages)
+        kind = turn.get("error")
+        if kind:
+            key = (model, sum(1 for m in messages if m.get("role") == "assistant"))
+            raised = self._failures.get(key, 0)
+            if turn.get("times") is None or raised < int(turn["times"]):
+                self._failures[key] = raised + 1
+                _raise_scripted_error(model, kind)
+        return turn
+
+    def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
+        turn = self._turn(model, messages)
         time.sleep(float(turn.get("delay") or 0))
         return _response(model, messages, turn)
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
-        turn = next_turn(model, messages)
+        turn = self._turn(model, messages)
         await asyncio.sleep(float(turn.get("delay") or 0))
         return _response(model, messages, turn)
 
     def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        turn = next_turn(model, messages)
+        turn = self._turn(model, messages)
         time.sleep(float(turn.get("delay") or 0))
         yield from _chunks(messages, turn)
 
     async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
-        turn = next_turn(model, messages)
+        turn = self._turn(model, messages)
         await asyncio.sleep(float(turn.get("delay") or 0))
         for chunk in _chunks(messages, turn):
             yield chunk
