@@ -1,9 +1,28 @@
 """teachback's feedback store: every event a session emits, in SQLite, and the feedback pairs
-(failure -> feedback -> correction) built from them, ready to export as training data."""
+(failure -> feedback -> correction) built from them, ready to export as training data.
 
-from feedback_store.errors import StoreError
-from feedback_store.recorder import Recorder
-from feedback_store.rows import Pair, SessionSummary
-from feedback_store.store import Store, open_store
+The public names load on first use, so `import feedback_store.commands` stays fast.
+"""
 
-__all__ = ["Pair", "Recorder", "SessionSummary", "Store", "StoreError", "open_store"]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "StoreError": "feedback_store.errors",
+    "Recorder": "feedback_store.recorder",
+    "Pair": "feedback_store.rows",
+    "SessionSummary": "feedback_store.rows",
+    "Store": "feedback_store.store",
+    "open_store": "feedback_store.store",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'feedback_store' has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -220,14 +220,14 @@ class Store:
         return rows[0]["n"]
 
     def iter_pairs(self, **filters: Any) -> Iterator[Pair]:
-        """Pairs in a deterministic order (session start, session, position in the conversation)."""
+        """Pairs in a deterministic order: by session id (time-ordered), then position in the conversation."""
         where, params = _pair_filters(**filters)
         rows = self.query(
             f"""
             SELECT p.*, s.model, s.tools_hash AS session_tools_hash,
                    EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id) AS flagged
             FROM pairs p JOIN sessions s ON s.id = p.session_id {where}
-            ORDER BY s.started_at, p.session_id, p.completion_seq, p.source, p.id
+            ORDER BY p.session_id, p.completion_seq, p.source, p.id
             """,
             params,
         )

@@ -1,0 +1,110 @@
+"""`teachback export` and `teachback stats`: argument wiring and entry points.
+
+Nothing heavy is imported at module level: the command line registers these arguments at start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+EXPORT_FORMATS = ("sdpo", "trl-sdpo", "trl-sdft", "dpo", "sft", "verl")  # feedback_store.formats.FORMATS
+PROGRESS_MIN_TOTAL = 2000  # pairs; smaller exports finish before a bar would help
+BAR_WIDTH = 30
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", nargs="+", action="extend", metavar="PATH",
+                        help="feedback database(s) to read (default: $TEACHBACK_HOME/feedback.db); "
+                             "pairs found in several are written once")
+    parser.add_argument("--format", required=True, metavar="FORMAT",
+                        help=f"output format: {', '.join(EXPORT_FORMATS)}")
+    parser.add_argument("--out", required=True, metavar="PATH", help="output file (.jsonl; .parquet for verl)")
+    parser.add_argument("--source", help="only pairs from this source: schema, tool, lint, test, user, monitor")
+    parser.add_argument("--since", help="only pairs recorded on or after this date/time (ISO, e.g. 2025-06-01)")
+    parser.add_argument("--model", help="only pairs from sessions with this model string")
+    parser.add_argument("--test-fraction", type=float, default=0.0, metavar="F",
+                        help="put this share of sessions in a separate .test file (split by session id)")
+    parser.add_argument("--no-redact", action="store_true",
+                        help="do not redact secrets (API keys, tokens, passwords); redaction is on by default")
+    parser.add_argument("--include-flagged", action="store_true",
+                        help="include sessions the reward-hacking monitor flagged (left out by default)")
+
+
+def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="PATH", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def export_main(args: argparse.Namespace) -> int:
+    from feedback_store.errors import StoreError
+    from feedback_store.export import export
+    from feedback_store.store import default_db_path
+
+    databases = args.db or [str(default_db_path())]
+    bar = ProgressBar()
+    try:
+        result = export(
+            databases, args.format, args.out, progress=bar, redact=not args.no_redact,
+            include_flagged=args.include_flagged, source=args.source, since=args.since,
+            model=args.model, test_fraction=args.test_fraction,
+        )
+    except StoreError as exc:
+        bar.clear()
+        print(f"teachback export: {exc}", file=sys.stderr)
+        return 1
+    bar.clear()
+    paths = ", ".join(str(p) for p in result.paths)
+    redacted = (f"{result.redactions} secrets redacted" if not args.no_redact else "redaction off")
+    if result.redacted_kinds:
+        redacted += " (" + ", ".join(f"{k}: {n}" for k, n in sorted(result.redacted_kinds.items())) + ")"
+    print(f"Wrote {result.records} {args.format} records to {paths}; {redacted}; "
+          f"{result.duplicates} duplicates skipped.")
+    return 0
+
+
+def stats_main(args: argparse.Namespace) -> int:
+    import json
+
+    from feedback_store.errors import StoreError
+    from feedback_store.stats import format_stats
+    from feedback_store.store import default_db_path, open_store
+
+    path = args.db or default_db_path()
+    try:
+        with open_store(path) as store:
+            stats = store.stats()
+    except StoreError as exc:
+        print(f"teachback stats: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
+    return 0
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr for long exports."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.shown = False
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < PROGRESS_MIN_TOTAL:
+            return
+        now = time.monotonic()
+        if done < total and now - self.last < 0.1:
+            return
+        self.last = now
+        filled = int(BAR_WIDTH * done / total)
+        self.stream.write(f"\rExporting [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} pairs")
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.shown = False

@@ -1,0 +1,95 @@
+"""`teachback stats`: how often the model fails, where, and how much of it became training data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feedback_store.store import Store
+
+
+def _rate(errors: int, calls: int) -> float:
+    return round(errors / calls, 4) if calls else 0.0
+
+
+def compute_stats(store: Store) -> dict[str, Any]:
+    sessions = store.query("SELECT count(*) AS n FROM sessions")[0]["n"]
+    flagged = store.query("SELECT count(DISTINCT session_id) AS n FROM flags")[0]["n"]
+    calls = store.query(
+        """
+        SELECT t.name, s.model, t.error_kind, count(*) AS calls,
+               sum(t.status = 'error') AS errors
+        FROM tool_calls t LEFT JOIN sessions s ON s.id = t.session_id
+        WHERE t.status != 'running' GROUP BY t.name, s.model, t.error_kind
+        """
+    )
+    by_tool: dict[str, dict[str, Any]] = {}
+    by_model: dict[str, dict[str, Any]] = {}
+    by_kind: dict[str, int] = {}
+    for row in calls:
+        for table, key in ((by_tool, row["name"] or "(none)"), (by_model, row["model"] or "(unknown)")):
+            entry = table.setdefault(key, {"calls": 0, "errors": 0})
+            entry["calls"] += row["calls"]
+            entry["errors"] += row["errors"]
+        if row["error_kind"]:
+            by_kind[row["error_kind"]] = by_kind.get(row["error_kind"], 0) + row["calls"]
+    for table in (by_tool, by_model):
+        for entry in table.values():
+            entry["error_rate"] = _rate(entry["errors"], entry["calls"])
+    total_calls = sum(e["calls"] for e in by_tool.values())
+    total_errors = sum(e["errors"] for e in by_tool.values())
+    pairs = store.query(
+        "SELECT source, count(*) AS n, sum(correction_seq IS NOT NULL OR correction IS NOT NULL) AS fixed "
+        "FROM pairs GROUP BY source ORDER BY source"
+    )
+    pair_total = sum(r["n"] for r in pairs)
+    corrected = sum(r["fixed"] for r in pairs)
+    usage = store.query(
+        "SELECT count(*) AS n, coalesce(sum(prompt_tokens), 0) AS prompt_tokens, "
+        "coalesce(sum(completion_tokens), 0) AS completion_tokens, coalesce(sum(cost_usd), 0) AS cost_usd "
+        "FROM model_calls"
+    )[0]
+    return {
+        "database": str(store.path),
+        "sessions": sessions,
+        "flagged_sessions": flagged,
+        "model_calls": usage["n"],
+        "tokens": {"prompt": usage["prompt_tokens"], "completion": usage["completion_tokens"]},
+        "cost_usd": round(usage["cost_usd"], 6),
+        "tool_calls": total_calls,
+        "tool_errors": total_errors,
+        "error_rate": _rate(total_errors, total_calls),
+        "error_rate_by_tool": dict(sorted(by_tool.items())),
+        "errors_by_kind": {k: {"count": n, "share_of_calls": _rate(n, total_calls)} for k, n in sorted(by_kind.items())},
+        "error_rate_by_model": dict(sorted(by_model.items())),
+        "pairs": pair_total,
+        "pairs_by_source": {r["source"]: r["n"] for r in pairs},
+        "pairs_corrected": corrected,
+        "share_corrected": _rate(corrected, pair_total),
+    }
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """The stats as a short text report."""
+    lines = [
+        f"Database: {stats['database']}",
+        f"Sessions: {stats['sessions']} ({stats['flagged_sessions']} flagged by the monitor)",
+        f"Model calls: {stats['model_calls']}  tokens in/out: {stats['tokens']['prompt']}/"
+        f"{stats['tokens']['completion']}  cost: ${stats['cost_usd']:.4f}",
+        f"Tool calls: {stats['tool_calls']}  errors: {stats['tool_errors']} ({stats['error_rate']:.1%})",
+    ]
+    if stats["error_rate_by_tool"]:
+        lines.append("Error rate by tool:")
+        lines += [f"  {name:<16} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
+                  for name, e in stats["error_rate_by_tool"].items()]
+    if stats["errors_by_kind"]:
+        lines.append("Errors by kind:")
+        lines += [f"  {kind:<16} {e['count']:>6}  {e['share_of_calls']:.1%} of calls"
+                  for kind, e in stats["errors_by_kind"].items()]
+    if stats["error_rate_by_model"]:
+        lines.append("Error rate by model:")
+        lines += [f"  {model:<40} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
+                  for model, e in stats["error_rate_by_model"].items()]
+    lines.append(f"Feedback pairs: {stats['pairs']}  with a correction: {stats['pairs_corrected']} "
+                 f"({stats['share_corrected']:.1%})")
+    lines += [f"  {source:<8} {n}" for source, n in stats["pairs_by_source"].items()]
+    return "\n".join(lines)
