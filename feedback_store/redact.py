@@ -101,12 +101,14 @@ class Redactor:
             self.counts[rule.id] += 1
             return f"[REDACTED:{rule.id}]"
         secret = match.group(f"{rule.secret}_{index}")
-        if not self._accepts(index, rule, secret, match):
-            return whole
-        self.counts[rule.id] += 1
         start, end = match.span(f"{rule.secret}_{index}")
         offset = match.start()
-        return whole[: start - offset] + f"[REDACTED:{rule.id}]" + whole[end - offset :]
+        if self._accepts(index, rule, secret, match):
+            self.counts[rule.id] += 1
+            replacement = f"[REDACTED:{rule.id}]"
+        else:  # not a generic secret, but a more specific rule may still match inside it
+            replacement = self.redact(secret)
+        return whole[: start - offset] + replacement + whole[end - offset :]
 
     def _accepts(self, index: int, rule: Rule, secret: str, match: re.Match[str]) -> bool:
         if rule.entropy is not None and shannon_entropy(secret) < rule.entropy:
