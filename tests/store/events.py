@@ -107,9 +107,10 @@ def edit(path: str, before: str, after: str, **extra: Any) -> dict[str, Any]:
             **extra}
 
 
-def mixed_session(model: str = "openai/gpt-test", session_id: str | None = None) -> FakeSession:
+def mixed_session(model: str = "openai/gpt-test", session_id: str | None = None,
+                  task: str = "Fix the greeting and make the tests pass") -> FakeSession:
     """A session with one failure of every automatic kind, each followed by its fix."""
-    s = FakeSession(model=model, session_id=session_id).start().user("Fix the greeting and make the tests pass")
+    s = FakeSession(model=model, session_id=session_id).start().user(task)
     s.call("edit_file", {"path": "app.py", "old_text": "Hi"}, ok=False, error_kind="no_match", target="app.py",
            result="old_text was not found in app.py. Closest: 'Hello'")
     s.call("edit_file", {"path": "app.py", "old_text": "Hello"}, target="app.py",

@@ -1,0 +1,170 @@
+"""Export: every format loads with `datasets`, several databases dedupe, the split is by session."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from feedback_store import Recorder, StoreError, open_store
+from feedback_store.commands import EXPORT_FORMATS
+from feedback_store.export import FORMATS, export, split_of
+from feedback_store.formats import hindsight, sdpo
+from tests.store.events import FakeSession, edit, mixed_session
+
+pytestmark = pytest.mark.timeout(120)
+
+FIELDS = {
+    "sdpo": {"format", "id", "session_id", "source", "model", "created_at", "prompt", "tools", "completion",
+             "feedback", "correction", "teacher_prompt"},
+    "trl-sdpo": {"format", "id", "prompt", "privileged_context"},
+    "trl-sdft": {"format", "id", "prompt", "privileged_context"},
+    "dpo": {"format", "id", "prompt", "chosen", "rejected"},
+    "sft": {"format", "id", "messages", "tools"},
+    "verl": {"format", "data_source", "prompt", "ability", "reward_model", "extra_info"},
+}
+
+
+def write_db(path: Path, *sessions: FakeSession) -> Path:
+    store = open_store(path)
+    Recorder(store).record_many([e for s in sessions for e in s.events])
+    store.close()
+    return path
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    unfixed = FakeSession().start().user("read the config")
+    unfixed.call("read_file", {"path": "conf.toml"}, ok=False, error_kind="not_found", target="conf.toml",
+                 result="conf.toml does not exist.")
+    reviewed = FakeSession().start().user("tidy b.py")
+    reviewed.call("edit_file", {"path": "b.py"}, target="b.py", edits=[edit("b.py", "x = 1\n", "x = 2\n", edit_id="e9")])
+    reviewed.review("e9", "b.py", "corrected", user_content="X = 2\n")
+    return write_db(tmp_path / "a.db", mixed_session(task="one"), mixed_session(task="two"), unfixed.finish(), reviewed.finish())
+
+
+def test_the_command_lists_every_format() -> None:
+    assert tuple(FORMATS) == EXPORT_FORMATS
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_every_format_loads_with_datasets(fmt: str, db: Path, tmp_path: Path) -> None:
+    import datasets
+
+    out = tmp_path / ("out.parquet" if fmt == "verl" else "out.jsonl")
+    result = export([db], fmt, out)
+    with_correction = 9  # 2 x 4 automatic pairs + the hand correction; the unfixed read has none
+    assert result.records == (10 if fmt in ("sdpo", "trl-sdpo", "verl") else with_correction)
+    loaded = datasets.load_dataset("parquet" if fmt == "verl" else "json", data_files=str(out), split="train")
+    assert len(loaded) == result.records
+    assert FIELDS[fmt] <= set(loaded.column_names)
+    assert set(loaded["format"]) == {f"teachback-{fmt}-1"}
+
+
+def test_sdpo_teacher_prompt_holds_the_hindsight_and_the_prompt_does_not(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    export([db], "sdpo", out)
+    for line in out.read_text().splitlines():
+        record = json.loads(line)
+        hint = record["teacher_prompt"][-1]
+        assert record["teacher_prompt"][:-1] == record["prompt"]
+        assert hint["role"] == "user" and record["feedback"] in hint["content"]
+        assert not any(record["feedback"] in (m.get("content") or "") for m in record["prompt"])
+        assert record["completion"]["role"] == "assistant"
+        if record["correction"] is not None:
+            assert "A reply that worked" in hint["content"]
+
+
+def test_trl_columns_carry_the_hindsight(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    export([db], "trl-sdpo", out, source="schema")
+    record = json.loads(out.read_text().splitlines()[0])
+    assert "Available tools" in record["privileged_context"] and record["prompt"][0]["role"] == "system"
+    export([db], "trl-sdft", out, source="schema")
+    record = json.loads(out.read_text().splitlines()[0])
+    assert record["privileged_context"].startswith("Example response: read_file(")
+
+
+def test_dpo_and_sft_use_the_correction(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    export([db], "dpo", out, source="tool")
+    record = json.loads(out.read_text().splitlines()[0])
+    assert record["rejected"][0]["tool_calls"][0]["id"] == "call_1"
+    assert record["chosen"][0]["tool_calls"][0]["id"] == "call_2"
+    export([db], "sft", out, source="tool")
+    record = json.loads(out.read_text().splitlines()[0])
+    assert record["messages"][-1]["tool_calls"][0]["id"] == "call_2"
+    assert all(m.get("tool_calls", [{}])[0].get("id") != "call_1" for m in record["messages"])
+
+
+def test_exporters_are_pure_functions(db: Path) -> None:
+    pair = open_store(db).pairs(source="lint")[0]
+    assert sdpo(pair) == sdpo(pair)
+    assert pair.feedback in hindsight(pair)
+
+
+def test_several_databases_dedupe_and_order_is_deterministic(db: Path, tmp_path: Path) -> None:
+    copy = shutil.copy(db, tmp_path / "copy.db")
+    other = write_db(tmp_path / "other.db", mixed_session(task="three"))
+    single = export([db], "sdpo", tmp_path / "single.jsonl")
+    both = export([db, copy, other], "sdpo", tmp_path / "both.jsonl")
+    swapped = export([other, copy, db], "sdpo", tmp_path / "swapped.jsonl")
+    assert both.duplicates == single.records and both.records == single.records + 4
+    assert (tmp_path / "both.jsonl").read_text() == (tmp_path / "swapped.jsonl").read_text()
+    assert swapped.records == both.records
+
+
+def test_split_by_session_keeps_each_conversation_on_one_side(tmp_path: Path) -> None:
+    sessions = [mixed_session(task=f"task {n}") for n in range(12)]
+    db = write_db(tmp_path / "many.db", *sessions)
+    result = export([db], "sdpo", tmp_path / "data.jsonl", test_fraction=0.3)
+    train, test = (tmp_path / "data.train.jsonl"), (tmp_path / "data.test.jsonl")
+    assert result.paths == [train, test]
+    ids = {name: {json.loads(line)["session_id"] for line in path.read_text().splitlines()}
+           for name, path in (("train", train), ("test", test))}
+    assert ids["train"] and ids["test"] and not ids["train"] & ids["test"]
+    assert result.splits == {"train": 4 * len(ids["train"]), "test": 4 * len(ids["test"])}
+    assert all(split_of(sid, 0.3) == "test" for sid in ids["test"])
+    again = export([db], "sdpo", tmp_path / "data.jsonl", test_fraction=0.3)
+    assert again.splits == result.splits
+
+
+def test_filters_reach_the_export(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    assert export([db], "sdpo", out, source="user").records == 1
+    assert export([db], "sdpo", out, model="nobody/none").records == 0
+    assert export([db], "sdpo", out, since="2999-01-01").records == 0
+
+
+def test_progress_is_reported(db: Path, tmp_path: Path) -> None:
+    seen = []
+    export([db], "sdpo", tmp_path / "out.jsonl", progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (10, 10)
+
+
+def test_user_errors(db: Path, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="Choose one of: sdpo"):
+        export([db], "alpaca", tmp_path / "x.jsonl")
+    with pytest.raises(StoreError, match="No feedback database"):
+        export([tmp_path / "missing.db"], "sdpo", tmp_path / "x.jsonl")
+    with pytest.raises(StoreError, match="test-fraction"):
+        export([db], "sdpo", tmp_path / "x.jsonl", test_fraction=1.5)
+    with pytest.raises(StoreError, match="--since"):
+        export([db], "sdpo", tmp_path / "x.jsonl", since="last tuesday")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_verl_without_pyarrow_says_how_to_install(db: Path, tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "from feedback_store.export import export\n"
+        "from feedback_store import StoreError\n"
+        f"try:\n    export([{str(db)!r}], 'verl', {str(tmp_path / 'x.parquet')!r})\n"
+        "except StoreError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "pip install 'teachback[parquet]'" in out.stdout
