@@ -1,0 +1,101 @@
+"""`teachback export` and `teachback stats` as a user runs them: messages, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from feedback_store import Recorder, open_store
+from feedback_store.commands import (
+    ProgressBar, add_export_arguments, add_stats_arguments, export_main, stats_main,
+)
+from tests.store.events import FakeSession, mixed_session
+
+
+def parse(add, argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "f.db"
+    store = open_store(path)
+    failing = FakeSession(model="m/two").start().user("x")
+    failing.call("read_file", {"path": "a"}, ok=False, error_kind="not_found", target="a", result="no a")
+    Recorder(store).record_many(mixed_session(model="m/one").events + failing.finish().events)
+    store.close()
+    return path
+
+
+def test_stats_json(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert stats_main(parse(add_stats_arguments, ["--db", str(db), "--json"])) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["sessions"] == 2 and stats["tool_calls"] == 10 and stats["tool_errors"] == 4
+    assert stats["error_rate"] == 0.4
+    assert stats["error_rate_by_tool"]["run_command"] == {"calls": 2, "errors": 1, "error_rate": 0.5}
+    assert stats["errors_by_kind"]["unknown_tool"]["count"] == 1
+    assert stats["error_rate_by_model"]["m/two"] == {"calls": 1, "errors": 1, "error_rate": 1.0}
+    assert stats["pairs_by_source"] == {"lint": 1, "schema": 1, "test": 1, "tool": 2}
+    assert stats["pairs_corrected"] == 4 and stats["share_corrected"] == 0.8
+
+
+def test_stats_text(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert stats_main(parse(add_stats_arguments, ["--db", str(db)])) == 0
+    out = capsys.readouterr().out
+    assert "Tool calls: 10  errors: 4 (40.0%)" in out and "with a correction: 4 (80.0%)" in out
+
+
+def test_stats_on_a_corrupt_file_is_a_message_not_a_traceback(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(b"garbage " * 1000)
+    assert stats_main(parse(add_stats_arguments, ["--db", str(bad)])) == 1
+    err = capsys.readouterr().err
+    assert "Move it aside" in err and "Traceback" not in err
+
+
+def test_export_writes_and_summarises(db: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out.jsonl"
+    args = parse(add_export_arguments, ["--db", str(db), "--format", "dpo", "--out", str(out), "--model", "m/one"])
+    assert export_main(args) == 0
+    assert len(out.read_text().splitlines()) == 4
+    assert "Wrote 4 dpo records" in capsys.readouterr().out
+
+
+def test_export_errors_exit_non_zero(db: Path, tmp_path: Path, capsys) -> None:
+    args = parse(add_export_arguments, ["--db", str(db), "--format", "csv", "--out", str(tmp_path / "o")])
+    assert export_main(args) == 1
+    assert "Unknown export format 'csv'" in capsys.readouterr().err
+    args = parse(add_export_arguments, ["--db", str(tmp_path / "none.db"), "--format", "sdpo", "--out", str(tmp_path / "o")])
+    assert export_main(args) == 1
+    assert "No feedback database" in capsys.readouterr().err
+
+
+def test_several_databases_and_flags_parse() -> None:
+    args = parse(add_export_arguments, ["--db", "a.db", "b.db", "--db", "c.db", "--format", "sft", "--out", "o",
+                                        "--no-redact", "--include-flagged", "--test-fraction", "0.1"])
+    assert args.db == ["a.db", "b.db", "c.db"] and args.no_redact and args.include_flagged
+    assert args.test_fraction == 0.1
+
+
+def test_progress_bar_only_for_long_exports() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    bar(10, 10)
+    assert stream.getvalue() == ""
+    bar(5000, 5000)
+    bar.clear()
+    assert "5000/5000 pairs" in stream.getvalue() and stream.getvalue().endswith("\n")
+
+
+def test_importing_the_commands_is_light() -> None:
+    code = "import sys, feedback_store.commands; print(sorted(m for m in ('sqlite_utils', 'litellm', 'pyarrow') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
