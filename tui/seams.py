@@ -35,8 +35,6 @@ class AgentSession(Protocol):
 
     async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> Any: ...
 
-    async def close(self) -> None: ...
-
 
 class Pair(Protocol):
     id: str

@@ -50,8 +50,11 @@ class SessionHost:
         session, self.session = self.session, None
         if session is None:
             return
+        # The session contract names an async close(); sessions without one hold nothing to release.
+        close = getattr(session, "close", None)
         try:
-            await session.close()
+            if close is not None:
+                await close()
         finally:
             for unsubscribe in self._unsubscribe:
                 unsubscribe()

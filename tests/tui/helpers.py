@@ -18,7 +18,7 @@ def make_app(workspace: Path, model: str, db: Path, approval: str = "full-auto")
     return create_app(workspace, Settings(model=model, approval=approval), store_path=db)
 
 
-async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 60.0, what: str = "") -> None:
+async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0, what: str = "") -> None:
     """Let the app run until `condition()` holds; fail the test after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():

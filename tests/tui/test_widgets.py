@@ -14,7 +14,7 @@ from tui.widgets.charts import bar, bar_chart
 from tui.widgets.chat import ChatView
 from tui.widgets.diff_view import ChangeList, unified_diff
 from tui.widgets.instruction import InstructionInput
-from tui.widgets.status_bar import StatusBar, display_model
+from tui.widgets.status_bar import StatusBar, compact, display_model
 from tui.widgets.tool_log import ToolLog
 
 SID = "session-1"
@@ -130,7 +130,7 @@ async def test_status_bar_accumulates_usage() -> None:
         await pilot.pause()
         rendered = str(status.render())
     assert "scripted/script.json" in rendered and "step 2" in rendered and "150 tok" in rendered
-    assert "$0.0030" in rendered and "approval: ask" in rendered
+    assert "$0.0030" in rendered and "approval ask" in rendered
 
 
 @dataclass
@@ -165,7 +165,8 @@ async def test_change_list_marks_verdicts() -> None:
         assert changes.verdicts == {"app.py": None, "util.py": "rejected"}
 
 
-def test_bars_and_model_names() -> None:
+def test_bars_model_names_and_counts() -> None:
+    assert [compact(n) for n in (999, 1234, 2_500_000)] == ["999", "1.2k", "2.5M"]
     assert bar(0.5, 4) == "██  "
     assert bar(1.5, 2) == "██"
     chart = bar_chart([("edit_file", 0.25, "25%")], label_width=10, bar_width=8).plain

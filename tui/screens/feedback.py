@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Select, Static
 
@@ -41,13 +41,15 @@ class FeedbackScreen(Screen[None]):
             yield Input(placeholder="model", id="filter-model")
             yield Input(placeholder="since YYYY-MM-DD", id="filter-since")
         with Horizontal(id="feedback-body"):
-            yield DataTable(id="pairs-table", cursor_type="row", zebra_stripes=True)
+            with Vertical(id="pairs-pane"):
+                yield DataTable(id="pairs-table", cursor_type="row", zebra_stripes=True)
+                yield Static(id="pair-preview")
             yield StatsPanel(id="stats")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("When", "Source", "Tool", "Kind", "Feedback")
+        table.add_columns("When", "Source", "Tool", "Kind")
         self.query_one(StatsPanel).show(self.store.stats())
         self.refresh_pairs()
         table.focus()
@@ -56,7 +58,7 @@ class FeedbackScreen(Screen[None]):
         source = self.query_one("#filter-source", Select).value
         since_text = self.query_one("#filter-since", Input).value.strip()
         return {
-            "source": None if source is Select.BLANK else str(source),
+            "source": None if source is Select.NULL else str(source),
             "tool": self.query_one("#filter-tool", Input).value.strip() or None,
             "model": self.query_one("#filter-model", Input).value.strip() or None,
             "since": _parse_date(since_text) if since_text else None,
@@ -78,12 +80,19 @@ class FeedbackScreen(Screen[None]):
                 pair.source,
                 pair.tool or "",
                 pair.error_kind or "",
-                one_line(pair.feedback, 60),
                 key=pair.id,
             )
+        if not pairs:
+            self.query_one("#pair-preview", Static).update(Text("No pairs match.", style="dim"))
         active = sum(1 for value in filters.values() if value is not None)
         label = f"Feedback pairs: {len(pairs)}" + (f" (filtered by {active})" if active else "")
         self.query_one("#feedback-title", Label).update(label)
+
+    @on(DataTable.RowHighlighted, "#pairs-table")
+    def _preview(self, event: DataTable.RowHighlighted) -> None:
+        pair = self.shown.get(event.row_key.value or "")
+        if pair is not None:
+            self.query_one("#pair-preview", Static).update(Text(one_line(pair.feedback, 300)))
 
     @on(Select.Changed, "#filter-source")
     @on(Input.Submitted, "#filters Input")

@@ -21,14 +21,22 @@ class StatusBar(Widget):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f" {self.state} ", style="reverse")
         text.append(f" {display_model(self.model)}", style="bold")
-        text.append(f" · step {self.step} · {self.tokens:,} tok · ${self.cost:.4f}")
-        text.append(f" · approval: {self.approval}")
+        text.append(f" · step {self.step} · {compact(self.tokens)} tok · ${self.cost:.4f}")
+        text.append(f" · approval {self.approval}")
         return text
 
     def add_usage(self, step: int, tokens: int, cost: float) -> None:
         self.step = step
         self.tokens += tokens
         self.cost += cost
+
+
+def compact(count: int) -> str:
+    """1234 -> 1.2k, 2500000 -> 2.5M."""
+    for limit, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if count >= limit:
+            return f"{count / limit:.1f}{suffix}"
+    return str(count)
 
 
 def display_model(model: str) -> str:
