@@ -1,0 +1,80 @@
+"""`teachback map`: print the repository map of a workspace."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from agent.repomap.mentions import identifiers_in
+from agent.repomap.repomap import RepoMap
+
+# Below this many files to parse, a scan is quick: no progress bar unless stderr is a terminal.
+LARGE_SCAN = 200
+
+
+def split_focus(root: Path, focus: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(paths relative to `root`, identifiers) from focus words: an existing file or folder under
+    `root` (relative or absolute) is a path; anything else is searched for identifiers
+    (`Store.add` -> Store, add)."""
+    paths: list[str] = []
+    mentioned: list[str] = []
+    base = root.resolve()
+    for item in focus:
+        candidate = (root / item).resolve()
+        if candidate.exists() and candidate.is_relative_to(base):
+            paths.append(candidate.relative_to(base).as_posix())
+        else:
+            mentioned += [w for w in identifiers_in(item) if w not in mentioned]
+    return paths, mentioned
+
+
+def map_main(workspace: Path, focus: list[str], tokens: int) -> int:
+    """Print the map of `workspace` to stdout (progress on stderr); the exit status."""
+    root = Path(workspace)
+    if not root.is_dir():
+        sys.stderr.write(f"teachback map: {root} is not a folder; pass the repository's folder.\n")
+        return 2
+    repo_map = RepoMap(root)
+    try:
+        paths, mentioned = split_focus(root, focus)
+        with _progress_bar() as progress:
+            text = repo_map.render(tokens=tokens, focus_paths=paths, mentioned=mentioned, progress=progress)
+    finally:
+        repo_map.close()
+    if not text:
+        sys.stderr.write(
+            f"teachback map: no definitions found under {root} (languages: Python, JavaScript,"
+            " TypeScript, Go, Rust, Java, C, C++; ignored and vendored files are skipped).\n"
+        )
+        return 1
+    sys.stdout.write(text)
+    return 0
+
+
+@contextmanager
+def _progress_bar() -> Iterator[Callable[[int, int], None]]:
+    """A progress callback that draws a bar on stderr for a long scan (or any, on a terminal)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    bar: Progress | None = None
+    task = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar, task
+        if bar is None:
+            if total < LARGE_SCAN and not console.is_terminal:
+                return
+            bar = Progress(console=console, transient=True)
+            bar.start()
+            task = bar.add_task("Parsing source files", total=total)
+        bar.update(task, completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.stop()

@@ -1,0 +1,220 @@
+"""`RepoMap`: the ranked map of one repository, kept current incrementally.
+
+Tags live in three layers: in memory (this object), in the shared SQLite cache (other sessions
+and earlier runs), and in the source itself (parsed only when the content is new). A render
+stats every candidate file; only a file whose size or mtime changed is read, and only a file
+whose content hash is new anywhere is parsed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.config import teachback_home
+from agent.languages import language_for_path
+from agent.repomap.cache import FileRow, TagCache
+from agent.repomap.extract import default_workers, extract_many, extract_one
+from agent.repomap.files import list_candidates, wanted
+from agent.repomap.rank import Graph, build_graph, rank_definitions
+from agent.repomap.render import render_map
+from agent.repomap.tags import FileTags, Tagger, tag_queries
+
+Progress = Callable[[int, int], None]
+CACHE_FILE = "repomap.db"
+
+
+@dataclass(slots=True)
+class _Known:
+    size: int  # -1 for editor text that is not on disk
+    mtime_ns: int
+    content_hash: str
+    query: str
+    tags: FileTags
+
+
+def content_hash(data: bytes) -> str:
+    return "sha1:" + hashlib.sha1(data).hexdigest()
+
+
+class RepoMap:
+    """The repository map of `root`. Not thread-safe: use one per session (or guard it)."""
+
+    def __init__(self, root: Path, *, cache_path: Path | None = None, workers: int | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.parsed_files = 0
+        # Processes for a large cold scan; None: one per core (up to 8) when it pays, 1: never.
+        self.workers = workers
+        self._key = str(self.root)
+        self._cache = TagCache(cache_path or teachback_home() / CACHE_FILE)
+        self._tagger = Tagger()
+        self._known: dict[str, _Known] = {}
+        self._editor_text: set[str] = set()  # paths whose tags come from update(path, text)
+        self._wanted: dict[str, bool] = {}
+        self._loaded = False
+        self._graph: Graph | None = None
+
+    def render(
+        self,
+        *,
+        tokens: int = 1024,
+        focus_paths: Iterable[str] = (),
+        edited_paths: Iterable[str] = (),
+        mentioned: Iterable[str] = (),
+        progress: Progress | None = None,
+    ) -> str:
+        """The map: the best-ranked definitions that fit in about `tokens` tokens."""
+        self.scan(progress)
+        if self._graph is None:
+            self._graph = build_graph({p: k.tags for p, k in self._known.items()})
+        ranked = rank_definitions(
+            self._graph,
+            focus=self._expand(focus_paths),
+            edited=self._expand(edited_paths),
+            mentioned=list(mentioned),
+        )
+        return render_map(ranked, {p: k.tags for p, k in self._known.items()}, tokens)
+
+    def update(self, path: str, text: str | None = None) -> None:
+        """Take `text` as the current content of `path` (an editor buffer), or re-read the disk
+        (`text=None`: after a save, a close, or a change made outside the editor)."""
+        rel = self._relative(path)
+        if not self._is_wanted(rel):
+            return
+        self._load()
+        if text is None:
+            self._editor_text.discard(rel)
+            self._refresh_from_disk([rel])
+            return
+        data = text.encode("utf-8")
+        digest = content_hash(data)
+        language = language_for_path(rel)
+        query = tag_queries(language).fingerprint
+        known = self._known.get(rel)
+        self._editor_text.add(rel)
+        if known is not None and known.content_hash == digest and known.query == query:
+            return
+        tags = self._extract(language, data)
+        self.parsed_files = 1
+        self._known[rel] = _Known(-1, 0, digest, query, tags)
+        self._cache.store(None, [FileRow(rel, -1, 0, digest, query, tags.to_json())])
+        self._graph = None
+
+    def scan(self, progress: Progress | None = None) -> None:
+        """Bring the tags up to date with the files on disk."""
+        self._load()
+        candidates = [p for p in list_candidates(self.root) if self._is_wanted(p)]
+        listed = set(candidates)
+        gone = [p for p in self._known if p not in listed and p not in self._editor_text]
+        for path in gone:
+            del self._known[path]
+        if gone:
+            self._graph = None
+            self._cache.store(self._key, [], removed=gone)
+        self._refresh_from_disk([p for p in candidates if p not in self._editor_text], progress)
+
+    def close(self) -> None:
+        self._cache.close()
+
+    def _refresh_from_disk(self, paths: list[str], progress: Progress | None = None) -> None:
+        stale: list[tuple[str, os.stat_result]] = []
+        for rel in paths:
+            try:
+                stat = os.stat(self.root / rel)
+            except OSError:
+                if self._known.pop(rel, None) is not None:
+                    self._graph = None
+                continue
+            known = self._known.get(rel)
+            if (
+                known is None
+                or known.size != stat.st_size
+                or known.mtime_ns != stat.st_mtime_ns
+                or known.query != tag_queries(language_for_path(rel)).fingerprint
+            ):
+                stale.append((rel, stat))
+        self.parsed_files = 0
+        if not stale:
+            return
+        read: list[tuple[str, os.stat_result, bytes, str, str]] = []
+        rows: list[FileRow] = []
+        for rel, stat in stale:
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError:
+                continue
+            language = language_for_path(rel)
+            query = tag_queries(language).fingerprint
+            digest = content_hash(data)
+            known = self._known.get(rel)
+            if known is not None and known.content_hash == digest and known.query == query:
+                known.size, known.mtime_ns = stat.st_size, stat.st_mtime_ns  # touched, not changed
+                rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, None))
+            else:
+                read.append((rel, stat, data, digest, query))
+        cached = self._cache.get_tags((digest, query) for _, _, _, digest, query in read)
+        done = 0
+        parse: list[tuple[str, os.stat_result, bytes, str, str]] = []
+        for rel, stat, data, digest, query in read:
+            text = cached.get((digest, query))
+            if text is None:
+                parse.append((rel, stat, data, digest, query))
+                continue
+            self._known[rel] = _Known(stat.st_size, stat.st_mtime_ns, digest, query, FileTags.from_json(text))
+            rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, None))
+            done += 1
+            if progress is not None:
+                progress(done, len(read))
+        jobs = [(language_for_path(rel), data) for rel, _, data, _, _ in parse]
+        extracted = extract_many(jobs, workers=self.workers or default_workers(len(jobs)))
+        for (rel, stat, _, digest, query), (tags, text) in zip(parse, extracted):
+            self._known[rel] = _Known(stat.st_size, stat.st_mtime_ns, digest, query, tags)
+            rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, text))
+            self.parsed_files += 1
+            done += 1
+            if progress is not None:
+                progress(done, len(read))
+        if read:
+            self._graph = None
+        self._cache.store(self._key, rows)
+
+    def _extract(self, language: str, data: bytes) -> FileTags:
+        return extract_one(self._tagger, language, data)
+
+    def _load(self) -> None:
+        """Adopt what the shared cache remembers about this root (once per object)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        for row in self._cache.load_root(self._key):
+            if row.tags is not None and self._is_wanted(row.path):
+                tags = FileTags.from_json(row.tags)
+                self._known[row.path] = _Known(row.size, row.mtime_ns, row.content_hash, row.query, tags)
+
+    def _is_wanted(self, rel: str) -> bool:
+        known = self._wanted.get(rel)
+        if known is None:
+            known = self._wanted[rel] = wanted(rel)
+        return known
+
+    def _expand(self, paths: Iterable[str]) -> list[str]:
+        """Known files named by `paths`; a folder names every file under it."""
+        wanted_paths = [self._relative(p).rstrip("/") for p in paths]
+        exact = {p for p in wanted_paths if p in self._known}
+        folders = tuple(f"{p}/" for p in wanted_paths if p not in exact and p not in ("", "."))
+        everything = any(p in ("", ".") for p in wanted_paths)
+        if everything:
+            return sorted(self._known)
+        return sorted(exact | {p for p in self._known if folders and p.startswith(folders)})
+
+    def _relative(self, path: str) -> str:
+        candidate = Path(path)
+        if candidate.is_absolute():
+            try:
+                return candidate.resolve().relative_to(self.root).as_posix()
+            except ValueError:
+                return candidate.as_posix()
+        return candidate.as_posix().removeprefix("./")

@@ -1,0 +1,5 @@
+package shop;
+
+public interface Priced {
+    double price();
+}
