@@ -71,16 +71,14 @@ def open_pair(
     return pair_id
 
 
-def _close(
-    conn: sqlite3.Connection, session_id: str, where: str, params: tuple, seq: int, event_id: str, ts: float
-) -> None:
-    """Give every open pair matching `where` the correction at message `seq` (a later message)."""
+def _close_ids(conn: sqlite3.Connection, ids: list[str], seq: int, event_id: str, ts: float) -> None:
+    marks = ",".join("?" * len(ids))
     conn.execute(
         f"""
         UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?, closes_on = NULL
-        WHERE session_id = ? AND closes_on IS NOT NULL AND anchor_seq < ? AND {where}
+        WHERE id IN ({marks})
         """,
-        (seq, event_id, ts, session_id, seq, *params),
+        (seq, event_id, ts, *ids),
     )
 
 
@@ -89,24 +87,13 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
     if seq is None:
         return
     sid = event.session_id
-    if event.error_kind not in SCHEMA_KINDS:
-        _close(conn, sid, "closes_on = ?", (NEXT_CALL,), seq, event.id, event.ts)
-    broke_syntax = event.ok and conn.execute(
-        "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND syntax_error IS NOT NULL",
-        (sid, event.call_id),
-    ).fetchone()
-    if event.ok and not broke_syntax:  # an edit that left the file unparseable fixes nothing
-        _close(
-            conn,
-            sid,
-            "closes_on = ? AND tool = ? AND target IS ?",
-            (SAME_CALL, event.name, event.target),
-            seq,
-            event.id,
-            event.ts,
-        )
-        if event.name == COMMAND_TOOL:
-            _close_test_pairs(conn, event, seq)
+    waiting = conn.execute(
+        "SELECT id, closes_on, tool, target, anchor_seq FROM pairs WHERE session_id = ? AND closes_on IS NOT NULL"
+        " AND anchor_seq <= ?",
+        (sid, seq),
+    ).fetchall()
+    if waiting:
+        _link_fixes(conn, event, seq, waiting)
     if event.ok:
         return
     kind = event.error_kind or "failed"
@@ -138,7 +125,31 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
             open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
     else:
         open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
-    _explain_lint(conn, event)
+
+
+def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, waiting: list[tuple]) -> None:
+    """Close the open pairs (id, closes_on, tool, target, anchor_seq) that this call fixes."""
+    earlier = [row for row in waiting if row[4] < seq]  # a fix must come in a later message
+    fixed = [row[0] for row in earlier if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS]
+    if event.ok:
+        same_call = [row[0] for row in earlier if row[1] == SAME_CALL and row[2] == event.name and row[3] == event.target]
+        same_command = any(row[1] == SAME_COMMAND and row[3] == event.target for row in earlier)
+        lint_here = any(row[1] == SAME_FILE and row[4] == seq for row in waiting)
+        if (same_call or lint_here) and _broke_syntax(conn, event):
+            same_call = []  # an edit that left the file unparseable fixes nothing
+            _explain_lint(conn, event)
+        fixed += same_call
+        if same_command and event.name == COMMAND_TOOL:
+            _close_test_pairs(conn, event, seq)
+    if fixed:
+        _close_ids(conn, fixed, seq, event.id, event.ts)
+
+
+def _broke_syntax(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND syntax_error IS NOT NULL",
+        (event.session_id, event.call_id),
+    ).fetchone() is not None
 
 
 def _explain_lint(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
@@ -216,7 +227,13 @@ def on_edit(conn: sqlite3.Connection, event: EditApplied, seq: int | None) -> No
     paths = [p for p in (event.path, event.new_path) if p]
     if event.syntax_error is None and event.kind != "delete":
         marks = ",".join("?" * len(paths))
-        _close(conn, event.session_id, f"closes_on = ? AND target IN ({marks})", (SAME_FILE, *paths), seq, event.id, event.ts)
+        conn.execute(
+            f"""
+            UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?, closes_on = NULL
+            WHERE session_id = ? AND closes_on = ? AND anchor_seq < ? AND target IN ({marks})
+            """,
+            (seq, event.id, event.ts, event.session_id, SAME_FILE, seq, *paths),
+        )
         return
     if event.syntax_error is not None:
         open_pair(

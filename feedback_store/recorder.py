@@ -80,20 +80,20 @@ def put_blob(conn: sqlite3.Connection, kind: str, text: str | None) -> str | Non
 
 
 def _add_message(conn: sqlite3.Connection, session_id: str, event_id: str, message: dict) -> int:
-    seq = conn.execute(
-        "SELECT coalesce(max(seq), -1) + 1 FROM messages WHERE session_id = ?", (session_id,)
+    return conn.execute(
+        """
+        INSERT INTO messages (session_id, seq, event_id, role, message)
+        SELECT ?, coalesce(max(seq), -1) + 1, ?, ?, ? FROM messages WHERE session_id = ? RETURNING seq
+        """,
+        (session_id, event_id, message.get("role"), json.dumps(message, ensure_ascii=False), session_id),
     ).fetchone()[0]
-    conn.execute(
-        "INSERT INTO messages (session_id, seq, event_id, role, message) VALUES (?, ?, ?, ?, ?)",
-        (session_id, seq, event_id, message.get("role"), json.dumps(message, ensure_ascii=False)),
-    )
-    return seq
+
+
+LAST_ASSISTANT_SEQ = "(SELECT max(seq) FROM messages WHERE session_id = ? AND role = 'assistant')"
 
 
 def _last_assistant_seq(conn: sqlite3.Connection, session_id: str) -> int | None:
-    return conn.execute(
-        "SELECT max(seq) FROM messages WHERE session_id = ? AND role = 'assistant'", (session_id,)
-    ).fetchone()[0]
+    return conn.execute(f"SELECT {LAST_ASSISTANT_SEQ}", (session_id,)).fetchone()[0]
 
 
 def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
@@ -172,14 +172,14 @@ def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
 
 
 def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None:
-    seq = _last_assistant_seq(conn, event.session_id)
-    conn.execute(
-        """
+    seq = conn.execute(
+        f"""
         INSERT INTO tool_calls (id, session_id, call_id, name, arguments, step, message_seq, status, started_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?)
+        VALUES (?, ?, ?, ?, ?, ?, {LAST_ASSISTANT_SEQ}, 'running', ?) RETURNING message_seq
         """,
-        (event.id, event.session_id, event.call_id, event.name, event.arguments, event.step, seq, event.ts),
-    )
+        (event.id, event.session_id, event.call_id, event.name, event.arguments, event.step, event.session_id,
+         event.ts),
+    ).fetchone()[0]
     if event.name == pairs.COMMAND_TOOL and seq is not None:
         command = _command_of(event.arguments)
         if command:
@@ -189,24 +189,19 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None
 def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
     if event.message is not None:
         _add_message(conn, event.session_id, event.id, event.message)
-    running = conn.execute(
-        """
-        SELECT id, message_seq FROM tool_calls WHERE session_id = ? AND call_id = ? AND status = 'running'
-        ORDER BY started_at DESC LIMIT 1
-        """,
-        (event.session_id, event.call_id),
-    ).fetchone()
     status = "ok" if event.ok else "error"
     values = (status, event.error_kind, event.target, event.result, event.duration_ms, event.ts)
-    if running is not None:
-        row_id, seq = running
-        conn.execute(
-            """
-            UPDATE tool_calls SET status = ?, error_kind = ?, target = ?, result = ?, duration_ms = ?,
-                finished_at = ? WHERE id = ?
-            """,
-            (*values, row_id),
-        )
+    started = conn.execute(
+        """
+        UPDATE tool_calls SET status = ?, error_kind = ?, target = ?, result = ?, duration_ms = ?, finished_at = ?
+        WHERE id = (SELECT id FROM tool_calls WHERE session_id = ? AND call_id = ? AND status = 'running'
+                    ORDER BY started_at DESC LIMIT 1)
+        RETURNING message_seq
+        """,
+        (*values, event.session_id, event.call_id),
+    ).fetchone()
+    if started is not None:
+        seq = started[0]
     else:  # finished without starting: a call skipped by an interrupt
         seq = _last_assistant_seq(conn, event.session_id)
         conn.execute(

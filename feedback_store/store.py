@@ -24,6 +24,8 @@ from feedback_store.migrations import migrate
 from feedback_store.rows import Pair, SessionSummary
 
 DEFAULT_TIMEOUT = 10.0  # seconds a writer waits for another writer's transaction
+WAL_CHECKPOINT_PAGES = 10_000
+WAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes the log file is truncated to after a checkpoint
 
 
 def default_db_path() -> Path:
@@ -48,6 +50,10 @@ def open_store(path: str | Path | None = None, *, timeout: float = DEFAULT_TIMEO
         # In WAL mode NORMAL loses nothing on a process crash; only a power cut may drop the last
         # commits, and the file stays consistent either way.
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoints are where the fsyncs happen: doing them every ~40 MB of log rather than every
+        # 4 MB makes the per-event commits of a live session about a third faster.
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         db = sqlite_utils.Database(conn, execute_plugins=False)
         migrate(db)
     except sqlite3.Error as exc:
