@@ -33,7 +33,6 @@ class TeachbackApp(App[int]):
         self.store_path = Path(store_path) if store_path is not None else settings.db_path()
         self.store: FeedbackStore | None = None
         self.store_error: str | None = None
-        self.sub_title = str(workspace)
         self.main_screen = MainScreen()
 
     def on_load(self) -> None:
@@ -103,3 +102,7 @@ class TeachbackApp(App[int]):
     async def action_quit(self) -> None:
         await self.main_screen.close_session()
         self.exit(0)
+
+    def on_unmount(self) -> None:
+        if self.store is not None:
+            self.store.close()

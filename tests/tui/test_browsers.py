@@ -112,3 +112,17 @@ async def test_export_writes_a_loadable_file(git_repo: Path, tmp_path: Path) -> 
     records = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
     assert len(records) == 3
     assert all(r["format"].startswith("teachback-sdpo") for r in records)
+
+
+@pytest.mark.timeout(60)
+async def test_command_palette_lists_the_app_commands_and_runs_them(git_repo: Path, tmp_path: Path) -> None:
+    app = make_app(git_repo, "scripted/unused.json", tmp_path / "feedback.db")
+    async with app.run_test(size=(80, 24)) as pilot:
+        names = {command.title for command in app.get_system_commands(app.screen)}
+        assert {"Sessions", "Feedback browser", "Export training data", "Review changes", "Interrupt",
+                "New session"} <= names
+        await pilot.press("ctrl+p")
+        await pilot.press(*"export")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen), what="the export screen")

@@ -72,6 +72,7 @@ class ExportScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="export")
     def run_export(self, fmt: str, out_path: Path, *, redact: bool, include_flagged: bool) -> None:
+        from feedback_store import StoreError
         from feedback_store.export import export
 
         def progress(done: int, total: int) -> None:
@@ -80,7 +81,7 @@ class ExportScreen(Screen[None]):
         try:
             result = export([self.store_path], fmt, out_path, progress=progress, redact=redact,
                             include_flagged=include_flagged)
-        except Exception as exc:  # unreadable database, unwritable file, missing optional package
+        except (StoreError, OSError) as exc:  # unreadable database, unwritable file, missing pyarrow
             self.app.call_from_thread(self._finished, f"Export failed: {exc}", error=True)
             return
         paths = ", ".join(str(p) for p in result.paths)

@@ -11,6 +11,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Label, OptionList
 
+from agent.review import ReviewError
 from tui.screens.modals import ReasonModal
 from tui.seams import AgentSession, FileChange
 from tui.widgets.diff_view import ChangeList, DiffView
@@ -95,7 +96,7 @@ class ReviewScreen(Screen[None]):
                 continue
             try:
                 await self.session.review_file(path, accepted, comment)
-            except Exception as exc:  # a user-level failure (file gone, store locked): report, keep going
+            except (ReviewError, OSError) as exc:  # nothing left to review, or the file cannot be restored
                 self.notify(f"Could not record the review of {path}: {exc}", severity="error", timeout=10)
                 continue
             changes.set_verdict(path, "accepted" if accepted else "rejected")
