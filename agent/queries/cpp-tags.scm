@@ -27,7 +27,10 @@
 
 (alias_declaration name: (type_identifier) @name) @definition.type
 
-(preproc_def name: (identifier) @name) @definition.macro
+; Include guards (FOO_H, FOO_HPP_, FOO_INCLUDED) are not definitions anyone looks for.
+(preproc_def
+  name: (identifier) @name
+  (#not-match? @name "_(H|HH|HPP|INCLUDED)_*$")) @definition.macro
 
 (preproc_function_def name: (identifier) @name) @definition.macro
 

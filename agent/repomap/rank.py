@@ -23,6 +23,7 @@ MAX_ITERATIONS = 100
 TOLERANCE = 1e-10
 FILE_RANK_SHARE = 0.25  # weight of a file's own rank in the score of each of its definitions
 BOOST_SHARE = 0.8  # teleport mass that goes to boosted nodes when there are any
+SELF_REFERENCE = 0.01  # reference count factor for a name the referencing file defines itself
 _STRUCTURED = re.compile(r"_|[a-z][A-Z]")
 
 
@@ -72,7 +73,7 @@ class Graph:
     files: tuple[str, ...]  # sorted; node i is files[i]
     idents: tuple[str, ...]  # sorted; node len(files) + j is idents[j]
     ident_weights: np.ndarray  # multiplier per identifier from its shape and spread
-    edge_src: np.ndarray  # file -> identifier edges (node ids), with their reference counts
+    edge_src: np.ndarray  # file -> identifier edges (node ids), with their weighted reference counts
     edge_dst: np.ndarray
     edge_refs: np.ndarray
     define_matrix: Csr  # identifier -> defining file, already normalised
@@ -101,6 +102,7 @@ def build_graph(tags: Mapping[str, FileTags]) -> Graph:
     idents = tuple(sorted(name for name in defining if name in referenced))
     ident_node = {name: nfiles + j for j, name in enumerate(idents)}
 
+    defined_in = {name: set(defining[name]) for name in idents}
     src, dst, refs = [], [], []
     for index, path in enumerate(files):
         for name, count in tags[path].refs:
@@ -108,7 +110,8 @@ def build_graph(tags: Mapping[str, FileTags]) -> Graph:
             if node is not None:
                 src.append(index)
                 dst.append(node)
-                refs.append(count)
+                # A file's uses of its own names say little about what matters to the others.
+                refs.append(count * SELF_REFERENCE if index in defined_in[name] else count)
 
     def_rows, def_cols, def_data = [], [], []
     for name in idents:
@@ -123,7 +126,7 @@ def build_graph(tags: Mapping[str, FileTags]) -> Graph:
         np.array(def_data, dtype=np.float64), n,
     )
     def_file = np.array([d[0] for d in definitions], dtype=np.int64)
-    weights = np.array([_ident_weight(name, len(set(defining[name]))) for name in idents], dtype=np.float64)
+    weights = np.array([_ident_weight(name, len(defined_in[name])) for name in idents], dtype=np.float64)
     return Graph(
         files, idents, weights,
         np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), np.array(refs, dtype=np.float64),

@@ -31,22 +31,24 @@ def estimate_tokens(text: str) -> int:
 
 def render_map(ranked: Iterable[tuple[str, int]], tags: Mapping[str, FileTags], budget: int) -> str:
     """The best-ranked definitions (with their scopes) whose lines fit in `budget` tokens."""
-    shown: dict[str, set[int]] = {}  # insertion order is the order files rank in
+    shown: dict[str, dict[int, str]] = {}  # path -> line -> header; files in the order they rank
     used = 0
     misses = 0
     for path, index in ranked:
         if budget - used < 4:
             break
         entries = tags[path].entries
-        in_file = shown.get(path)
-        new: list[int] = []
-        while index >= 0 and not (in_file and index in in_file):
-            new.append(index)
-            index = entries[index].parent
+        lines = shown.get(path)
+        new: dict[int, str] = {}
+        while index >= 0:
+            entry = entries[index]
+            if lines is None or entry.line not in lines:
+                new.setdefault(entry.line, entry.header)
+            index = entry.parent
         if not new:
-            continue  # already on the map as the scope of something better ranked
-        cost = sum(_line_cost(entries[i].header, entries[i].line) for i in new)
-        if in_file is None:
+            continue  # already on the map (as the scope of something better ranked, or its line)
+        cost = sum(_line_cost(header, line) for line, header in new.items())
+        if lines is None:
             cost += estimate_tokens(path + ":") + 1
         if used + cost > budget:
             misses += 1
@@ -55,16 +57,15 @@ def render_map(ranked: Iterable[tuple[str, int]], tags: Mapping[str, FileTags], 
             continue
         misses = 0
         used += cost
-        shown.setdefault(path, set()).update(new)
-    return "".join(_render_file(path, tags[path], sorted(indices)) for path, indices in shown.items())
+        shown.setdefault(path, {}).update(new)
+    return "".join(_render_file(path, lines) for path, lines in shown.items())
 
 
 def _line_cost(header: str, line: int) -> int:
     return estimate_tokens(header) + estimate_tokens(str(line + 1)) + 2  # "│" and the line break
 
 
-def _render_file(path: str, tags: FileTags, indices: list[int]) -> str:
-    width = len(str(max(tags.entries[i].line for i in indices) + 1))
-    lines = [f"{path}:"]
-    lines += [f"{tags.entries[i].line + 1:>{width}}│{tags.entries[i].header}" for i in indices]
-    return "\n".join(lines) + "\n"
+def _render_file(path: str, lines: dict[int, str]) -> str:
+    width = len(str(max(lines) + 1))
+    rows = [f"{path}:"] + [f"{line + 1:>{width}}│{lines[line]}" for line in sorted(lines)]
+    return "\n".join(rows) + "\n"
