@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 
 class TeachbackApp(App[int]):
+    main_screen: MainScreen  # the chat screen, made once the store is open
+
     TITLE = "teachback"
     CSS_PATH = "styles/app.tcss"
     BINDINGS = [
@@ -33,12 +35,12 @@ class TeachbackApp(App[int]):
         self.store_path = Path(store_path) if store_path is not None else settings.db_path()
         self.store: FeedbackStore | None = None
         self.store_error: str | None = None
-        self.main_screen = MainScreen()
 
     def on_load(self) -> None:
         self.store = self._open_store()
 
     def get_default_screen(self) -> Screen:
+        self.main_screen = MainScreen(self.workspace, self.settings, self.store)
         return self.main_screen
 
     def _open_store(self) -> FeedbackStore | None:

@@ -7,7 +7,6 @@ first paint does not wait for it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,6 @@ from textual.message_pump import MessagePump
 from agent.config import Settings
 from tui.relay import EventRelay
 from tui.seams import AgentSession, FeedbackStore
-
-log = logging.getLogger(__name__)
 
 
 class SessionHost:
@@ -50,6 +47,7 @@ class SessionHost:
         session, self.session = self.session, None
         if session is None:
             return
+        session.interrupt()  # a turn still running stops at its next step
         # The session contract names an async close(); sessions without one hold nothing to release.
         close = getattr(session, "close", None)
         try:

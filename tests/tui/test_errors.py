@@ -67,3 +67,15 @@ asyncio.run(main())
                             cwd=Path(__file__).parents[2])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.timeout(60)
+async def test_a_missing_workspace_is_reported_and_the_browsers_still_work(tmp_path: Path) -> None:
+    app = make_app(tmp_path / "no-such-dir", "scripted/unused.json", tmp_path / "feedback.db")
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await wait_for(pilot, lambda: "Could not start the agent" in toasts(app), what="the session error")
+        assert app.main_screen.query_one(StatusBar).state == "no session"
+        await send(pilot, app, "anything")
+        await wait_for(pilot, lambda: "not ready" in toasts(app), what="the refusal to send")
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: app.screen is not app.main_screen, what="the feedback browser")

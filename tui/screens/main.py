@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -12,6 +13,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from agent.config import ConfigError, Settings
 from agent.protocol import (
     ApprovalDecision,
     ApprovalRequested,
@@ -26,17 +28,16 @@ from agent.protocol import (
     TurnStarted,
     UserInput,
 )
+from agent.workspace import WorkspaceError
 from tui.relay import AssistantText, SessionEvent
 from tui.screens.modals import ApprovalModal, Verdict
 from tui.screens.review import ReviewScreen
+from tui.seams import FeedbackStore
 from tui.session_host import SessionHost
 from tui.widgets.chat import ChatView
 from tui.widgets.instruction import InstructionInput
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.tool_log import ToolLog
-
-if TYPE_CHECKING:
-    from tui.app import TeachbackApp
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +45,16 @@ QUIET_REASONS = ("finished", "answered")
 
 
 class MainScreen(Screen[None]):
-    app: TeachbackApp
-
     BINDINGS = [
         Binding("escape", "interrupt", "Interrupt", priority=True),
         Binding("ctrl+r", "review", "Review"),
         Binding("ctrl+n", "new_session", "New session", show=False),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, workspace: Path, settings: Settings, store: FeedbackStore | None) -> None:
         super().__init__(id="main")
-        self.host: SessionHost | None = None
+        self.settings = settings
+        self.host = SessionHost(self, workspace, settings, store)
         self.turn_running = False
         self.turn_summary = ""
 
@@ -67,14 +67,12 @@ class MainScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        app = self.app
         status = self.query_one(StatusBar)
-        status.model = app.settings.model
-        status.approval = app.settings.approval
+        status.model = self.settings.model
+        status.approval = self.settings.approval
         self.query_one("#chat").border_title = "Chat"
         self.query_one("#tools").border_title = "Tool calls"
         self.query_one(InstructionInput).focus()
-        self.host = SessionHost(self, app.workspace, app.settings, app.store)
         self.open_session()
 
     # -- session lifecycle -------------------------------------------------------------------
@@ -83,11 +81,9 @@ class MainScreen(Screen[None]):
     async def open_session(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
         status = self.query_one(StatusBar)
         status.state = "starting"
-        assert self.host is not None
         try:
             await self.host.open(session_id, history)
-        except Exception as exc:  # bad config, unreadable workspace: tell the user, keep the app up
-            log.exception("could not open a session")
+        except (ConfigError, WorkspaceError, OSError) as exc:
             status.state = "no session"
             self.app.notify(f"Could not start the agent: {exc}", title="Agent", severity="error", timeout=15)
             return
@@ -111,14 +107,13 @@ class MainScreen(Screen[None]):
         self.switch_session()
 
     async def close_session(self) -> None:
-        if self.host is not None:
-            await self.host.close()
+        await self.host.close()
 
     # -- turns -------------------------------------------------------------------------------
 
     @on(InstructionInput.Sent)
     async def _send(self, event: InstructionInput.Sent) -> None:
-        session = self.host.session if self.host else None
+        session = self.host.session
         if session is None:
             self.app.notify("The agent is not ready yet.", severity="warning")
             return
@@ -130,8 +125,8 @@ class MainScreen(Screen[None]):
 
     @work(exclusive=True, group="turn")
     async def run_turn(self, text: str) -> None:
-        assert self.host is not None and self.host.session is not None
         session = self.host.session
+        assert session is not None  # _send checked it
         self.turn_running = True
         self.query_one(StatusBar).state = "running"
         try:
@@ -151,7 +146,7 @@ class MainScreen(Screen[None]):
                 self.action_review()
 
     def action_interrupt(self) -> None:
-        session = self.host.session if self.host else None
+        session = self.host.session
         if session is None or not self.turn_running:
             return
         session.interrupt()
@@ -159,9 +154,9 @@ class MainScreen(Screen[None]):
         self.app.notify("Interrupting: the agent stops after the current step.")
 
     def action_review(self) -> None:
-        session = self.host.session if self.host else None
+        session = self.host.session
         changes = session.last_turn_changes() if session else []
-        if not changes:
+        if session is None or not changes:
             self.app.notify("The last turn changed no files.")
             return
         self.app.push_screen(ReviewScreen(session, changes, self.turn_summary))
@@ -198,6 +193,8 @@ class MainScreen(Screen[None]):
             self.app.notify(event.message, title="Agent", severity="error", timeout=15)
 
     async def _turn_finished(self, event: TurnFinished) -> None:
+        if isinstance(self.app.screen, ApprovalModal):  # the turn ended (interrupted) while asking
+            self.app.pop_screen()
         text = f"Turn {event.turn}: {event.reason} after {event.steps} step{'s' * (event.steps != 1)}"
         await self.query_one(ChatView).add_notice(text, error=event.reason == "error")
         if event.reason not in QUIET_REASONS:
@@ -207,7 +204,12 @@ class MainScreen(Screen[None]):
     @work(group="approval")
     async def _decide(self, request: ApprovalRequested, verdict: Verdict | None) -> None:
         verdict = verdict or Verdict(approved=False)
-        assert self.host is not None and self.host.session is not None
-        await self.host.session.submit(
-            ApprovalDecision(request_id=request.request_id, approved=verdict.approved, comment=verdict.comment)
-        )
+        session = self.host.session
+        if session is None or session.id != request.session_id:
+            return
+        try:
+            await session.submit(
+                ApprovalDecision(request_id=request.request_id, approved=verdict.approved, comment=verdict.comment)
+            )
+        except KeyError:  # the turn ended (interrupted, timed out) before the user answered
+            self.app.notify("That request had already lapsed; nothing was run.", severity="warning")

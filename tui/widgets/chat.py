@@ -19,11 +19,11 @@ class ChatView(VerticalScroll):
         self.anchor()
 
     async def add_user(self, text: str) -> None:
-        await self._end_stream()
+        self._streaming = None
         await self.mount(Static(text, classes="user-message", markup=False))
 
     async def add_assistant(self, text: str) -> None:
-        await self._end_stream()
+        self._streaming = None
         await self.mount(Markdown(text, classes="assistant-message"))
 
     async def append_assistant(self, text: str) -> None:
@@ -36,13 +36,13 @@ class ChatView(VerticalScroll):
     async def finish_assistant(self, message: dict[str, Any]) -> None:
         """The model's step ended: show its text if none streamed (a non-streaming model)."""
         streamed = self._streaming is not None
-        await self._end_stream()
+        self._streaming = None
         content = _text_of(message)
         if not streamed and content.strip():
             await self.add_assistant(content)
 
     async def add_notice(self, text: str, *, error: bool = False) -> None:
-        await self._end_stream()
+        self._streaming = None
         classes = "notice error" if error else "notice"
         await self.mount(Static(text, classes=classes, markup=False))
 
@@ -58,9 +58,6 @@ class ChatView(VerticalScroll):
     async def clear(self) -> None:
         self._streaming = None
         await self.remove_children()
-
-    async def _end_stream(self) -> None:
-        self._streaming = None
 
 
 def _text_of(message: dict[str, Any]) -> str:
