@@ -7,6 +7,7 @@ first paint does not wait for it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,10 @@ class SessionHost:
         from agent.runtime import open_session
 
         await self.close()
-        session = open_session(self.workspace, self.settings, frontend="tui", session_id=session_id, history=history)
+        # Opening reads git and builds the repo map's index: off the event loop, so the UI keeps painting.
+        session = await asyncio.to_thread(
+            open_session, self.workspace, self.settings, frontend="tui", session_id=session_id, history=history
+        )
         self.relay = EventRelay(self.target)
         if self.store is not None and self.settings.record:
             from feedback_store import Recorder
