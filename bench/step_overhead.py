@@ -2,9 +2,9 @@
 with no LLM time.
 
 A step is one model call plus its tool call (read_file on a small file). The script is the real
-scripted litellm provider, so each step also pays litellm's own request/stream overhead; that is
-measured separately (bare `LiteLLMModel.complete` calls on the same conversation shape) and
-subtracted, so "agent overhead" is the session's own work: events, tool dispatch, argument
+scripted litellm provider, so each step also pays litellm's own request/stream overhead; the
+adapter reports that time in each ModelUsage event (latency_ms), and it is subtracted, so "agent
+overhead" is the session's own work: events, tool dispatch, argument
 checks, the tool itself, bookkeeping. Target: <= 5 ms median.
 
 Run: .venv/bin/python bench/step_overhead.py [--steps 300]
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agent.config import Settings
 from agent.model import LiteLLMModel
-from agent.protocol import AssistantMessage, ToolCallFinished, UserInput
+from agent.protocol import ModelUsage, ToolCallFinished, UserInput
 from agent.runtime import open_session
 
 
@@ -50,25 +50,14 @@ async def measure(steps: int) -> None:
         session = open_session(root, settings)
         step_ends: list[float] = []
         model_ms: list[float] = []
-        marks: dict[str, float] = {}
 
         def on_event(event):
-            now = time.perf_counter()
-            if isinstance(event, AssistantMessage):
-                marks["answer"] = now
+            if isinstance(event, ModelUsage):
+                model_ms.append(event.latency_ms)
             elif isinstance(event, ToolCallFinished):
-                step_ends.append(now)
+                step_ends.append(time.perf_counter())
 
         session.subscribe(on_event)
-        original = session.model.complete
-
-        async def timed(*args, **kwargs):
-            start = time.perf_counter()
-            reply = await original(*args, **kwargs)
-            model_ms.append((time.perf_counter() - start) * 1000)
-            return reply
-
-        session.model.complete = timed  # measuring wrapper, benchmark only
         started = time.perf_counter()
         await session.run(UserInput(text="read it many times"))
         boundaries = [started, *step_ends]
