@@ -27,18 +27,18 @@ class ExportScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         initial = DEFAULT_FORMAT if DEFAULT_FORMAT in self.formats else self.formats[0]
-        yield Label("Export training data", classes="screen-title")
+        yield Label(f"Export training data from {self.store_path}", classes="screen-title")
         with Vertical(id="export-form"):
-            yield Label(f"From {self.store_path}", id="export-source")
             yield Label("Format")
             yield Select([(name, name) for name in self.formats], value=initial, allow_blank=False, id="export-format")
             yield Label("Destination file")
             yield Input(str(self._default_destination(initial)), id="export-path")
-            with Horizontal(classes="buttons"):
+            with Horizontal(classes="row"):
                 yield Checkbox("Redact secrets", value=True, id="export-redact")
                 yield Checkbox("Include flagged sessions", value=False, id="export-flagged")
-            yield Button("Export", variant="primary", id="export-run")
-            yield ProgressBar(id="export-progress", show_eta=False)
+            with Horizontal(classes="row"):
+                yield Button("Export", variant="primary", id="export-run")
+                yield ProgressBar(total=1, id="export-progress", show_eta=False)
             yield Label("", id="export-result")
         yield Footer()
 
