@@ -82,7 +82,7 @@ def export(
     }
     filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
     redactor = Redactor() if redact else None
-    scrub = _SessionRedactor(redactor) if redactor is not None else None
+    messages = _SessionMessages(redactor)
     splits: Counter[str] = Counter({name: 0 for name in names})
     parquet_rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     done = duplicates = 0
@@ -93,7 +93,8 @@ def export(
             name: stack.enter_context(_AtomicWriter(path)) for name, path in names.items()
         }
         seen: set[str] = set()
-        for pair, key in _keyed(_merged(stores, filters)):
+        for pair in _merged(stores, filters):
+            key = messages.key(pair)
             done += 1
             if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
                 progress(done, total)
@@ -101,7 +102,7 @@ def export(
                 duplicates += 1
                 continue
             seen.add(key)
-            record = form.build(pair if scrub is None else scrub.pair(pair))
+            record = form.build(messages.scrub(pair))
             if record is None:
                 continue
             split = split_of(pair.session_id, test_fraction)
@@ -141,50 +142,55 @@ def _merged(stores: list[Store], filters: dict[str, Any]) -> Iterator[Pair]:
     )
 
 
-def _keyed(pairs: Iterator[Pair]) -> Iterator[tuple[Pair, str]]:
-    """Each pair with its content hash. The prompt's hash is chained message by message and cached,
-    so hashing a session's pairs costs one pass over its messages, not one per pair."""
-    session: str | None = None
-    chain: dict[int, tuple[dict[str, Any], bytes]] = {}  # id(message) -> (message, prefix hash)
-    for pair in pairs:
-        if pair.session_id != session:
-            session, chain = pair.session_id, {}
-        prefix = b""
-        start = len(pair.prompt)
-        while start > 0 and id(pair.prompt[start - 1]) not in chain:
-            start -= 1
-        if start:
-            prefix = chain[id(pair.prompt[start - 1])][1]
-        for message in pair.prompt[start:]:
-            prefix = hashlib.sha256(prefix + canonical_json(message).encode()).digest()
-            chain[id(message)] = (message, prefix)
-        body = canonical_json([pair.source, pair.completion, pair.feedback, pair.correction])
-        yield pair, hashlib.sha256(prefix + body.encode()).hexdigest()
+class _SessionMessages:
+    """Work on a session's messages done once per message, however many pairs share it: its
+    canonical JSON, the chained hash of the prompt up to it (for content keys), its redacted copy."""
 
-
-class _SessionRedactor:
-    """Redacts each message once per session, however many pairs share it."""
-
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor | None) -> None:
         self.redactor = redactor
         self.session: str | None = None
-        self.memo: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        # id(message) -> [message, canonical JSON, prefix hash through it, redacted copy or None]
+        self.memo: dict[int, list[Any]] = {}
 
-    def message(self, message: dict[str, Any]) -> dict[str, Any]:
-        hit = self.memo.get(id(message))
-        if hit is None:
-            hit = (message, self.redactor.redact_value(message))
-            self.memo[id(message)] = hit
-        return hit[1]
+    def _entry(self, message: dict[str, Any]) -> list[Any]:
+        entry = self.memo.get(id(message))
+        if entry is None:
+            entry = [message, canonical_json(message), None, None]
+            self.memo[id(message)] = entry
+        return entry
 
-    def pair(self, pair: Pair) -> Pair:
+    def key(self, pair: Pair) -> str:
+        """The pair's content hash; the prompt part is chained message by message."""
         if pair.session_id != self.session:
             self.session, self.memo = pair.session_id, {}
+        prompt = pair.prompt
+        start = len(prompt)
+        while start > 0 and (self.memo.get(id(prompt[start - 1])) or [None, None, None])[2] is None:
+            start -= 1
+        prefix = self.memo[id(prompt[start - 1])][2] if start else b""
+        for message in prompt[start:]:
+            entry = self._entry(message)
+            prefix = hashlib.sha256(prefix + entry[1].encode()).digest()
+            entry[2] = prefix
+        correction = "null" if pair.correction is None else self._entry(pair.correction)[1]
+        body = "\n".join((pair.source, self._entry(pair.completion)[1], pair.feedback, correction))
+        return hashlib.sha256(prefix + body.encode()).hexdigest()
+
+    def _redacted(self, message: dict[str, Any]) -> dict[str, Any]:
+        entry = self._entry(message)
+        if entry[3] is None:
+            assert self.redactor is not None
+            entry[3] = self.redactor.redact_value(message, serialized=entry[1])
+        return entry[3]
+
+    def scrub(self, pair: Pair) -> Pair:
+        if self.redactor is None:
+            return pair
         return replace(
             pair,
-            prompt=[self.message(m) for m in pair.prompt],
-            completion=self.message(pair.completion),
-            correction=None if pair.correction is None else self.message(pair.correction),
+            prompt=[self._redacted(m) for m in pair.prompt],
+            completion=self._redacted(pair.completion),
+            correction=None if pair.correction is None else self._redacted(pair.correction),
             feedback=self.redactor.redact(pair.feedback),
         )
 

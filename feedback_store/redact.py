@@ -4,6 +4,7 @@ environment variables. One combined regular expression; each hit becomes `[REDAC
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -22,6 +23,7 @@ MIN_ENV_VALUE = 8
 class Rule:
     id: str
     regex: str
+    keywords: tuple[str, ...] = ()
     secret: str | None = None
     entropy: float | None = None
     mixed: bool = False
@@ -30,7 +32,7 @@ class Rule:
 
 def load_rules() -> list[Rule]:
     text = resources.files("feedback_store").joinpath("secret_rules.toml").read_text(encoding="utf-8")
-    return [Rule(**rule) for rule in tomllib.loads(text)["rules"]]
+    return [Rule(**{**rule, "keywords": tuple(rule.get("keywords", ()))}) for rule in tomllib.loads(text)["rules"]]
 
 
 def shannon_entropy(text: str) -> float:
@@ -71,22 +73,49 @@ class Redactor:
             parts.append(f"(?P<r_{index}>{body})")
         self._pattern = re.compile("|".join(parts))
         self._ignore = {i: re.compile(r.ignore_key) for i, r in enumerate(self.rules) if r.ignore_key}
+        # The combined expression is slow to run over text with no secret in it; a rule can only
+        # match where one of its keywords occurs, so most text is passed over by substring tests.
+        self._always = any(not rule.keywords for rule in self.rules)
+        # Environment values are also looked for as they appear inside JSON text (quotes escaped).
+        escaped = {json.dumps(v, ensure_ascii=False)[1:-1].lower() for v in values}
+        self._keywords = sorted({k for rule in self.rules for k in rule.keywords} | {v.lower() for v in values} | escaped)
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
+    def might_hold_secrets(self, text: str) -> bool:
+        if self._always:
+            return True
+        lowered = text.lower()
+        for keyword in self._keywords:
+            if keyword in lowered:
+                return True
+        return False
+
     def redact(self, text: str) -> str:
+        if not self.might_hold_secrets(text):
+            return text
         return self._pattern.sub(self._replace, text)
 
-    def redact_value(self, value: Any) -> Any:
-        """Redact every string inside JSON-like data (dicts, lists)."""
+    def redact_value(self, value: Any, serialized: str | None = None) -> Any:
+        """Redact every string inside JSON-like data (dicts, lists); `serialized` is its JSON text
+        when the caller already has it."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if serialized is None:
+            serialized = json.dumps(value, ensure_ascii=False)
+        if not self.might_hold_secrets(serialized):
+            return value  # one test over the whole message instead of one per string
+        return self._walk(value)
+
+    def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, list):
-            return [self.redact_value(v) for v in value]
+            return [self._walk(v) for v in value]
         if isinstance(value, dict):
-            return {k: self.redact_value(v) for k, v in value.items()}
+            return {k: self._walk(v) for k, v in value.items()}
         return value
 
     def _replace(self, match: re.Match[str]) -> str:
