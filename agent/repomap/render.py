@@ -11,9 +11,9 @@ in source order, each with its line number and the headers of its enclosing scop
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from agent.repomap.tags import FileTags
+from agent.repomap.tags import FileTags, header_line
 
 _TOKEN = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]")
 # Stop looking for smaller definitions that still fit after this many in a row did not.
@@ -29,22 +29,37 @@ def estimate_tokens(text: str) -> int:
     return len(_TOKEN.findall(text)) + text.count("\n")
 
 
-def render_map(ranked: Iterable[tuple[str, int]], tags: Mapping[str, FileTags], budget: int) -> str:
-    """The best-ranked definitions (with their scopes) whose lines fit in `budget` tokens."""
+def render_map(
+    ranked: Iterable[tuple[str, int]],
+    tags: Mapping[str, FileTags],
+    budget: int,
+    read: Callable[[str], bytes | None],
+) -> str:
+    """The best-ranked definitions (with their scopes) whose lines fit in `budget` tokens.
+
+    `read(path)` gives the content the tags were extracted from, or None when it is gone or has
+    changed since (its definitions are then left out until the next scan).
+    """
+    sources: dict[str, bytes | None] = {}
     shown: dict[str, dict[int, str]] = {}  # path -> line -> header; files in the order they rank
     used = 0
     misses = 0
     for path, index in ranked:
         if budget - used < 4:
             break
+        if path not in sources:
+            sources[path] = read(path)
+        source = sources[path]
+        if source is None:
+            continue
         entries = tags[path].entries
         lines = shown.get(path)
         new: dict[int, str] = {}
         while index >= 0:
-            entry = entries[index]
-            if lines is None or entry.line not in lines:
-                new.setdefault(entry.line, entry.header)
-            index = entry.parent
+            line, header = header_line(source, entries[index])
+            if lines is None or line not in lines:
+                new.setdefault(line, header)
+            index = entries[index].parent
         if not new:
             continue  # already on the map (as the scope of something better ranked, or its line)
         cost = sum(_line_cost(header, line) for line, header in new.items())

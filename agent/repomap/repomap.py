@@ -52,7 +52,7 @@ class RepoMap:
         self._cache = TagCache(cache_path or teachback_home() / CACHE_FILE)
         self._tagger = Tagger()
         self._known: dict[str, _Known] = {}
-        self._editor_text: set[str] = set()  # paths whose tags come from update(path, text)
+        self._editor_text: dict[str, bytes] = {}  # path -> content given to update(path, text)
         self._wanted: dict[str, bool] = {}
         self._loaded = False
         self._graph: Graph | None = None
@@ -76,7 +76,7 @@ class RepoMap:
             edited=self._expand(edited_paths),
             mentioned=list(mentioned),
         )
-        return render_map(ranked, {p: k.tags for p, k in self._known.items()}, tokens)
+        return render_map(ranked, {p: k.tags for p, k in self._known.items()}, tokens, self._source)
 
     def update(self, path: str, text: str | None = None) -> None:
         """Take `text` as the current content of `path` (an editor buffer), or re-read the disk
@@ -86,7 +86,7 @@ class RepoMap:
             return
         self._load()
         if text is None:
-            self._editor_text.discard(rel)
+            self._editor_text.pop(rel, None)
             self._refresh_from_disk([rel])
             return
         data = text.encode("utf-8")
@@ -94,7 +94,7 @@ class RepoMap:
         language = language_for_path(rel)
         query = tag_queries(language).fingerprint
         known = self._known.get(rel)
-        self._editor_text.add(rel)
+        self._editor_text[rel] = data
         if known is not None and known.content_hash == digest and known.query == query:
             return
         tags = self._extract(language, data)
@@ -199,6 +199,17 @@ class RepoMap:
         if known is None:
             known = self._wanted[rel] = wanted(rel)
         return known
+
+    def _source(self, rel: str) -> bytes | None:
+        """The content `rel`'s tags were extracted from; None if it changed since the scan."""
+        data = self._editor_text.get(rel)
+        if data is None:
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError:
+                return None
+        known = self._known.get(rel)
+        return data if known is not None and content_hash(data) == known.content_hash else None
 
     def _expand(self, paths: Iterable[str]) -> list[str]:
         """Known files named by `paths`; a folder names every file under it."""

@@ -33,7 +33,7 @@ QUERY_FILES: dict[str, tuple[str, ...]] = {
 }
 
 # Bump when the shape of extracted tags changes: cached tags of another version are re-parsed.
-TAGS_FORMAT = 1
+TAGS_FORMAT = 2
 HEADER_MAX_CHARS = 160
 _HEADER_SCAN_BYTES = 600
 _SPACE_AFTER_OPEN = re.compile(r"([(\[]) ")
@@ -44,14 +44,15 @@ _SPACE_BEFORE_CLOSE = re.compile(r",? ([)\]])")
 class Entry:
     """A definition (`name` set) or an enclosing scope (`kind == "scope"`, `name == ""`).
 
-    `line` is 0-based; `header` is the definition's first source line(s) up to its body, with
-    the original indentation; `parent` is the index of the enclosing entry, or -1.
+    `start` is the byte offset of the definition, `header_end` the end of its header (the start
+    of its body, or of its first line's end); `parent` is the index of the enclosing entry, or
+    -1. The header text itself is only built for the lines a map shows: see `header_line`.
     """
 
     name: str
     kind: str
-    line: int
-    header: str
+    start: int
+    header_end: int
     parent: int
 
 
@@ -65,7 +66,7 @@ class FileTags:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"e": [[e.name, e.kind, e.line, e.header, e.parent] for e in self.entries],
+            {"e": [[e.name, e.kind, e.start, e.header_end, e.parent] for e in self.entries],
              "r": [list(r) for r in self.refs]},
             ensure_ascii=False, separators=(",", ":"),
         )
@@ -170,39 +171,45 @@ class Tagger:
 def _entries(found: dict[tuple[int, int], tuple[str, str, Node]], source: bytes) -> tuple[Entry, ...]:
     entries: list[Entry] = []
     stack: list[tuple[int, int]] = []  # (end_byte, entry index) of open enclosing entries
-    for (_, neg_end), (name, kind, node) in sorted(found.items()):
+    for (start, neg_end), (name, kind, node) in sorted(found.items()):
         end = -neg_end
         while stack and stack[-1][0] < end:
             stack.pop()
         parent = stack[-1][1] if stack else -1
-        entries.append(Entry(name, kind, node.start_point[0], _header(node, source), parent))
+        entries.append(Entry(name, kind, start, _header_end(node, source), parent))
         stack.append((end, len(entries) - 1))
     return tuple(entries)
 
 
-def _header(node: Node, source: bytes) -> str:
-    """The definition's source from the start of its line to its body, on one line."""
+def _header_end(node: Node, source: bytes) -> int:
     start = node.start_byte
-    line_start = source.rfind(b"\n", 0, start) + 1
+    limit = start + _HEADER_SCAN_BYTES
     body = node.child_by_field_name("body")
     if body is not None and body.start_byte > start:
-        end = min(body.start_byte, line_start + _HEADER_SCAN_BYTES)
-    else:
-        end = source.find(b"\n", start, line_start + _HEADER_SCAN_BYTES)
-        if end < 0:
-            end = min(node.end_byte, line_start + _HEADER_SCAN_BYTES)
-    text = source[line_start:end].rstrip().decode("utf-8", "replace")
+        return min(body.start_byte, limit)
+    end = source.find(b"\n", start, limit)
+    return end if end >= 0 else min(node.end_byte, limit)
+
+
+def header_line(source: bytes, entry: Entry) -> tuple[int, str]:
+    """(0-based line, header text): the definition's source from the start of its line to its
+    body, on one line, with the original indentation."""
+    line_start = source.rfind(b"\n", 0, entry.start) + 1
+    text = source[line_start:entry.header_end].rstrip().decode("utf-8", "replace")
     if "\t" in text:
         text = text.expandtabs(4)
     code = text.lstrip()
     indent = text[: len(text) - len(code)]
+    line = source.count(b"\n", 0, entry.start)
     if "\n" in code:
         lines = code.split("\n")
         while len(lines) > 1 and lines[0].lstrip().startswith("@"):
             del lines[0]  # Java/TypeScript annotations: the signature is what follows
+            line += 1
+            indent = lines[0][: len(lines[0]) - len(lines[0].lstrip())]
         code = " ".join(" ".join(lines).split())
         code = _SPACE_BEFORE_CLOSE.sub(r"\1", _SPACE_AFTER_OPEN.sub(r"\1", code))
     code = code.removesuffix("{").rstrip()
     if len(code) > HEADER_MAX_CHARS:
         code = code[: HEADER_MAX_CHARS - 1] + "…"
-    return indent + code
+    return line, indent + code

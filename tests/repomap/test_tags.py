@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent.repomap.tags import QUERY_FILES, REFERENCE, SCOPE, FileTags, Tagger, tag_queries
+from agent.repomap.tags import (
+    HEADER_MAX_CHARS, QUERY_FILES, REFERENCE, SCOPE, FileTags, Tagger, header_line, tag_queries,
+)
 from tests.repomap.helpers import SAMPLES
 
 EXPECTED = {
@@ -56,12 +58,20 @@ def test_headers_scopes_and_round_trip() -> None:
     )
     tags = Tagger().extract("python", source)
     outer, build = tags.entries
-    assert (outer.header, outer.parent, outer.line) == ("class Outer:", -1, 0)
-    assert (build.header, build.parent, build.line) == ("    def build(a: int, b: int) -> 'Outer':", 0, 2)
+    assert header_line(source, outer) == (0, "class Outer:")
+    assert header_line(source, build) == (2, "    def build(a: int, b: int) -> 'Outer':")
+    assert (outer.parent, build.parent) == (-1, 0)
     assert FileTags.from_json(tags.to_json()) == tags
 
 
 def test_java_annotations_are_not_the_header() -> None:
     source = b"class A {\n    @Override\n    public String toString() { return \"\"; }\n}\n"
     tags = Tagger().extract("java", source)
-    assert tags.entries[1].header == "    public String toString()"
+    assert header_line(source, tags.entries[1]) == (2, "    public String toString()")
+
+
+def test_long_headers_are_cut() -> None:
+    source = b"def f(" + b", ".join(b"argument_%d" % i for i in range(40)) + b"):\n    pass\n"
+    _, header = header_line(source, Tagger().extract("python", source).entries[0])
+    assert len(header) == HEADER_MAX_CHARS
+    assert header.endswith("…")

@@ -1,0 +1,255 @@
+"""Repo map benchmark: teachback's RepoMap beside aider's and beside raw tree-sitter parsing.
+
+    .venv/bin/python bench/repomap_bench.py [--repeats 3] [--tokens 1024]
+
+Builds under .bench/: a git repository made from this Python's standard library (~2,400 files),
+a ~600-file repository for the per-turn update, and a virtual environment with aider-chat from
+PyPI (.bench/aider-venv). Each figure is the median of --repeats runs, each in a fresh process
+(timed around the map call, not the interpreter start); runs of different kinds are interleaved
+so that a busy machine slows them alike. Prints wall-clock medians, CPU medians and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+from agent.repomap import estimate_tokens
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / ".bench"
+CORPUS = BENCH / "stdlib-corpus"
+SMALL = BENCH / "corpus-600"
+AIDER_VENV = BENCH / "aider-venv"
+SMALL_FILES = 600
+
+RAW_PARSE = """
+import json, sys, time
+from pathlib import Path
+from agent.languages import get_parser, language_for_path
+from agent.repomap.files import list_candidates, wanted
+root = Path(sys.argv[1])
+paths = [p for p in list_candidates(root) if wanted(p)]
+parsers = {}
+wall, cpu = time.perf_counter(), time.process_time()
+for rel in paths:
+    language = language_for_path(rel)
+    parser = parsers.get(language) or parsers.setdefault(language, get_parser(language))
+    parser.parse((root / rel).read_bytes())
+print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "files": len(paths)}))
+"""
+
+OURS = """
+import json, sys, time
+from pathlib import Path
+from agent.repomap import RepoMap
+root, tokens, workers, out = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+repo_map = RepoMap(root, workers=workers or None)
+times = []
+for _ in range(2):
+    wall, cpu = time.perf_counter(), time.process_time()
+    text = repo_map.render(tokens=tokens)
+    times.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
+                  "parsed": repo_map.parsed_files})
+Path(out).write_text(text)
+print(json.dumps(times))
+"""
+
+UPDATE = """
+import json, statistics, sys, time
+from pathlib import Path
+from agent.repomap import RepoMap
+from agent.repomap.files import list_candidates
+root, turns = Path(sys.argv[1]), int(sys.argv[2])
+repo_map = RepoMap(root)
+repo_map.render(tokens=1024)
+target = sorted(root.rglob("*.py"))[len(list(root.rglob("*.py"))) // 2]
+original = target.read_text()
+disk, editor = [], []
+for turn in range(turns):
+    target.write_text(original + f"\\n\\ndef bench_turn_{turn}(value):\\n    return value\\n")
+    start = time.perf_counter()
+    text = repo_map.render(tokens=1024, edited_paths=[str(target)])
+    disk.append((time.perf_counter() - start, repo_map.parsed_files))
+    start = time.perf_counter()
+    repo_map.update(str(target), original + f"\\n\\ndef bench_edit_{turn}(value):\\n    return value\\n")
+    text = repo_map.render(tokens=1024, edited_paths=[str(target)])
+    editor.append(time.perf_counter() - start)
+target.write_text(original)
+print(json.dumps({"disk": [t for t, _ in disk], "parsed": [p for _, p in disk], "editor": editor,
+                  "files": len(list_candidates(root))}))
+"""
+
+AIDER = """
+import json, os, sys, time, subprocess
+root, tokens, runs, map_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+os.chdir(root)
+from aider.io import InputOutput
+from aider.models import Model
+from aider.repomap import RepoMap
+files = [os.path.join(root, p) for p in subprocess.run(
+    ["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split()]
+model = Model("gpt-4o")
+io = InputOutput(pretty=False, yes=True, fancy_input=False)
+repo_map = RepoMap(map_tokens=tokens, root=root, main_model=model, io=io, refresh="always",
+                   map_mul_no_files=1)
+times = []
+for _ in range(runs):
+    wall, cpu = time.perf_counter(), time.process_time()
+    text = repo_map.get_repo_map([], files) or ""
+    times.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu})
+ours = open(map_out).read()
+print(json.dumps({"times": times, "ours_tiktoken": model.token_count(ours), "aider_chars": len(text)}))
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=1024)
+    parser.add_argument("--no-aider", action="store_true", help="skip aider (no PyPI access)")
+    args = parser.parse_args()
+
+    build_corpus()
+    build_small_corpus()
+    aider_python = None if args.no_aider else ensure_aider()
+    files = run_json(sys.executable, RAW_PARSE, CORPUS)["files"]
+    print(f"corpus: {CORPUS} ({files} source files of {count_files(CORPUS)} files)\n")
+
+    figures: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        map_file = Path(scratch) / "map.txt"
+        for repeat in range(args.repeats):
+            print(f"round {repeat + 1}/{args.repeats} ...", file=sys.stderr, flush=True)
+            add(figures, "raw parse (1 process)", run_json(sys.executable, RAW_PARSE, CORPUS))
+            for workers, label in ((1, "1 process"), (0, "parallel")):
+                home = Path(scratch) / f"home-{repeat}-{workers}"
+                cold, warm_same = run_ours(home, args.tokens, workers, map_file)
+                add(figures, f"teachback cold ({label})", cold)
+                add(figures, "teachback warm, same process", warm_same)
+                warm_new, _ = run_ours(home, args.tokens, workers, map_file)
+                add(figures, "teachback warm, new process", warm_new)
+            if aider_python:
+                shutil.rmtree(CORPUS / ".aider.tags.cache.v4", ignore_errors=True)
+                result = run_json(aider_python, AIDER, CORPUS, args.tokens, 2, map_file)
+                add(figures, "aider cold", result["times"][0])
+                add(figures, "aider warm, same process", result["times"][1])
+                result = run_json(aider_python, AIDER, CORPUS, args.tokens, 1, map_file)
+                add(figures, "aider warm, new process", result["times"][0])
+                figures.setdefault("tiktoken", []).append(result["ours_tiktoken"])
+        home = Path(scratch) / "home-update"
+        update = run_json(sys.executable, UPDATE, SMALL, 15, env={"TEACHBACK_HOME": str(home)})
+        ours_map = map_file.read_text()
+
+    report(figures, update, ours_map, args.tokens)
+    return 0
+
+
+def run_ours(home: Path, tokens: int, workers: int, map_file: Path) -> tuple[dict, dict]:
+    first, second = run_json(sys.executable, OURS, CORPUS, tokens, workers, map_file,
+                             env={"TEACHBACK_HOME": str(home)})
+    return first, second
+
+
+def report(figures: dict[str, list], update: dict, ours_map: str, tokens: int) -> None:
+    def median(label: str, key: str = "wall") -> float:
+        return statistics.median(run[key] for run in figures[label])
+
+    print(f"{'measurement (median)':40} {'wall s':>9} {'cpu s':>9}")
+    for label in figures:
+        if label != "tiktoken":
+            print(f"{label:40} {median(label):9.3f} {median(label, 'cpu'):9.3f}")
+    raw = "raw parse (1 process)"
+    print("\nratios")
+    for label in ("teachback cold (1 process)", "teachback cold (parallel)"):
+        print(f"  {label} / raw parse: wall {median(label) / median(raw):.2f}x,"
+              f" cpu {median(label, 'cpu') / median(raw, 'cpu'):.2f}x   (target <= 2x)")
+    if "aider cold" in figures:
+        for ours, theirs in (("teachback warm, same process", "aider warm, same process"),
+                             ("teachback warm, new process", "aider warm, new process"),
+                             ("teachback warm, new process", "aider warm, same process"),
+                             ("teachback cold (1 process)", "aider cold")):
+            print(f"  {theirs} / {ours}: {median(theirs) / median(ours):.1f}x faster"
+                  + ("   (target >= 10x)" if "warm" in ours else ""))
+        estimate = estimate_tokens(ours_map)
+        real = statistics.median(figures["tiktoken"])
+        print(f"\nteachback map at --tokens {tokens}: estimated {estimate} tokens,"
+              f" gpt-4o tokenizer {real} ({real / estimate:.2f}x the estimate)")
+    disk_ms = statistics.median(update["disk"]) * 1000
+    editor_ms = statistics.median(update["editor"]) * 1000
+    print(f"\nper-turn update on {update['files']} files, one file changed"
+          f" (median of {len(update['disk'])}):")
+    print(f"  changed on disk, render: {disk_ms:.0f} ms (parsed {max(update['parsed'])} file)   (target < 300 ms)")
+    print(f"  editor text via update(), render: {editor_ms:.0f} ms")
+
+
+def add(figures: dict[str, list], label: str, run: dict) -> None:
+    figures.setdefault(label, []).append(run)
+
+
+def run_json(python: str | Path, code: str, *args: object, env: dict[str, str] | None = None):
+    result = subprocess.run(
+        [str(python), "-c", code, *map(str, args)], cwd=REPO, capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=1800,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"benchmark step failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def build_corpus() -> None:
+    if (CORPUS / ".git").is_dir():
+        return
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    print(f"building {CORPUS} from {stdlib} ...", file=sys.stderr, flush=True)
+    shutil.copytree(stdlib, CORPUS, symlinks=True,
+                    ignore=shutil.ignore_patterns("site-packages", "__pycache__", "*.pyc"))
+    git_commit(CORPUS)
+
+
+def build_small_corpus() -> None:
+    if (SMALL / ".git").is_dir():
+        return
+    sources = sorted(p for p in CORPUS.rglob("*.py") if ".git" not in p.parts)
+    step = len(sources) / SMALL_FILES
+    for index in range(SMALL_FILES):
+        source = sources[int(index * step)]
+        dest = SMALL / source.relative_to(CORPUS)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest)
+    git_commit(SMALL)
+
+
+def git_commit(root: Path) -> None:
+    for command in (["init", "-q", "-b", "main"], ["add", "-A"],
+                    ["-c", "user.email=bench@example.com", "-c", "user.name=bench", "commit", "-q", "-m", "corpus"]):
+        subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
+
+
+def ensure_aider() -> Path | None:
+    python = AIDER_VENV / "bin" / "python"
+    if python.exists() and subprocess.run([python, "-c", "import aider.repomap"], capture_output=True).returncode == 0:
+        return python
+    print(f"installing aider-chat into {AIDER_VENV} ...", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", AIDER_VENV], check=True)
+    result = subprocess.run([python, "-m", "pip", "install", "-q", "aider-chat"], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"aider-chat could not be installed; skipping it:\n{result.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return python
+
+
+def count_files(root: Path) -> int:
+    return sum(1 for p in root.rglob("*") if p.is_file() and ".git" not in p.parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
