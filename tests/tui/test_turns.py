@@ -74,6 +74,11 @@ async def test_whole_turn_then_review_rejects_one_file_and_accepts_another(git_r
         await pilot.press("up", "a")
         await wait_for(pilot, lambda: app.screen is main, what="the review to close")
         assert changes.verdicts == {"app.py": "accepted", "util.py": "rejected"}
+
+        await pilot.press("ctrl+r")  # reopening shows what is left (the rejected file is restored)
+        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), what="the review to reopen")
+        assert app.screen.query_one(ChangeList).verdicts == {"app.py": "accepted"}
+        await pilot.press("escape")
     assert (git_repo / "app.py").read_text() == "def greet(name):\n    return f'Hello, {name}!'\n"
     assert (git_repo / "util.py").read_text() == UTIL_PY
 

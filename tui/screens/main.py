@@ -57,6 +57,7 @@ class MainScreen(Screen[None]):
         self.host = SessionHost(self, workspace, settings, store)
         self.turn_running = False
         self.turn_summary = ""
+        self.turn_verdicts: dict[str, str] = {}  # the user's review of the last turn, by path
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -128,6 +129,7 @@ class MainScreen(Screen[None]):
         session = self.host.session
         assert session is not None  # _send checked it
         self.turn_running = True
+        self.turn_verdicts = {}
         self.query_one(StatusBar).state = "running"
         try:
             finished = await session.run(UserInput(text=text))
@@ -159,7 +161,7 @@ class MainScreen(Screen[None]):
         if session is None or not changes:
             self.app.notify("The last turn changed no files.")
             return
-        self.app.push_screen(ReviewScreen(session, changes, self.turn_summary))
+        self.app.push_screen(ReviewScreen(session, changes, self.turn_summary, self.turn_verdicts))
 
     # -- events ------------------------------------------------------------------------------
 

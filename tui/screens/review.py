@@ -26,17 +26,20 @@ class ReviewScreen(Screen[None]):
         Binding("escape", "close", "Done"),
     ]
 
-    def __init__(self, session: AgentSession, changes: Sequence[FileChange], summary: str = "") -> None:
+    def __init__(self, session: AgentSession, changes: Sequence[FileChange], summary: str = "",
+                 verdicts: dict[str, str] | None = None) -> None:
+        """`verdicts` (path -> accepted/rejected) carries the turn's earlier verdicts and receives new ones."""
         super().__init__(id="review")
         self.session = session
         self.changes = list(changes)
         self.summary = summary
+        self.verdicts = {} if verdicts is None else verdicts
 
     def compose(self) -> ComposeResult:
         count = len(self.changes)
         yield Label(f"Review {count} changed file{'s' * (count != 1)}. {self.summary}".strip(), id="review-title")
         with Horizontal():
-            yield ChangeList(self.changes, id="changes")
+            yield ChangeList(self.changes, self.verdicts, id="changes")
             with VerticalScroll(id="diff-scroll"):
                 yield DiffView(id="diff")
         yield Footer()
@@ -99,7 +102,9 @@ class ReviewScreen(Screen[None]):
             except (ReviewError, OSError) as exc:  # nothing left to review, or the file cannot be restored
                 self.notify(f"Could not record the review of {path}: {exc}", severity="error", timeout=10)
                 continue
-            changes.set_verdict(path, "accepted" if accepted else "rejected")
+            verdict = "accepted" if accepted else "rejected"
+            changes.set_verdict(path, verdict)
+            self.verdicts[path] = verdict
         if not self._pending():
             self.notify("All changes reviewed.")
             self.dismiss(None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.syntax import Syntax
 from rich.text import Text
@@ -47,9 +47,11 @@ class DiffView(Static):
 class ChangeList(OptionList):
     """The changed files, each marked with the user's verdict so far."""
 
-    def __init__(self, changes: Sequence[FileChange], *, id: str | None = None) -> None:
+    def __init__(self, changes: Sequence[FileChange], verdicts: Mapping[str, str] | None = None, *,
+                 id: str | None = None) -> None:
         self.changes = {change.path: change for change in changes}
-        self.verdicts: dict[str, str | None] = {change.path: None for change in changes}
+        given = verdicts or {}
+        self.verdicts: dict[str, str | None] = {change.path: given.get(change.path) for change in changes}
         super().__init__(*(Option(self._prompt(c.path), id=c.path) for c in changes), id=id)
 
     def set_verdict(self, path: str, verdict: str) -> None:
