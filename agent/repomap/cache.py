@@ -126,6 +126,27 @@ class TagCache:
             if db.in_transaction:
                 db.execute("ROLLBACK")
 
+    def prune(self) -> None:
+        """Forget tags of content that no remembered file has any more (older versions), once
+        they outnumber the remembered files two to one."""
+        db = self._connect()
+        if db is None:
+            return
+        try:
+            tags = db.execute("SELECT count(*) FROM tags").fetchone()[0]
+            files = db.execute("SELECT count(*) FROM files").fetchone()[0]
+            if tags > 2 * files + 100:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute(
+                    "DELETE FROM tags WHERE NOT EXISTS (SELECT 1 FROM files f"
+                    " WHERE f.content_hash = tags.content_hash AND f.query = tags.query)"
+                )
+                db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.warning("repo map cache pruning failed (%s)", exc)
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+
     def close(self) -> None:
         if self._db is not None:
             self._db.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ CACHE_FILE = "repomap.db"
 
 @dataclass(slots=True)
 class _Known:
-    size: int  # -1 for editor text that is not on disk
+    size: int  # -1 for editor text that is not on disk (kept in memory, never cached)
     mtime_ns: int
     content_hash: str
     query: str
@@ -41,7 +42,8 @@ def content_hash(data: bytes) -> str:
 
 
 class RepoMap:
-    """The repository map of `root`. Not thread-safe: use one per session (or guard it)."""
+    """The repository map of `root`. Thread-safe: an editor may call `update` while an agent
+    turn renders in another thread (they take turns)."""
 
     def __init__(self, root: Path, *, cache_path: Path | None = None, workers: int | None = None) -> None:
         self.root = Path(root).resolve()
@@ -56,6 +58,7 @@ class RepoMap:
         self._wanted: dict[str, bool] = {}
         self._loaded = False
         self._graph: Graph | None = None
+        self._lock = threading.RLock()
 
     def render(
         self,
@@ -67,6 +70,17 @@ class RepoMap:
         progress: Progress | None = None,
     ) -> str:
         """The map: the best-ranked definitions that fit in about `tokens` tokens."""
+        with self._lock:
+            return self._render(tokens, focus_paths, edited_paths, mentioned, progress)
+
+    def _render(
+        self,
+        tokens: int,
+        focus_paths: Iterable[str],
+        edited_paths: Iterable[str],
+        mentioned: Iterable[str],
+        progress: Progress | None,
+    ) -> str:
         self.scan(progress)
         if self._graph is None:
             self._graph = build_graph({p: k.tags for p, k in self._known.items()})
@@ -81,7 +95,11 @@ class RepoMap:
     def update(self, path: str, text: str | None = None) -> None:
         """Take `text` as the current content of `path` (an editor buffer), or re-read the disk
         (`text=None`: after a save, a close, or a change made outside the editor)."""
-        rel = self._relative(path)
+        with self._lock:
+            self._update(self._relative(path), text)
+
+    def _update(self, rel: str, text: str | None) -> None:
+        self.parsed_files = 0
         if not self._is_wanted(rel):
             return
         self._load()
@@ -100,11 +118,14 @@ class RepoMap:
         tags = self._extract(language, data)
         self.parsed_files = 1
         self._known[rel] = _Known(-1, 0, digest, query, tags)
-        self._cache.store(None, [FileRow(rel, -1, 0, digest, query, tags.to_json())])
         self._graph = None
 
     def scan(self, progress: Progress | None = None) -> None:
         """Bring the tags up to date with the files on disk."""
+        with self._lock:
+            self._scan(progress)
+
+    def _scan(self, progress: Progress | None) -> None:
         self._load()
         candidates = [p for p in list_candidates(self.root) if self._is_wanted(p)]
         listed = set(candidates)
@@ -151,8 +172,10 @@ class RepoMap:
             digest = content_hash(data)
             known = self._known.get(rel)
             if known is not None and known.content_hash == digest and known.query == query:
-                known.size, known.mtime_ns = stat.st_size, stat.st_mtime_ns  # touched, not changed
-                rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, None))
+                # Touched but unchanged, or saved editor text (whose tags are not cached yet).
+                text = known.tags.to_json() if known.size < 0 else None
+                known.size, known.mtime_ns = stat.st_size, stat.st_mtime_ns
+                rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, text))
             else:
                 read.append((rel, stat, data, digest, query))
         cached = self._cache.get_tags((digest, query) for _, _, _, digest, query in read)
@@ -189,6 +212,7 @@ class RepoMap:
         if self._loaded:
             return
         self._loaded = True
+        self._cache.prune()
         for row in self._cache.load_root(self._key):
             if row.tags is not None and self._is_wanted(row.path):
                 tags = FileTags.from_json(row.tags)

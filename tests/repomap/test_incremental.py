@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
 from pathlib import Path
 
 from agent.repomap import RepoMap
@@ -101,3 +103,54 @@ def test_unusable_cache_file_still_gives_a_map(tmp_path: Path) -> None:
     repo_map = RepoMap(root, cache_path=bad)
     assert "class TaskStore:" in repo_map.render()
     assert repo_map.parsed_files == PYTHON_FILES
+
+
+def test_editor_text_is_not_cached_but_saved_text_is(tmp_path: Path) -> None:
+    root = copy_sample("python", tmp_path / "repo")
+    repo_map = RepoMap(root)
+    repo_map.render()
+    cli = root / "todo" / "cli.py"
+    for version in range(3):  # keystrokes
+        repo_map.update("todo/cli.py", cli.read_text() + f"\n\ndef draft_{version}():\n    pass\n")
+    saved = cli.read_text() + "\n\ndef draft_2():\n    pass\n"
+    cli.write_text(saved)
+    repo_map.update("todo/cli.py")
+    assert repo_map.parsed_files == 0
+
+    fresh = RepoMap(root)
+    assert "def draft_2():" in fresh.render()
+    assert fresh.parsed_files == 0  # the saved version's tags reached the shared cache
+    assert "draft_0" not in fresh.render()
+
+
+def test_old_versions_are_pruned_from_the_cache(tmp_path: Path, teachback_home: Path) -> None:
+    root = copy_sample("python", tmp_path / "repo")
+    repo_map = RepoMap(root)
+    models = root / "todo" / "models.py"
+    original = models.read_text()
+    for version in range(120):
+        models.write_text(original + f"\nVERSION = {version}\n")
+        os.utime(models, ns=(0, version * 1_000_000_000))
+        repo_map.render(tokens=50)
+    db = sqlite3.connect(teachback_home / "repomap.db")
+    assert db.execute("SELECT count(*) FROM tags").fetchone()[0] > 100
+    RepoMap(root).render(tokens=50)  # a new map prunes on first use
+    assert db.execute("SELECT count(*) FROM tags").fetchone()[0] == PYTHON_FILES
+
+
+def test_editor_updates_from_another_thread(tmp_path: Path) -> None:
+    root = copy_sample("python", tmp_path / "repo")
+    repo_map = RepoMap(root)
+    repo_map.render()
+    base = (root / "todo" / "cli.py").read_text()
+
+    def type_away() -> None:
+        for version in range(40):
+            repo_map.update("todo/cli.py", base + f"\n\ndef typed_{version}():\n    pass\n")
+
+    typist = threading.Thread(target=type_away)
+    typist.start()
+    while typist.is_alive():
+        assert "class TaskStore:" in repo_map.render(tokens=200)
+    typist.join()
+    assert "def typed_39():" in repo_map.render(tokens=2000)
