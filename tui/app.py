@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -11,10 +10,11 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from agent.config import Settings
+from tui.screens.export import ExportScreen
+from tui.screens.feedback import FeedbackScreen
 from tui.screens.main import MainScreen
+from tui.screens.sessions import SessionChoice, SessionsScreen
 from tui.seams import FeedbackStore
-
-log = logging.getLogger(__name__)
 
 
 class TeachbackApp(App[int]):
@@ -66,28 +66,22 @@ class TeachbackApp(App[int]):
         return self.store
 
     def action_sessions(self) -> None:
-        from tui.screens.sessions import SessionsScreen
-
         store = self.require_store()
         if store is None or isinstance(self.screen, SessionsScreen):
             return
 
-        def resume(choice: tuple[str, list[dict]] | None) -> None:
+        def resume(choice: SessionChoice | None) -> None:
             if choice is not None:
                 self.main_screen.switch_session(*choice)
 
         self.push_screen(SessionsScreen(store), resume)
 
     def action_feedback(self) -> None:
-        from tui.screens.feedback import FeedbackScreen
-
         store = self.require_store()
         if store is not None and not isinstance(self.screen, FeedbackScreen):
             self.push_screen(FeedbackScreen(store))
 
     def action_export(self) -> None:
-        from tui.screens.export import ExportScreen
-
         if not isinstance(self.screen, ExportScreen):
             self.push_screen(ExportScreen(self.store_path))
 
