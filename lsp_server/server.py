@@ -6,10 +6,10 @@ path); `initialized` warms those imports up in a worker thread so the first turn
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,8 +86,9 @@ def initialize(ls: TeachbackServer, params: types.InitializeParams) -> None:
 
 
 @server.feature(types.INITIALIZED)
-async def initialized(ls: TeachbackServer, params: types.InitializedParams) -> None:
-    await asyncio.to_thread(warm_up)
+def initialized(ls: TeachbackServer, params: types.InitializedParams) -> None:
+    # A daemon thread: an editor that quits during the warm-up must not wait for it.
+    threading.Thread(target=warm_up, name="teachback-warm-up", daemon=True).start()
 
 
 @server.feature(types.SHUTDOWN)

@@ -191,6 +191,7 @@ async def lsp_session(
     *,
     capabilities: str = "visual-studio-code",
     timing: dict[str, float] | None = None,
+    settle: float = 0.0,
 ) -> AsyncIterator[tuple[LanguageClient, FakeEditor]]:
     client = LanguageClient(converter_factory=_converter)
     register_lsp_features(client)
@@ -210,6 +211,7 @@ async def lsp_session(
 
     await client.start_io(sys.executable, "-m", "lsp_server", cwd=str(REPO), env=dict(os.environ))
     try:
+        await asyncio.sleep(settle)
         started = time.perf_counter()
         await asyncio.wait_for(
             client.initialize_session(
