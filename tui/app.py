@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from agent.config import Settings
@@ -22,7 +23,7 @@ class TeachbackApp(App[int]):
 
     TITLE = "teachback"
     CSS_PATH = "styles/app.tcss"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+o", "sessions", "Sessions"),
         Binding("ctrl+b", "feedback", "Feedback"),
         Binding("ctrl+s", "export", "Export"),
@@ -91,8 +92,10 @@ class TeachbackApp(App[int]):
         yield SystemCommand("Feedback browser", "Browse feedback pairs and error stats (ctrl+b)", self.action_feedback)
         yield SystemCommand("Export training data", "Export feedback pairs to a file (ctrl+s)", self.action_export)
         if isinstance(screen, MainScreen):
-            yield SystemCommand("Review changes", "Accept or reject the last turn's edits (ctrl+r)", screen.action_review)
-            yield SystemCommand("Interrupt", "Stop the running turn after its current step (esc)", screen.action_interrupt)
+            yield SystemCommand("Review changes", "Accept or reject the last turn's edits (ctrl+r)",
+                                screen.action_review)
+            yield SystemCommand("Interrupt", "Stop the running turn after its current step (esc)",
+                                screen.action_interrupt)
             yield SystemCommand("New session", "Start a fresh session (ctrl+n)", screen.action_new_session)
 
     async def action_quit(self) -> None:

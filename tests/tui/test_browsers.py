@@ -55,8 +55,8 @@ async def test_feedback_browser_filters_and_opens_a_pair(git_repo: Path, tmp_pat
     app = make_app(git_repo, "scripted/unused.json", db)
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, FeedbackScreen) and app.screen.query_one(DataTable).row_count,
-                       what="the feedback browser")
+        await wait_for(pilot, lambda: isinstance(app.screen, FeedbackScreen)
+                       and app.screen.query_one(DataTable).row_count, what="the feedback browser")
         screen = app.screen
         table = screen.query_one(DataTable)
         assert table.row_count == 3

@@ -55,7 +55,8 @@ from agent.config import Settings
 from tui import create_app
 
 async def main():
-    app = create_app(Path({str(git_repo)!r}), Settings(model="openai/gpt-4o-mini"), store_path=Path({str(tmp_path / "f.db")!r}))
+    app = create_app(Path({str(git_repo)!r}), Settings(model="openai/gpt-4o-mini"),
+                     store_path=Path({str(tmp_path / "f.db")!r}))
     async with app.run_test() as pilot:
         await pilot.pause(0.5)
         assert app.main_screen.host.session is not None
@@ -64,7 +65,7 @@ async def main():
 asyncio.run(main())
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            cwd=Path(__file__).parents[2])
+                            cwd=Path(__file__).parents[2], check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
 

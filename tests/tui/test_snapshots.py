@@ -100,8 +100,8 @@ def test_feedback_browser(snap_compare, git_repo: Path, tmp_path: Path) -> None:
 
     async def open_browser(pilot: Pilot) -> None:
         await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, FeedbackScreen) and app.screen.query("DataTable").first().row_count,
-                       what="the feedback browser")
+        await wait_for(pilot, lambda: isinstance(app.screen, FeedbackScreen)
+                       and app.screen.query("DataTable").first().row_count, what="the feedback browser")
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_browser)

@@ -35,7 +35,9 @@ def fix_greeting_script(script) -> str:
 
 
 @pytest.mark.timeout(120)
-async def test_whole_turn_then_review_rejects_one_file_and_accepts_another(git_repo: Path, script, tmp_path: Path) -> None:
+async def test_whole_turn_then_review_rejects_one_file_and_accepts_another(
+    git_repo: Path, script, tmp_path: Path
+) -> None:
     db = tmp_path / "feedback.db"
     app = make_app(git_repo, fix_greeting_script(script), db)
     async with app.run_test(size=(100, 32)) as pilot:
@@ -89,7 +91,9 @@ async def test_whole_turn_then_review_rejects_one_file_and_accepts_another(git_r
 
 
 @pytest.mark.timeout(120)
-async def test_ask_mode_approves_an_edit_and_denies_a_command_with_a_reason(git_repo: Path, script, tmp_path: Path) -> None:
+async def test_ask_mode_approves_an_edit_and_denies_a_command_with_a_reason(
+    git_repo: Path, script, tmp_path: Path
+) -> None:
     model = script(
         turn(call("edit_file", {"path": "app.py", "old_text": "'Hello, '", "new_text": "'Hi, '"})),
         turn(call("run_command", {"command": "rm -rf build"})),

@@ -8,7 +8,12 @@ from dataclasses import dataclass
 from textual.app import App, ComposeResult
 from textual.widgets import Markdown
 
-from agent.protocol import AssistantDelta, ToolCallFinished, ToolCallStarted, TurnFinished
+from agent.protocol import (
+    AssistantDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
 from tui.relay import AssistantText, EventRelay, SessionEvent
 from tui.widgets.charts import bar, bar_chart
 from tui.widgets.chat import ChatView

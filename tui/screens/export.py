@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar, Select
@@ -15,7 +16,7 @@ DEFAULT_FORMAT = "sdpo"
 
 
 class ExportScreen(Screen[None]):
-    BINDINGS = [Binding("escape", "close", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
 
     def __init__(self, store_path: Path, *, default_dir: Path | None = None) -> None:
         from feedback_store.export import FORMATS

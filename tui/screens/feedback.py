@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Select, Static
@@ -22,7 +22,7 @@ CONTEXT_TAIL = 4
 
 
 class FeedbackScreen(Screen[None]):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open_pair", "Open pair", priority=True),
         Binding("ctrl+l", "clear_filters", "Clear filters"),
         Binding("escape", "close", "Back"),
@@ -122,7 +122,7 @@ class FeedbackScreen(Screen[None]):
 class PairScreen(Screen[None]):
     """One pair: the end of the context the model saw, its failed call, the feedback, the correction."""
 
-    BINDINGS = [Binding("escape", "close", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
 
     def __init__(self, pair: Pair) -> None:
         super().__init__(id="pair")

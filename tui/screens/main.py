@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -45,7 +45,7 @@ QUIET_REASONS = ("finished", "answered")
 
 
 class MainScreen(Screen[None]):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "interrupt", "Interrupt", priority=True),
         Binding("ctrl+r", "review", "Review"),
         Binding("ctrl+n", "new_session", "New session", show=False),

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.syntax import Syntax
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
@@ -25,7 +26,7 @@ class Verdict:
 class ApprovalModal(ModalScreen[Verdict]):
     """The agent wants to run a command or apply an edit; the user decides."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "decide(True)", "Approve"),
         Binding("n", "decide(False)", "Deny"),
         Binding("escape", "decide(False)", "Deny", show=False),
@@ -73,7 +74,7 @@ class ReasonModal(ModalScreen[str | None]):
     Dismisses with the reason ("" when the user gives none), or None when the user cancels.
     """
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, path: str) -> None:
         super().__init__()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Label, OptionList
@@ -18,7 +19,7 @@ from tui.widgets.diff_view import ChangeList, DiffView
 
 
 class ReviewScreen(Screen[None]):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "accept", "Accept file"),
         Binding("r", "reject", "Reject file"),
         Binding("A", "accept_all", "Accept all"),

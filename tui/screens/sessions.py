@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label
 
@@ -18,7 +18,7 @@ SessionChoice = tuple[str, list[dict[str, Any]]]
 class SessionsScreen(Screen[SessionChoice | None]):
     """Dismisses with (session id, its conversation) to resume, or None."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "resume", "Resume", priority=True),
         Binding("escape", "close", "Back"),
     ]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual import on
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
 
 
 class InstructionInput(Input):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "history(-1)", "Previous", show=False),
         Binding("down", "history(1)", "Next", show=False),
     ]
