@@ -198,7 +198,7 @@ def add(figures: dict[str, list], label: str, run: dict) -> None:
 def run_json(python: str | Path, code: str, *args: object, env: dict[str, str] | None = None):
     result = subprocess.run(
         [str(python), "-c", code, *map(str, args)], cwd=REPO, capture_output=True, text=True,
-        env={**os.environ, **(env or {})}, timeout=1800,
+        env={**os.environ, **(env or {})}, timeout=1800, check=False,
     )
     if result.returncode != 0:
         raise SystemExit(f"benchmark step failed:\n{result.stderr[-3000:]}")
@@ -236,11 +236,13 @@ def git_commit(root: Path) -> None:
 
 def ensure_aider() -> Path | None:
     python = AIDER_VENV / "bin" / "python"
-    if python.exists() and subprocess.run([python, "-c", "import aider.repomap"], capture_output=True).returncode == 0:
+    if python.exists() and subprocess.run([python, "-c", "import aider.repomap"], capture_output=True, check=False).returncode == 0:
         return python
     print(f"installing aider-chat into {AIDER_VENV} ...", file=sys.stderr, flush=True)
     subprocess.run([sys.executable, "-m", "venv", "--clear", AIDER_VENV], check=True)
-    result = subprocess.run([python, "-m", "pip", "install", "-q", "aider-chat"], capture_output=True, text=True)
+    result = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "aider-chat"], capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         print(f"aider-chat could not be installed; skipping it:\n{result.stderr[-2000:]}", file=sys.stderr)
         return None

@@ -19,11 +19,15 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS tags (content_hash TEXT NOT NULL, query TEXT NOT NULL,"
-    " tags TEXT NOT NULL, PRIMARY KEY (content_hash, query)) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS files (root TEXT NOT NULL, path TEXT NOT NULL,"
-    " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, content_hash TEXT NOT NULL,"
-    " query TEXT NOT NULL, PRIMARY KEY (root, path)) WITHOUT ROWID",
+    (
+        "CREATE TABLE IF NOT EXISTS tags (content_hash TEXT NOT NULL, query TEXT NOT NULL,"
+        " tags TEXT NOT NULL, PRIMARY KEY (content_hash, query)) WITHOUT ROWID"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS files (root TEXT NOT NULL, path TEXT NOT NULL,"
+        " size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, content_hash TEXT NOT NULL,"
+        " query TEXT NOT NULL, PRIMARY KEY (root, path)) WITHOUT ROWID"
+    ),
 )
 
 

@@ -47,7 +47,7 @@ def _git_files(root: Path) -> list[str] | None:
     try:
         result = subprocess.run(
             ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-            cwd=root, capture_output=True, timeout=60,
+            cwd=root, capture_output=True, timeout=60, check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from agent.repomap.tags import (
-    HEADER_MAX_CHARS, QUERY_FILES, REFERENCE, SCOPE, FileTags, Tagger, header_line, tag_queries,
+    HEADER_MAX_CHARS,
+    QUERY_FILES,
+    REFERENCE,
+    SCOPE,
+    FileTags,
+    Tagger,
+    header_line,
+    tag_queries,
 )
 from tests.repomap.helpers import SAMPLES
 

@@ -12,7 +12,7 @@ def save_store(store: TaskStore, path: Path) -> None:
 def load_store(path: Path) -> TaskStore:
     store = TaskStore()
     for row in json.loads(path.read_text()):
-        task = store.add(row["title"], row["priority"])
+        task: Task = store.add(row["title"], row["priority"])
         if row["done"]:
             task.mark_done()
     return store
