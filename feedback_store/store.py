@@ -145,12 +145,12 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def query(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: tuple | list | dict = ()) -> list[dict[str, Any]]:
         with self._lock:
             try:
                 cursor = self.db.conn.execute(sql, params)
                 names = [d[0] for d in cursor.description]
-                return [dict(zip(names, row)) for row in cursor.fetchall()]  # type: ignore[misc]
+                return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
             except sqlite3.Error as exc:
                 raise explain(exc, self.path) from exc
 

@@ -62,7 +62,7 @@ def test_three_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     sessions = 8
     procs = [writer(db, sessions, f"w{n}") for n in range(3)]
     outputs = [p.communicate(timeout=110) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in err
     acknowledged = [line for out, _ in outputs for line in out.split()]
