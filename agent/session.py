@@ -116,6 +116,14 @@ class Session(Reviewer):
     def interrupt(self) -> None:
         self._interrupt.set()
 
+    async def close(self) -> None:
+        """Stop a running turn at its next step, decline pending approvals, drop subscribers."""
+        self.interrupt()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_result(ApprovalDecision(request_id="", approved=False, comment="The session was closed."))
+        self._subscribers.clear()
+
     async def start(self) -> None:
         if self.messages:
             return

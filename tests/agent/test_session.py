@@ -166,3 +166,17 @@ async def test_event_log_round_trips_and_rebuilds_the_conversation(git_repo, scr
     by_id = {e.id: e for e in restored}
     assert all(e.cause_id in by_id for e in restored[1:] if e.cause_id and not isinstance(e, TurnFinished)
                and e.type != "turn_started")
+
+
+async def test_close_declines_a_pending_approval_and_stops_the_turn(git_repo, script):
+    model = script(turn(call("run_command", {"command": "touch ran.txt"})), turn(call("finish", {"summary": "x"})))
+    session = open_session(git_repo, Settings(model=model, approval="ask"))
+    asked = asyncio.Event()
+    session.subscribe(lambda e: asked.set() if e.type == "approval_requested" else None)
+    task = asyncio.create_task(session.run(UserInput(text="run it")))
+    await asyncio.wait_for(asked.wait(), 10)
+    await session.close()
+    finished = await asyncio.wait_for(task, 5)
+    assert finished.reason == "interrupted"
+    assert not (git_repo / "ran.txt").exists()
+    assert session.messages[-1]["role"] == "tool" and "declined" in session.messages[-1]["content"]
