@@ -70,7 +70,7 @@ class PyglsEditor:
             answer = await asyncio.wait_for(
                 self._server.window_show_message_request_async(params), QUESTION_TIMEOUT
             )
-        except (JsonRpcException, asyncio.TimeoutError) as exc:
+        except (TimeoutError, JsonRpcException) as exc:
             log.info("no answer to %r: %s", text, exc)
             return None
         return answer.title if answer is not None else None
@@ -79,7 +79,7 @@ class PyglsEditor:
         params = types.ApplyWorkspaceEditParams(edit=edit, label=label)
         try:
             result = await asyncio.wait_for(self._server.workspace_apply_edit_async(params), REQUEST_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False, f"no answer to workspace/applyEdit within {REQUEST_TIMEOUT:g} s"
         except JsonRpcException as exc:
             return False, f"workspace/applyEdit failed: {exc.message}"
@@ -94,7 +94,7 @@ class PyglsEditor:
         token = f"teachback-{uuid.uuid4().hex[:12]}"
         try:
             await asyncio.wait_for(self._server.work_done_progress.create_async(token), REQUEST_TIMEOUT)
-        except (JsonRpcException, asyncio.TimeoutError) as exc:
+        except (TimeoutError, JsonRpcException) as exc:
             log.info("the editor refused a progress token: %s", exc)
             return None
         self._server.work_done_progress.begin(

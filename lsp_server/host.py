@@ -18,7 +18,13 @@ from typing import Any
 
 from lsprotocol import types
 
-from agent.protocol import ApprovalDecision, ApprovalRequested, ApprovalResolved, EditApplied, Event, UserInput
+from agent.protocol import (
+    ApprovalDecision,
+    ApprovalRequested,
+    ApprovalResolved,
+    EditApplied,
+    Event,
+)
 from lsp_server import describe
 from lsp_server.commands import AskRequest, RequestFailed
 from lsp_server.corrections import CorrectionTracker

@@ -26,8 +26,8 @@ from lsprotocol import types
 
 from agent.workspace import FileChange, Workspace, WorkspaceError
 from lsp_server.documents import Documents
-from lsp_server.edits import inverse, is_empty, plan_mirror, text_edits, uri_for
 from lsp_server.editor import Editor
+from lsp_server.edits import inverse, is_empty, plan_mirror, text_edits, uri_for
 
 log = logging.getLogger(__name__)
 

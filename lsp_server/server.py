@@ -109,9 +109,8 @@ def workspace_root(params: types.InitializeParams) -> Path:
 
 def warm_up() -> None:
     """Import the agent and litellm ahead of the first turn (seconds of work, in a worker thread)."""
-    from agent.llm import load_litellm
-
     import agent.runtime  # noqa: F401
+    from agent.llm import load_litellm
 
     load_litellm()
 

@@ -234,7 +234,7 @@ async def _stop(client: LanguageClient) -> None:
     """Shut the server down politely; kill it if it does not go (a failed test must not hang)."""
     try:
         await asyncio.wait_for(client.shutdown_session(), timeout=20)
-    except (asyncio.TimeoutError, RuntimeError) as exc:
+    except (TimeoutError, RuntimeError) as exc:
         sys.stderr.write(f"server did not shut down cleanly: {exc!r}\n")
     process = client._server  # pytest-lsp keeps the server process here
     if process is not None and process.returncode is None:

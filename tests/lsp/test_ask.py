@@ -8,7 +8,14 @@ import pytest
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from tests.lsp.harness import apply_text_edits, command, event_types, lsp_session, scripted, wait_for
+from tests.lsp.harness import (
+    apply_text_edits,
+    command,
+    event_types,
+    lsp_session,
+    scripted,
+    wait_for,
+)
 
 APP_UNSAVED = "def greet(name):\n    return 'Hello, ' + name\n\n\nprint(greet('you'))\n"
 APP_AFTER = "def greet(name):\n    return f'Hello, {name}!'\n\n\nprint(greet('you'))\n"
@@ -55,7 +62,7 @@ async def test_ask_sends_one_apply_edit_with_exactly_the_scripted_change(git_rep
         assert (git_repo / "greetings.py").read_text() == GREETINGS
         assert (git_repo / "app.py").read_text() == APP_AFTER  # the agent wrote the buffer's text
 
-        token, reports = next(iter(client.progress_reports.items()))
+        (reports,) = client.progress_reports.values()
         kinds = [r.kind for r in reports]
         assert kinds[0] == "begin" and kinds[-1] == "end" and "report" in kinds
         assert any("edit_file" in (r.message or "") for r in reports if r.kind == "report")

@@ -12,7 +12,14 @@ from agent.workspace import FileChange
 from lsp_server.commands import parse_ask, parse_review
 from lsp_server.corrections import CorrectionTracker, touches, written_lines
 from lsp_server.documents import locate
-from lsp_server.edits import EditSupport, OpenDocument, inverse, plan_mirror, position_at, text_edits
+from lsp_server.edits import (
+    EditSupport,
+    OpenDocument,
+    inverse,
+    plan_mirror,
+    position_at,
+    text_edits,
+)
 from lsp_server.options import resolve_options
 from tests.lsp.harness import apply_text_edits
 
