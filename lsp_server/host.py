@@ -104,12 +104,11 @@ class AgentHost:
         return str(settings.db_path())
 
     async def close(self) -> None:
-        if self.turn is not None and self.session is not None:
-            self.session.interrupt()
-        await self.flush_corrections()
-        close = getattr(self.session, "close", None)  # sessions without resources to release have none
-        if close is not None:
-            await close()
+        if self.session is None:
+            return
+        if self.turn is None:
+            await self.flush_corrections()
+        await self.session.close()
 
     # -- turns --------------------------------------------------------------------------------
 
