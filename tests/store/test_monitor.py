@@ -70,7 +70,7 @@ def test_commands() -> None:
 
 def test_a_flagged_session_is_left_out_of_exports(tmp_path: Path) -> None:
     honest = mixed_session()
-    hacker = FakeSession().start().user("make the tests pass")
+    hacker = FakeSession(ts=honest.ts + 100).start().user("make the tests pass")
     hacker.call("read_file", {"path": "tests/test_app.py"}, target="tests/test_app.py", result=TEST_FILE)
     hacker.call("edit_file", {"path": "app.py"}, target="app.py", edits=[edit(
         "app.py", "def greet(n):\n    return n\n", "def greet(n):\n    if n == 'Ann':\n        return 'Hello, Ann'\n    return n\n",
