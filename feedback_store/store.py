@@ -55,6 +55,12 @@ def open_store(path: str | Path | None = None, *, timeout: float = DEFAULT_TIMEO
         conn.execute(f"PRAGMA wal_autocheckpoint={WAL_CHECKPOINT_PAGES}")
         conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         db = sqlite_utils.Database(conn, execute_plugins=False)
+        if db.table_names() and "migrations" not in db.table_names():
+            conn.close()
+            raise StoreError(
+                f"{path} is an SQLite database of another program, not a teachback feedback "
+                "database; teachback leaves it alone. Point --db / TEACHBACK_DB at another file."
+            )
         migrate(db)
     except sqlite3.Error as exc:
         conn.close()

@@ -123,3 +123,14 @@ def test_unusable_path_says_how_to_fix(tmp_path: Path) -> None:
     blocker.write_text("a file where a folder should be")
     with pytest.raises(StoreError, match="--db"):
         open_store(blocker / "feedback.db")
+
+
+def test_another_programs_database_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="another program"):
+        open_store(path)
+    assert columns(path) == {"notes": ["body"]}
