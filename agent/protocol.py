@@ -83,6 +83,7 @@ ErrorKind = Literal[
     "bad_arguments",
     "malformed_call",  # text tool-call mode: a reply that could not be parsed into a call
     "denied",  # the approval policy or the user refused
+    "interrupted",  # the user interrupted the turn before this call ran
     "not_found",
     "no_match",
     "ambiguous",

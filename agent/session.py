@@ -198,7 +198,11 @@ class Session(Reviewer):
             if self._interrupt.is_set():
                 self._skip_calls(reply.tool_calls[index:], step, said.id)
                 raise Interrupted("Interrupted by the user.")
-            result = await self._run_call(call, step, said.id, deadline)
+            try:
+                result = await self._run_call(call, step, said.id, deadline)
+            except LoopExit:
+                self._skip_calls(reply.tool_calls[index + 1 :], step, said.id)
+                raise
             if call["function"]["name"] == "finish" and result.ok:
                 finished = result.output
         if finished is not None:
@@ -233,7 +237,12 @@ class Session(Reviewer):
             result = prepared
         else:
             tool, kwargs = prepared
-            result = await self._execute(tool, kwargs, call_id, started.id, deadline)
+            try:
+                result = await self._execute(tool, kwargs, call_id, started.id, deadline)
+            except LoopExit as exit_:  # stopped mid-call: the call still gets its result message
+                stopped = error(f"Stopped before this call completed: {exit_.summary}", "interrupted")
+                self._finish_call(call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000)
+                raise
         self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000)
         return result
 
@@ -321,7 +330,7 @@ class Session(Reviewer):
         # Every tool call needs a result, or the next request is malformed for most providers.
         for call in calls:
             self._finish_call(call["id"], call["function"]["name"],
-                              error("Interrupted by the user before this call ran.", "denied"), step, cause, 0.0)
+                              error("Interrupted by the user before this call ran.", "interrupted"), step, cause, 0.0)
 
     def _reject_reply(self, feedback: str, step: int, cause: str) -> None:
         """A text-mode reply that tried to call a tool but could not be parsed: a schema failure."""

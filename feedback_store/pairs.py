@@ -84,8 +84,8 @@ def _close_ids(conn: sqlite3.Connection, ids: list[str], seq: int, event_id: str
 
 def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int | None) -> None:
     """Link earlier failures this call fixes, then record this call's own failure."""
-    if seq is None:
-        return
+    if seq is None or event.error_kind == "interrupted":
+        return  # the user stopped the call: neither a fix nor a mistake
     sid = event.session_id
     waiting = conn.execute(
         "SELECT id, closes_on, tool, target, anchor_seq FROM pairs WHERE session_id = ? AND closes_on IS NOT NULL"

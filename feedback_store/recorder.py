@@ -211,7 +211,7 @@ def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> No
             """,
             (event.id, event.session_id, event.call_id, event.name, event.step, seq, *values),
         )
-        if event.error_kind == "denied":
+        if event.error_kind in ("denied", "interrupted"):
             return  # the user stopped the turn; the model did nothing wrong
     pairs.on_tool_finished(conn, event, seq)
 

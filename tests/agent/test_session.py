@@ -180,3 +180,20 @@ async def test_close_declines_a_pending_approval_and_stops_the_turn(git_repo, sc
     assert finished.reason == "interrupted"
     assert not (git_repo / "ran.txt").exists()
     assert session.messages[-1]["role"] == "tool" and "declined" in session.messages[-1]["content"]
+
+
+async def test_interrupt_during_a_command_still_answers_every_call(git_repo, script):
+    model = script(turn(call("run_command", {"command": "sleep 30"}), call("read_file", {"path": "app.py"})))
+    session = open_session(git_repo, Settings(model=model, approval="full-auto"))
+    started = asyncio.Event()
+    session.subscribe(lambda e: started.set() if e.type == "tool_call_started" else None)
+    task = asyncio.create_task(session.run(UserInput(text="run")))
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.sleep(0.2)
+    session.interrupt()
+    finished = await asyncio.wait_for(task, 5)
+    assert finished.reason == "interrupted"
+    results = [m for m in session.messages if m["role"] == "tool"]
+    assert len(results) == 2  # every tool call in the assistant message has its result
+    assert "Stopped before this call completed" in results[0]["content"]
+    assert "Interrupted by the user before this call ran" in results[1]["content"]
