@@ -25,10 +25,14 @@ Job = tuple[str, bytes]  # (language, content)
 
 
 def default_workers(jobs: int) -> int:
-    """How many processes to parse `jobs` files with (1: in this process)."""
+    """How many processes to parse `jobs` files with (1: in this process): one per idle core,
+    when there are enough files to repay starting them."""
     if jobs < PARALLEL_MIN_FILES:
         return 1
-    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
+    idle = cores - busy
+    return min(idle, MAX_WORKERS) if idle >= 2 else 1
 
 
 def extract_one(tagger: Tagger, language: str, data: bytes) -> FileTags:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pathspec
 
-from agent.languages import language_for_path
+from agent.languages import EXTENSIONS, language_for_path
 
 MAX_FILE_BYTES = 1_000_000
 _SNIFF_BYTES = 2048
@@ -40,7 +40,7 @@ def list_candidates(root: Path) -> list[str]:
     listed = _git_files(root)
     if listed is None:
         listed = _walk_files(root)
-    return sorted(p for p in listed if language_for_path(p) is not None)
+    return sorted(p for p in listed if os.path.splitext(p)[1].lower() in EXTENSIONS)
 
 
 def _git_files(root: Path) -> list[str] | None:

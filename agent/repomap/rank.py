@@ -10,6 +10,7 @@ processes and hash seeds.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
@@ -88,53 +89,65 @@ class Graph:
         return len(self.files) + len(self.idents)
 
 
-def build_graph(tags: Mapping[str, FileTags]) -> Graph:
-    files = tuple(sorted(tags))
+@dataclass(frozen=True, slots=True)
+class FileParts:
+    """One file's definitions and references as the graph consumes them (cached per file, so a
+    rebuild after one file changed costs array work, not a Python loop over every tag)."""
+
+    def_entries: np.ndarray  # entry index of each definition
+    def_names: tuple[str, ...]
+    ref_names: tuple[str, ...]
+    ref_counts: np.ndarray
+
+    @classmethod
+    def of(cls, tags: FileTags) -> FileParts:
+        defs = [(index, entry.name) for index, entry in enumerate(tags.entries) if entry.name]
+        return cls(
+            np.array([index for index, _ in defs], dtype=np.int64),
+            tuple(name for _, name in defs),
+            tuple(name for name, _ in tags.refs),
+            np.array([count for _, count in tags.refs], dtype=np.float64),
+        )
+
+
+def build_graph(parts: Mapping[str, FileParts]) -> Graph:
+    files = tuple(sorted(parts))
     nfiles = len(files)
-    defining: dict[str, list[int]] = {}  # name -> index of the defining file, once per definition
-    definitions: list[tuple[int, int, str]] = []  # (file index, entry index, name)
-    for index, path in enumerate(files):
-        for entry_index, entry in enumerate(tags[path].entries):
-            if entry.name:
-                defining.setdefault(entry.name, []).append(index)
-                definitions.append((index, entry_index, entry.name))
-    referenced = {name for path in files for name, _ in tags[path].refs}
-    idents = tuple(sorted(name for name in defining if name in referenced))
-    ident_node = {name: nfiles + j for j, name in enumerate(idents)}
+    ordered = [parts[path] for path in files]
+    def_names = list(itertools.chain.from_iterable(p.def_names for p in ordered))
+    ref_names = list(itertools.chain.from_iterable(p.ref_names for p in ordered))
+    def_file = np.repeat(np.arange(nfiles), [len(p.def_names) for p in ordered])
+    ref_file = np.repeat(np.arange(nfiles), [len(p.ref_names) for p in ordered])
+    def_entry = np.concatenate([p.def_entries for p in ordered]) if ordered else np.zeros(0, np.int64)
+    ref_counts = np.concatenate([p.ref_counts for p in ordered]) if ordered else np.zeros(0)
 
-    defined_in = {name: set(defining[name]) for name in idents}
-    src, dst, refs = [], [], []
-    for index, path in enumerate(files):
-        for name, count in tags[path].refs:
-            node = ident_node.get(name)
-            if node is not None:
-                src.append(index)
-                dst.append(node)
-                # A file's uses of its own names say little about what matters to the others.
-                refs.append(count * SELF_REFERENCE if index in defined_in[name] else count)
-
-    def_rows, def_cols, def_data = [], [], []
-    for name in idents:
-        in_files = defining[name]
-        for file_index in sorted(set(in_files)):
-            def_rows.append(file_index)
-            def_cols.append(ident_node[name])
-            def_data.append(in_files.count(file_index) / len(in_files))
+    idents = tuple(sorted(set(def_names).intersection(ref_names)))
     n = nfiles + len(idents)
-    define_matrix = Csr.from_edges(
-        np.array(def_rows, dtype=np.int64), np.array(def_cols, dtype=np.int64),
-        np.array(def_data, dtype=np.float64), n,
-    )
-    def_file = np.array([d[0] for d in definitions], dtype=np.int64)
-    weights = np.array([_ident_weight(name, len(defined_in[name])) for name in idents], dtype=np.float64)
+    ident_node = dict(zip(idents, range(nfiles, n)))
+    def_node = np.fromiter(map(ident_node.get, def_names, itertools.repeat(-1)), np.int64, len(def_names))
+    ref_node = np.fromiter(map(ident_node.get, ref_names, itertools.repeat(-1)), np.int64, len(ref_names))
+
+    # identifier -> defining file, weighted by that file's share of the identifier's definitions
+    has_node = def_node >= 0
+    pair_keys, pair_counts = np.unique(def_file[has_node] * n + def_node[has_node], return_counts=True)
+    pair_file, pair_node = pair_keys // n, pair_keys % n
+    totals = np.bincount(def_node[has_node] - nfiles, minlength=len(idents)).astype(np.float64)
+    define_matrix = Csr.from_edges(pair_file, pair_node, pair_counts / totals[pair_node - nfiles], n)
+    spread = np.bincount(pair_node - nfiles, minlength=len(idents))
+
+    # file -> identifier, by reference count; a file's uses of its own names say little
+    # about what matters to the others
+    used = ref_node >= 0
+    edge_src, edge_dst, edge_refs = ref_file[used], ref_node[used], ref_counts[used]
+    own = np.isin(edge_src * n + edge_dst, pair_keys)
+    edge_refs = np.where(own, edge_refs * SELF_REFERENCE, edge_refs)
+
+    def_share = np.zeros(len(def_names))
+    def_share[has_node] = 1.0 / totals[def_node[has_node] - nfiles]
+    weights = np.array([_ident_weight(name, int(k)) for name, k in zip(idents, spread)], dtype=np.float64)
     return Graph(
-        files, idents, weights,
-        np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), np.array(refs, dtype=np.float64),
-        define_matrix,
-        def_file,
-        np.array([ident_node.get(name, -1) for _, _, name in definitions], dtype=np.int64),
-        np.array([d[1] for d in definitions], dtype=np.int64),
-        np.array([1.0 / len(defining[name]) for _, _, name in definitions], dtype=np.float64),
+        files, idents, weights, edge_src, edge_dst, edge_refs, define_matrix,
+        def_file, def_node, def_entry, def_share,
         np.bincount(def_file, minlength=nfiles).astype(np.float64),
     )
 

@@ -20,7 +20,7 @@ from agent.languages import language_for_path
 from agent.repomap.cache import FileRow, TagCache
 from agent.repomap.extract import default_workers, extract_many, extract_one
 from agent.repomap.files import list_candidates, wanted
-from agent.repomap.rank import Graph, build_graph, rank_definitions
+from agent.repomap.rank import FileParts, Graph, build_graph, rank_definitions
 from agent.repomap.render import render_map
 from agent.repomap.tags import FileTags, Tagger, tag_queries
 
@@ -35,6 +35,12 @@ class _Known:
     content_hash: str
     query: str
     tags: FileTags
+    parts: FileParts | None = None  # the graph's view of `tags`, built when first needed
+
+    def graph_parts(self) -> FileParts:
+        if self.parts is None:
+            self.parts = FileParts.of(self.tags)
+        return self.parts
 
 
 def content_hash(data: bytes) -> str:
@@ -55,7 +61,7 @@ class RepoMap:
         self._tagger = Tagger()
         self._known: dict[str, _Known] = {}
         self._editor_text: dict[str, bytes] = {}  # path -> content given to update(path, text)
-        self._wanted: dict[str, bool] = {}
+        self._languages: dict[str, str | None] = {}  # path -> language, None if not read
         self._loaded = False
         self._graph: Graph | None = None
         self._lock = threading.RLock()
@@ -83,7 +89,7 @@ class RepoMap:
     ) -> str:
         self.scan(progress)
         if self._graph is None:
-            self._graph = build_graph({p: k.tags for p, k in self._known.items()})
+            self._graph = build_graph({p: k.graph_parts() for p, k in self._known.items()})
         ranked = rank_definitions(
             self._graph,
             focus=self._expand(focus_paths),
@@ -100,7 +106,8 @@ class RepoMap:
 
     def _update(self, rel: str, text: str | None) -> None:
         self.parsed_files = 0
-        if not self._is_wanted(rel):
+        language = self._language(rel)
+        if language is None:
             return
         self._load()
         if text is None:
@@ -109,7 +116,6 @@ class RepoMap:
             return
         data = text.encode("utf-8")
         digest = content_hash(data)
-        language = language_for_path(rel)
         query = tag_queries(language).fingerprint
         known = self._known.get(rel)
         self._editor_text[rel] = data
@@ -127,7 +133,7 @@ class RepoMap:
 
     def _scan(self, progress: Progress | None) -> None:
         self._load()
-        candidates = [p for p in list_candidates(self.root) if self._is_wanted(p)]
+        candidates = [p for p in list_candidates(self.root) if self._language(p) is not None]
         listed = set(candidates)
         gone = [p for p in self._known if p not in listed and p not in self._editor_text]
         for path in gone:
@@ -154,7 +160,7 @@ class RepoMap:
                 known is None
                 or known.size != stat.st_size
                 or known.mtime_ns != stat.st_mtime_ns
-                or known.query != tag_queries(language_for_path(rel)).fingerprint
+                or known.query != tag_queries(self._language(rel)).fingerprint
             ):
                 stale.append((rel, stat))
         self.parsed_files = 0
@@ -167,8 +173,7 @@ class RepoMap:
                 data = (self.root / rel).read_bytes()
             except OSError:
                 continue
-            language = language_for_path(rel)
-            query = tag_queries(language).fingerprint
+            query = tag_queries(self._language(rel)).fingerprint
             digest = content_hash(data)
             known = self._known.get(rel)
             if known is not None and known.content_hash == digest and known.query == query:
@@ -191,7 +196,7 @@ class RepoMap:
             done += 1
             if progress is not None:
                 progress(done, len(read))
-        jobs = [(language_for_path(rel), data) for rel, _, data, _, _ in parse]
+        jobs = [(self._language(rel), data) for rel, _, data, _, _ in parse]
         extracted = extract_many(jobs, workers=self.workers or default_workers(len(jobs)))
         for (rel, stat, _, digest, query), (tags, text) in zip(parse, extracted):
             self._known[rel] = _Known(stat.st_size, stat.st_mtime_ns, digest, query, tags)
@@ -214,15 +219,14 @@ class RepoMap:
         self._loaded = True
         self._cache.prune()
         for row in self._cache.load_root(self._key):
-            if row.tags is not None and self._is_wanted(row.path):
+            if row.tags is not None and self._language(row.path) is not None:
                 tags = FileTags.from_json(row.tags)
                 self._known[row.path] = _Known(row.size, row.mtime_ns, row.content_hash, row.query, tags)
 
-    def _is_wanted(self, rel: str) -> bool:
-        known = self._wanted.get(rel)
-        if known is None:
-            known = self._wanted[rel] = wanted(rel)
-        return known
+    def _language(self, rel: str) -> str | None:
+        if rel not in self._languages:
+            self._languages[rel] = language_for_path(rel) if wanted(rel) else None
+        return self._languages[rel]
 
     def _source(self, rel: str) -> bytes | None:
         """The content `rel`'s tags were extracted from; None if it changed since the scan."""
