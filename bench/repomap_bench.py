@@ -253,7 +253,8 @@ def ensure_aider() -> Path | None:
 
 
 def count_files(root: Path) -> int:
-    return sum(1 for p in root.rglob("*") if p.is_file() and ".git" not in p.parts)
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    return listed.count(b"\0")
 
 
 if __name__ == "__main__":

@@ -42,15 +42,18 @@ def extract_one(tagger: Tagger, language: str, data: bytes) -> FileTags:
 
 def extract_many(jobs: Sequence[Job], *, workers: int = 1) -> Iterator[tuple[FileTags, str]]:
     """(tags, tags as JSON) for each job, in order."""
+    done = 0
     if workers > 1:
         try:
-            yield from _in_pool(jobs, workers)
+            for result in _in_pool(jobs, workers):
+                yield result
+                done += 1
             return
         except (OSError, BrokenProcessPool) as exc:
-            log.warning("parallel parsing failed (%s); parsing in this process", exc)
+            log.warning("parallel parsing failed (%s); parsing the rest in this process", exc)
     tagger = Tagger()
     with paused_gc():
-        for language, data in jobs:
+        for language, data in jobs[done:]:
             tags = extract_one(tagger, language, data)
             yield tags, tags.to_json()
 

