@@ -68,7 +68,8 @@ def _progress_bar() -> Iterator[Callable[[int, int], None]]:
         if bar is None:
             if total < LARGE_SCAN and not console.is_terminal:
                 return
-            bar = Progress(console=console, transient=True)
+            # On a terminal the bar disappears when done; in a log, its final state stays.
+            bar = Progress(console=console, transient=console.is_terminal)
             bar.start()
             task = bar.add_task("Parsing source files", total=total)
         bar.update(task, completed=done, total=total)

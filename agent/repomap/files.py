@@ -1,7 +1,7 @@
 """Which files of a repository the map reads.
 
 Source files with a known grammar, minus what git ignores (`git ls-files -co --exclude-standard`
-in a git repository, the `.gitignore` files otherwise), minus `excluded.gitignore` (vendored,
+in a git repository, the `.gitignore` files otherwise), minus `excluded-paths.txt` (vendored,
 built, minified and generated files). Content checks (binary, oversized, generated markers) happen
 when a file is read: see `readable_source`.
 """
@@ -26,7 +26,7 @@ _MINIFIED_LINE = 1000
 
 @functools.cache
 def excluded_spec() -> pathspec.GitIgnoreSpec:
-    text = resources.files("agent.repomap").joinpath("excluded.gitignore").read_text(encoding="utf-8")
+    text = resources.files("agent.repomap").joinpath("excluded-paths.txt").read_text(encoding="utf-8")
     return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
 
 

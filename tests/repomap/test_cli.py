@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from agent.repomap import map_main, split_focus
+from agent.repomap.cli import LARGE_SCAN
 from tests.repomap.helpers import copy_sample
 
 
@@ -31,3 +32,15 @@ def test_split_focus(tmp_path: Path) -> None:
     paths, names = split_focus(root, ["todo/cli.py", str(root / "todo"), "TaskStore.add", "nowhere.py"])
     assert paths == ["todo/cli.py", "todo"]
     assert names == ["TaskStore", "add", "nowhere", "py"]
+
+
+def test_large_scan_reports_progress_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "big"
+    root.mkdir()
+    for i in range(LARGE_SCAN + 10):
+        (root / f"m_{i}.py").write_text(f"def f_{i}(x):\n    return g_{i % 7}(x)\n\n\ndef g_{i}(y):\n    return y\n")
+    assert map_main(root, [], 100) == 0
+    out, err = capsys.readouterr()
+    assert "Parsing source files" in err
+    assert "100%" in err
+    assert "def g_" in out
