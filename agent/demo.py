@@ -1,0 +1,246 @@
+"""`teachback demo`: the whole loop offline, on a sample project, with the embedded model.
+
+It copies the sample project that ships with the package (a small Python package whose test suite
+has one failing test) into a fresh git repository, walks the embedded model through the fix in a
+few short instructions in `full-auto` mode, records everything in a demo database, and then shows
+what happened: the transcript in short, the tool errors, the feedback pairs, and an `sdpo` export.
+
+The embedded model is tiny (135M parameters) and rarely finishes the fix; the mistakes it makes on
+the way are the point: each one becomes a feedback pair. It runs in the grammar tool mode because
+this model almost never writes a tool call in free text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from agent.config import EMBEDDED_MODEL, Settings
+from agent.llm import load_litellm
+from agent.protocol import (
+    AssistantMessage,
+    ErrorEvent,
+    Event,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    UserInput,
+)
+
+PROJECT_NAME = "textkit"
+# Short, explicit instructions: a 135M model cannot plan a fix on its own.
+INSTRUCTIONS = (
+    "Call read_file with path textkit/slug.py.",
+    "slugify in textkit/slug.py must return a lowercase slug. Call edit_file on textkit/slug.py with "
+    'old_text `"-".join(title.split())` and new_text `"-".join(title.lower().split())`.',
+    "Call run_command with command `python -m pytest -q` to run the tests.",
+)
+TEST_COMMAND = (sys.executable, "-m", "pytest", "-q")
+TURN_SECONDS = 75.0  # per instruction; three of them keep the demo under five minutes
+REPLY_TOKENS = 256  # the embedded model rambles; a tool call is short
+TEMPERATURE = 0.8  # at its low default the embedded model repeats one call until the step limit
+COMMAND_SECONDS = 60.0
+GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+
+
+def run_demo(dest: Path | None = None, *, model: str | None = None, max_steps: int = 12, out: TextIO = sys.stdout) -> int:
+    """Run the demo in `dest` (default: a new temporary directory); 0 when it ran to the end."""
+    say = _Writer(out)
+    model = model or EMBEDDED_MODEL
+    problem = _missing_runtime(model)
+    if problem:
+        say(problem)
+        return 1
+    try:
+        demo_dir = _demo_dir(dest)
+        project = make_project(demo_dir / PROJECT_NAME)
+    except (OSError, subprocess.CalledProcessError, ValueError) as exc:
+        say(f"Could not set up the sample project: {exc}")
+        return 1
+    db_path = demo_dir / "feedback.db"
+    settings = Settings(
+        model=model,
+        approval="full-auto",
+        db=str(db_path),
+        max_steps=max_steps,
+        max_time=TURN_SECONDS,
+        command_timeout=COMMAND_SECONDS,
+        tool_mode="grammar" if model.startswith("local/") else "auto",
+        repo_map_tokens=256,
+    )
+    say(f"teachback demo: {model} works on {project} (full-auto, at most {max_steps} steps per instruction).\n")
+    started = time.monotonic()
+    transcript = _Transcript(say)
+    with _venv_on_path():
+        finishes = asyncio.run(_run_sessions(project, settings, transcript))
+        solved, test_output = check_tests(project)
+    say(f"\nThe agent ran for {time.monotonic() - started:.0f} s.")
+    if solved:
+        say("Solved: yes, the sample project's tests pass now.")
+    else:
+        last_line = (test_output.strip().splitlines() or ["no output"])[-1]
+        say(f"Solved: no, the sample project's tests still fail ({last_line}).")
+    return _report(demo_dir, project, db_path, finishes, transcript.errors, say)
+
+
+def make_project(root: Path) -> Path:
+    """Copy the packaged sample project to `root` and commit it in a new git repository."""
+    source = resources.files("agent").joinpath("sample_project")
+    with resources.as_file(source) as path:
+        shutil.copytree(path, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+    (root / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+    identity = ("-c", "user.name=teachback demo", "-c", "user.email=demo@teachback.invalid")
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"), (*identity, "commit", "-q", "-m", "Sample project")):
+        subprocess.run(("git", *args), cwd=root, check=True, capture_output=True, text=True)
+    return root
+
+
+def check_tests(project: Path) -> tuple[bool, str]:
+    """(passed, output) of the sample project's test suite."""
+    try:
+        done = subprocess.run(TEST_COMMAND, cwd=project, capture_output=True, text=True, timeout=COMMAND_SECONDS)
+    except subprocess.TimeoutExpired:
+        return False, f"the tests did not finish within {COMMAND_SECONDS:g} s"
+    return done.returncode == 0, done.stdout + done.stderr
+
+
+async def _run_sessions(project: Path, settings: Settings, transcript: _Transcript) -> list[TurnFinished]:
+    """One short session per instruction: in one long conversation the embedded model copies its
+    own previous call over and over instead of reading the new instruction."""
+    from agent.runtime import open_session
+    from feedback_store import Recorder, open_store
+
+    finishes: list[TurnFinished] = []
+    with open_store(settings.db_path()) as store:
+        for text in INSTRUCTIONS:
+            session = open_session(project, settings, frontend="demo")
+            session.subscribe(Recorder(store))
+            session.subscribe(transcript)
+            session.model.extra.update(max_tokens=REPLY_TOKENS, temperature=TEMPERATURE)
+            transcript.say(f"\nyou> {text}")
+            try:
+                finishes.append(await session.run(UserInput(text=text)))
+            finally:
+                await session.close()
+    return finishes
+
+
+class _Transcript:
+    """Prints the session's events in short as they happen, and counts the failed tool calls."""
+
+    def __init__(self, say: _Writer) -> None:
+        self.say = say
+        self.errors: Counter[str] = Counter()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AssistantMessage) and not event.message.get("tool_calls"):
+            self.say(f"  model> {_short(event.message.get('content') or '(empty reply)')}")
+        elif isinstance(event, ToolCallStarted) and event.name:
+            self.say(f"  call  {event.name} {_short(event.arguments, 90)}")
+        elif isinstance(event, ToolCallFinished):
+            mark = "ok" if event.ok else f"error ({event.error_kind})"
+            if not event.ok:
+                self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
+            self.say(f"        -> {mark}: {_short(event.result, 90)}")
+        elif isinstance(event, TurnFinished):
+            self.say(f"  turn ended: {event.reason} after {event.steps} steps, {event.completion_tokens} tokens generated")
+        elif isinstance(event, ErrorEvent):
+            self.say(f"  error: {_short(event.message, 200)}")
+
+
+def _report(
+    demo_dir: Path, project: Path, db_path: Path, finishes: list[TurnFinished], errors: Counter[str], say: _Writer
+) -> int:
+    from feedback_store import open_store
+    from feedback_store.export import export
+
+    with open_store(db_path) as store:
+        pairs = store.pairs()
+    say(f"\nTool errors: {_counts(errors) if errors else 'none'}")
+    by_source = Counter(p.source for p in pairs)
+    corrected = sum(1 for p in pairs if p.correction is not None)
+    say(f"\nFeedback pairs recorded: {len(pairs)}" + (f" ({_counts(by_source)}; {corrected} with a correction)" if pairs else ""))
+    for pair in pairs[:5]:
+        say(f"  [{pair.source}] {pair.tool or 'reply'}: {_short(pair.feedback, 100)}")
+    result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
+    say(f"\nExported {result.records} sdpo records to {', '.join(map(str, result.paths))}")
+    reasons = ", ".join(f.reason for f in finishes)
+    say(
+        f"\nLook at:\n"
+        f"  the project     {project}   (git diff shows what the model changed)\n"
+        f"  the database    {db_path}\n"
+        f"  the export      {result.paths[0]}\n"
+        f"  turn outcomes   {reasons}\n"
+        f"\nNext:\n"
+        f"  TEACHBACK_DB={db_path} teachback tui {project}   browse the session and its pairs\n"
+        f"  teachback lsp                                  the same agent inside your editor\n"
+        f"  teachback run --model anthropic/claude-sonnet-4-5 --workspace {project} \"fix the failing test\"\n"
+        f"                                                 a hosted model (set ANTHROPIC_API_KEY first)"
+    )
+    return 0
+
+
+def _missing_runtime(model: str) -> str | None:
+    if not model.startswith("local/"):
+        return None
+    load_litellm()  # first: it imports litellm offline, which the provider module needs
+    from agent.providers.local import INSTALL_HINT, LocalModelError, model_path
+
+    try:
+        import llama_cpp  # noqa: F401  (only checking that it is installed)
+
+        model_path(model.removeprefix("local/"))
+    except ImportError:
+        return INSTALL_HINT
+    except LocalModelError as exc:
+        return str(exc)
+    return None
+
+
+def _demo_dir(dest: Path | None) -> Path:
+    if dest is None:
+        return Path(tempfile.mkdtemp(prefix="teachback-demo-"))
+    dest = dest.expanduser().resolve()
+    if dest.exists() and any(dest.iterdir()):
+        raise ValueError(f"{dest} is not empty; pass a new or empty directory with --dest")
+    dest.mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+@contextlib.contextmanager
+def _venv_on_path() -> Iterator[None]:
+    """Commands the model runs (`python -m pytest`) find this interpreter, with pytest, first."""
+    before = os.environ.get("PATH", "")
+    os.environ["PATH"] = os.pathsep.join((str(Path(sys.executable).parent), before))
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = before
+
+
+class _Writer:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __call__(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+def _short(text: Any, width: int = 120) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _counts(counter: Counter[str]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in counter.most_common())
