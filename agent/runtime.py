@@ -9,6 +9,7 @@ from typing import Any
 
 from agent.config import Settings
 from agent.model import LiteLLMModel
+from agent.protocol import UserInput
 from agent.session import Session
 from agent.tools import ToolContext, default_toolbox
 from agent.workspace import Workspace
@@ -34,18 +35,26 @@ def open_session(
         toolbox=default_toolbox(),
         context=context,
         frontend=frontend,
-        system_prompt=lambda: system_prompt(context),
+        system_prompt=lambda first: system_prompt(context, first),
         session_id=session_id,
         history=history,
         git_head=git_head(space.root),
     )
 
 
-def system_prompt(context: ToolContext) -> str:
+def system_prompt(context: ToolContext, first: UserInput) -> str:
+    """The system prompt, with a repo map centred on what the first instruction names (built once
+    per session, so it stays byte-identical for prompt caches)."""
     template = resources.files("agent").joinpath("prompts/system.md").read_text(encoding="utf-8")
     repo_map = ""
     if context.repo_map is not None and context.settings.repo_map_tokens > 0:
-        rendered = context.repo_map.render(tokens=context.settings.repo_map_tokens)
+        from agent.repomap import identifiers_in
+
+        rendered = context.repo_map.render(
+            tokens=context.settings.repo_map_tokens,
+            focus_paths=[ref.path for ref in first.context],
+            mentioned=identifiers_in(first.text),
+        )
         if rendered:
             repo_map = f"\nA map of the repository's most relevant definitions:\n{rendered}"
     return template.format(workspace=context.workspace.root, repo_map=repo_map)

@@ -64,7 +64,7 @@ class ModelFailed(LoopExit):
 
 class Session(Reviewer):
     def __init__(self, *, model: Model, toolbox: Toolbox, context: ToolContext, frontend: str,
-                 system_prompt: Callable[[], str], session_id: str | None = None,
+                 system_prompt: Callable[[UserInput], str], session_id: str | None = None,
                  history: list[dict[str, Any]] | None = None, git_head: str | None = None) -> None:
         self.id = session_id or new_id()
         self.model = model
@@ -124,10 +124,11 @@ class Session(Reviewer):
                 future.set_result(ApprovalDecision(request_id="", approved=False, comment="The session was closed."))
         self._subscribers.clear()
 
-    async def start(self) -> None:
+    async def start(self, first: UserInput) -> None:
+        """Emit SessionStarted with the system prompt (built for the first instruction)."""
         if self.messages:
             return
-        prompt = await asyncio.to_thread(self._system_prompt)
+        prompt = await asyncio.to_thread(self._system_prompt, first)
         self.messages.append({"role": "system", "content": prompt})
         self.emit(SessionStarted(
             session_id=self.id, workspace=str(self.workspace.root), model=self.model.name,
@@ -138,7 +139,7 @@ class Session(Reviewer):
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self, op: UserInput) -> TurnFinished:
-        await self.start()
+        await self.start(op)
         self.turn += 1
         self._interrupt.clear()
         self._checkpoint = None

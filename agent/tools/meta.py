@@ -23,11 +23,12 @@ def repo_map(ctx: ToolContext, focus: str | None = None) -> ToolResult:
     """
     if ctx.repo_map is None:
         return error("The repository map is not available in this installation; use list_files and search.")
-    words = (focus or "").split()
-    paths = [w for w in words if "/" in w or "." in w]
-    names = [w for w in words if w not in paths]
+    from agent.repomap import split_focus
+
+    paths, names = split_focus(ctx.workspace.root, (focus or "").split())
     text = ctx.repo_map.render(
-        tokens=ctx.settings.repo_map_tokens, focus_paths=paths, mentioned=names
+        tokens=ctx.settings.repo_map_tokens, focus_paths=paths, mentioned=names,
+        edited_paths=[p for p in ctx.originals],
     )
     return ToolResult(text or "The repository has no source files teachback can map.", target=focus)
 
