@@ -24,6 +24,8 @@ MAX_ITERATIONS = 100
 TOLERANCE = 1e-10
 FILE_RANK_SHARE = 0.25  # weight of a file's own rank in the score of each of its definitions
 BOOST_SHARE = 0.8  # teleport mass that goes to boosted nodes when there are any
+# Languages whose files can use each other's definitions share a family.
+LANGUAGE_FAMILY = {"typescript": "javascript", "tsx": "javascript", "cpp": "c"}
 SELF_REFERENCE = 0.01  # reference count factor for a name the referencing file defines itself
 _STRUCTURED = re.compile(r"_|[a-z][A-Z]")
 
@@ -72,7 +74,7 @@ class Graph:
     """Files, identifiers and definitions of one snapshot of the repository, ready to rank."""
 
     files: tuple[str, ...]  # sorted; node i is files[i]
-    idents: tuple[str, ...]  # sorted; node len(files) + j is idents[j]
+    idents: tuple[str, ...]  # "<family>:<name>", sorted; node len(files) + j is idents[j]
     ident_weights: np.ndarray  # multiplier per identifier from its shape and spread
     edge_src: np.ndarray  # file -> identifier edges (node ids), with their weighted reference counts
     edge_dst: np.ndarray
@@ -92,7 +94,11 @@ class Graph:
 @dataclass(frozen=True, slots=True)
 class FileParts:
     """One file's definitions and references as the graph consumes them (cached per file, so a
-    rebuild after one file changed costs array work, not a Python loop over every tag)."""
+    rebuild after one file changed costs array work, not a Python loop over every tag).
+
+    Names are qualified by language family: Python's `list(...)` is not a use of a C `struct
+    list`, and TypeScript can use JavaScript's definitions.
+    """
 
     def_entries: np.ndarray  # entry index of each definition
     def_names: tuple[str, ...]
@@ -100,12 +106,13 @@ class FileParts:
     ref_counts: np.ndarray
 
     @classmethod
-    def of(cls, tags: FileTags) -> FileParts:
+    def of(cls, tags: FileTags, language: str) -> FileParts:
+        prefix = LANGUAGE_FAMILY.get(language, language) + ":"
         defs = [(index, entry.name) for index, entry in enumerate(tags.entries) if entry.name]
         return cls(
             np.array([index for index, _ in defs], dtype=np.int64),
-            tuple(name for _, name in defs),
-            tuple(name for name, _ in tags.refs),
+            tuple(prefix + name for _, name in defs),
+            tuple(prefix + name for name, _ in tags.refs),
             np.array([count for _, count in tags.refs], dtype=np.float64),
         )
 
@@ -144,12 +151,19 @@ def build_graph(parts: Mapping[str, FileParts]) -> Graph:
 
     def_share = np.zeros(len(def_names))
     def_share[has_node] = 1.0 / totals[def_node[has_node] - nfiles]
-    weights = np.array([_ident_weight(name, int(k)) for name, k in zip(idents, spread)], dtype=np.float64)
+    weights = np.array(
+        [_ident_weight(bare_name(ident), int(k)) for ident, k in zip(idents, spread)], dtype=np.float64
+    )
     return Graph(
         files, idents, weights, edge_src, edge_dst, edge_refs, define_matrix,
         def_file, def_node, def_entry, def_share,
         np.bincount(def_file, minlength=nfiles).astype(np.float64),
     )
+
+
+def bare_name(ident: str) -> str:
+    """The identifier of a graph node, without its language family."""
+    return ident.split(":", 1)[1]
 
 
 def _ident_weight(name: str, defining_files: int) -> float:
@@ -178,8 +192,8 @@ def rank_definitions(
     mentioned_set = set(mentioned)
     ident_weights = graph.ident_weights.copy()
     boost = np.zeros(n)
-    for j, name in enumerate(graph.idents):
-        if name in mentioned_set:
+    for j, ident in enumerate(graph.idents):
+        if bare_name(ident) in mentioned_set:
             ident_weights[j] *= 10.0
             boost[nfiles + j] = 1.0
     focus_set, edited_set = set(focus), set(edited)

@@ -33,13 +33,13 @@ class _Known:
     size: int  # -1 for editor text that is not on disk (kept in memory, never cached)
     mtime_ns: int
     content_hash: str
-    query: str
+    query: str  # the tag query's fingerprint: "<language>:<digest>"
     tags: FileTags
     parts: FileParts | None = None  # the graph's view of `tags`, built when first needed
 
     def graph_parts(self) -> FileParts:
         if self.parts is None:
-            self.parts = FileParts.of(self.tags)
+            self.parts = FileParts.of(self.tags, self.query.split(":", 1)[0])
         return self.parts
 
 
