@@ -28,8 +28,9 @@ from agent.protocol import (
 from lsp_server import describe
 from lsp_server.commands import AskRequest, RequestFailed
 from lsp_server.corrections import CorrectionTracker
-from lsp_server.documents import Documents
+from lsp_server.documents import Documents, OverlaySink
 from lsp_server.editor import Editor
+from lsp_server.mapfeed import MapFeeder, Tee
 from lsp_server.mirror import mirror_turn, resync_open
 from lsp_server.options import ServerOptions
 from lsp_server.prompting import user_input
@@ -63,6 +64,7 @@ class AgentHost:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._map_feeder: MapFeeder | None = None
 
     # -- session ------------------------------------------------------------------------------
 
@@ -76,7 +78,7 @@ class AgentHost:
                     log.exception("could not start the agent")
                     raise RequestFailed(f"teachback could not start the agent: {exc}") from exc
                 self.session.subscribe(self._on_event)
-                self.documents.attach(self.session.workspace.overlay)
+                self.documents.attach(self._sink(self.session))
         return self.session
 
     def _open(self) -> Any:
@@ -217,8 +219,16 @@ class AgentHost:
         )
         # undo dropped the restored files from the overlay; the editor's next change re-adds
         # them, and buffers the editor did not update go back now.
-        self.documents.attach(session.workspace.overlay, skip=set(restored) if applied else set())
+        self.documents.attach(self._sink(session), skip=set(restored) if applied else set())
         return {"restored": restored}
+
+    def _sink(self, session: Any) -> OverlaySink:
+        """Where open buffers go: the agent's overlay, and the repo map when there is one."""
+        if self._map_feeder is None and session.context.repo_map is not None:
+            self._map_feeder = MapFeeder(session.context.repo_map)
+        if self._map_feeder is None:
+            return session.workspace.overlay
+        return Tee(session.workspace.overlay, self._map_feeder)
 
     def document_changed(self, path: str | None, text: str) -> None:
         if path is not None:
