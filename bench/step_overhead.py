@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -34,6 +35,7 @@ def percentile(values: list[float], q: float) -> float:
 
 async def measure(steps: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["TEACHBACK_HOME"] = str(Path(tmp) / "home")  # keep the user's state untouched
         root = Path(tmp) / "repo"
         root.mkdir()
         (root / "app.py").write_text("def greet(name):\n    return 'Hello, ' + name\n" * 20)
