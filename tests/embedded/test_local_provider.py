@@ -11,7 +11,6 @@ pytest.importorskip("llama_cpp")
 
 from agent import textcalls  # noqa: E402
 from agent.llm import load_litellm  # noqa: E402
-from agent.providers.local import LocalModelError, model_path  # noqa: E402
 from agent.tools import default_toolbox  # noqa: E402
 
 MODEL = "local/smollm2"
@@ -125,6 +124,8 @@ def test_grammar_mode_reply_parses_as_a_call(litellm) -> None:
 
 
 def test_unknown_local_model_says_what_exists(litellm) -> None:
+    from agent.providers.local import LocalModelError, model_path  # after load_litellm: imports litellm offline
+
     with pytest.raises(LocalModelError, match="local/smollm2"):
         model_path("no-such-model")
     with pytest.raises(Exception, match="unknown local model"):
