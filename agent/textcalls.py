@@ -368,6 +368,8 @@ def _load_json_at(text: str, pos: int) -> tuple[Any, int]:
     """The JSON value starting at text[pos] and where it ends. Accepts Python literals, trailing
     commas, and a value cut off before its closing brackets; raises _Unreadable otherwise."""
     end, closers = _balanced_end(text, pos)
+    if closers[:1] in ("'", '"'):
+        raise _Unreadable("the reply ends inside a string, so the call was cut off before it was complete")
     snippet = text[pos:end] + closers
     try:
         return json.loads(snippet, strict=False), end
