@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -43,14 +44,26 @@ def test_demo_with_an_unknown_local_model_says_what_to_use(tmp_path: Path) -> No
     assert not (tmp_path / "demo").exists()
 
 
+# A fixed place: the workspace path is part of the system prompt, and so of the sampling seeds, so
+# the same path gives the same run on a given machine (a tmp_path would change it every time).
+DEMO_DEST = Path("/tmp/teachback-embedded-demo-test")
+
+
+@pytest.fixture
+def demo_dest():
+    shutil.rmtree(DEMO_DEST, ignore_errors=True)
+    yield DEMO_DEST
+    shutil.rmtree(DEMO_DEST, ignore_errors=True)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_demo_end_to_end_records_pairs_and_a_loadable_export(tmp_path: Path) -> None:
+def test_demo_end_to_end_records_pairs_and_a_loadable_export(demo_dest: Path) -> None:
     pytest.importorskip("llama_cpp")
     datasets = pytest.importorskip("datasets")
     from feedback_store import open_store
 
-    dest = tmp_path / "demo"
+    dest = demo_dest
     out = io.StringIO()
     assert run_demo(dest, max_steps=3, out=out) == 0
     text = out.getvalue()
