@@ -33,6 +33,8 @@ class Settings:
     max_time: float = 600.0  # seconds per turn
     tool_mode: str = "auto"  # auto | native | text | grammar
     api_base: str | None = None
+    max_tokens: int | None = None  # per model reply; None: the provider's default
+    temperature: float | None = None  # None: the provider's default
     record: bool = True
     command_timeout: float = 120.0
     allow_commands: tuple[str, ...] = ()  # glob rules on the command line; deny wins over allow
@@ -106,7 +108,7 @@ def _merge(settings: Settings, values: dict[str, Any], source: str) -> Settings:
 
 
 def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
-    kind = str(f.type)
+    kind = _kind(f)
     try:
         if kind == "int":
             if isinstance(value, bool) or float(value) != int(float(value)):
@@ -134,8 +136,13 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
         ) from None
 
 
+def _kind(f: dataclasses.Field) -> str:
+    """The field's type name without an optional `| None` (None is simply left unset)."""
+    return str(f.type).removesuffix(" | None")
+
+
 def _from_env_text(f: dataclasses.Field, raw: str) -> Any:
-    kind = str(f.type)
+    kind = _kind(f)
     if kind == "bool":
         lowered = raw.strip().lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -166,6 +173,10 @@ def _validated(settings: Settings, source: str) -> Settings:
         raise ConfigError(f"{source}: max_steps must be at least 1, got {settings.max_steps}.")
     if settings.max_cost < 0 or settings.max_time <= 0:
         raise ConfigError(f"{source}: max_cost must be >= 0 and max_time > 0.")
+    if settings.max_tokens is not None and settings.max_tokens < 1:
+        raise ConfigError(f"{source}: max_tokens must be at least 1 (or unset), got {settings.max_tokens}.")
+    if settings.temperature is not None and not 0 <= settings.temperature <= 2:
+        raise ConfigError(f"{source}: temperature must be between 0 and 2, got {settings.temperature}.")
     if not settings.model.strip():
         raise ConfigError(f"{source}: model must not be empty (e.g. anthropic/claude-sonnet-4-5).")
     return settings

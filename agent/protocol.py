@@ -82,6 +82,7 @@ ErrorKind = Literal[
     "malformed_json",
     "bad_arguments",
     "malformed_call",  # text tool-call mode: a reply that could not be parsed into a call
+    "repeated_call",  # the same call as the previous step, with nothing changed since
     "denied",  # the approval policy or the user refused
     "interrupted",  # the user interrupted the turn before this call ran
     "not_found",

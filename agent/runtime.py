@@ -29,7 +29,9 @@ def open_session(
     imported at the first model call, and the system prompt (with its repo map) is built at start."""
     space = Workspace(workspace)
     context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root))
-    model = LiteLLMModel(settings.model, tool_mode=settings.tool_mode, api_base=settings.api_base)
+    sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature}
+    model = LiteLLMModel(settings.model, tool_mode=settings.tool_mode, api_base=settings.api_base,
+                         extra={k: v for k, v in sampling.items() if v is not None})
     return Session(
         model=model,
         toolbox=default_toolbox(),

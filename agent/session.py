@@ -4,6 +4,7 @@ repeat until the model answers without a call or calls `finish`, or a limit stop
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -83,6 +84,10 @@ class Session(Reviewer):
         self._pending: dict[str, asyncio.Future[ApprovalDecision]] = {}
         self._interrupt = asyncio.Event()
         self._checkpoint: Checkpoint | None = None
+        # (name, canonical arguments) -> edits applied before it, for the previous and current step
+        self._previous_calls: dict[tuple[str, str], int] = {}
+        self._step_calls: dict[tuple[str, str], int] = {}
+        self._edit_count = 0
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -143,6 +148,7 @@ class Session(Reviewer):
         self.turn += 1
         self._interrupt.clear()
         self._checkpoint = None
+        self._step_calls = {}  # a new instruction may well need the same call again
         self.turn_changes = TurnChanges()
         message = {"role": "user", "content": _user_content(op)}
         self.messages.append(message)
@@ -172,6 +178,7 @@ class Session(Reviewer):
 
     async def _step(self, totals: dict[str, Any], deadline: float, cause: str) -> None:
         step = totals["steps"]
+        self._previous_calls, self._step_calls = self._step_calls, {}
         on_delta = lambda text: self.emit(AssistantDelta(session_id=self.id, cause_id=cause, text=text))  # noqa: E731
         try:
             reply = await self._interruptible(
@@ -236,6 +243,14 @@ class Session(Reviewer):
         prepared = self.toolbox.prepare(name, arguments)
         if isinstance(prepared, ToolResult):
             result = prepared
+        elif self._repeats_previous_step(name, prepared[1]):
+            result = error(
+                f"You made exactly this {name} call in your previous step and nothing has changed since, so "
+                "its result (above) would be the same. Do not repeat it: use that result, make a different "
+                "call, or call finish if the task is done.",
+                "repeated_call",
+                target=prepared[1].get("path") or prepared[1].get("command"),
+            )
         else:
             tool, kwargs = prepared
             try:
@@ -268,6 +283,12 @@ class Session(Reviewer):
                     return error(refusal, "denied", target=result.target)
             await self._apply(result, call_id, cause)
         return result
+
+    def _repeats_previous_step(self, name: str, kwargs: dict[str, Any]) -> bool:
+        """A model stuck in a loop re-sends its last call; the second copy gets feedback instead."""
+        key = (name, json.dumps(kwargs, sort_keys=True))
+        self._step_calls[key] = self._edit_count
+        return name != "finish" and self._previous_calls.get(key) == self._edit_count
 
     async def _ask(self, call_id: str, cause: str, action: str, summary: str, detail: str) -> str | None:
         """Ask the frontend; None when approved, else the refusal text for the model."""
@@ -304,6 +325,7 @@ class Session(Reviewer):
                 syntax_error=broken,
             ))
             self.turn_changes.edits.append(edit)  # type: ignore[arg-type]
+            self._edit_count += 1
         if problems:
             result.output += (
                 "\nThe edit was applied, but the file no longer parses:\n" + "\n".join(problems)

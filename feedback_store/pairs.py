@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import sqlite3
 
 from agent.protocol import EditApplied, EditReviewed, ToolCallFinished
 
 SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
+REPEATED = "repeated_call"  # the model re-sent its previous call unchanged: fixed by any new call
 COMMAND_TOOL = "run_command"
 
 # How an open pair gets its correction:
@@ -109,6 +111,10 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
     )
     if kind in SCHEMA_KINDS:
         open_pair(conn, source="schema", closes_on=NEXT_CALL, **common)
+    elif kind == REPEATED:
+        open_pair(conn, source="tool", closes_on=NEXT_CALL, **common)
+    elif kind == "exit_status" and _command_not_runnable(event.result):
+        open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
     elif kind == "exit_status":
         if event.name == COMMAND_TOOL:
             _open_test_pair(conn, event, seq)
@@ -127,10 +133,18 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
         open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
 
 
+def _command_not_runnable(result: str) -> bool:
+    """Exit 126/127: the shell could not run the command at all (not found, not executable) —
+    a mistake in the call, not a failing test."""
+    match = re.search(r"^\[exit code (\d+)\]$", result, re.MULTILINE)
+    return match is not None and match.group(1) in ("126", "127")
+
+
 def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, waiting: list[tuple]) -> None:
     """Close the open pairs (id, closes_on, tool, target, anchor_seq) that this call fixes."""
     earlier = [row for row in waiting if row[4] < seq]  # a fix must come in a later message
-    fixed = [row[0] for row in earlier if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS]
+    fixed = [row[0] for row in earlier
+             if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS and event.error_kind != REPEATED]
     if event.ok:
         same_call = [row[0] for row in earlier if row[1] == SAME_CALL and row[2] == event.name and row[3] == event.target]
         same_command = any(row[1] == SAME_COMMAND and row[3] == event.target for row in earlier)

@@ -50,3 +50,12 @@ def test_bad_environment_values(tmp_path):
         load_settings(tmp_path, env={"TEACHBACK_MAX_STEPS": "lots"})
     with pytest.raises(ConfigError, match="TEACHBACK_RECORD must be true or false"):
         load_settings(tmp_path, env={"TEACHBACK_RECORD": "maybe"})
+
+
+def test_sampling_settings_are_optional_and_checked(tmp_path):
+    assert Settings().max_tokens is None and Settings().temperature is None
+    (tmp_path / "teachback.toml").write_text("max_tokens = 256\ntemperature = 0.2\n")
+    settings = load_settings(tmp_path, env={"TEACHBACK_TEMPERATURE": "0.7"})
+    assert (settings.max_tokens, settings.temperature) == (256, 0.7)
+    with pytest.raises(ConfigError, match="temperature must be between 0 and 2"):
+        load_settings(tmp_path, env={"TEACHBACK_TEMPERATURE": "9"})

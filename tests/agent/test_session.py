@@ -197,3 +197,18 @@ async def test_interrupt_during_a_command_still_answers_every_call(git_repo, scr
     assert len(results) == 2  # every tool call in the assistant message has its result
     assert "Stopped before this call completed" in results[0]["content"]
     assert "Interrupted by the user before this call ran" in results[1]["content"]
+
+
+async def test_a_repeated_call_gets_feedback_instead_of_the_same_result(git_repo, script, run_agent):
+    read = call("read_file", {"path": "app.py"})
+    model = script(
+        turn(read),
+        turn(read),  # stuck: same call, nothing changed
+        turn(call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hey"})),
+        turn(read),  # after an edit, reading again is legitimate
+        turn(read),
+    )
+    run = await run_agent(git_repo, model)
+    kinds = [e.error_kind for e in run.of(ToolCallFinished)]
+    assert kinds == [None, "repeated_call", None, None, "repeated_call"]
+    assert "Do not repeat it" in run.of(ToolCallFinished)[1].result
