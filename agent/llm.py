@@ -29,10 +29,15 @@ OFFLINE_ENV = {
 }
 
 
-@functools.cache
-def load_litellm() -> ModuleType:
+def offline_environment() -> None:
+    """Set litellm's offline variables (where the user has not) before anything imports it."""
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+
+
+@functools.cache
+def load_litellm() -> ModuleType:
+    offline_environment()
     import litellm
 
     litellm.suppress_debug_info = True

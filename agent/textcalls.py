@@ -376,15 +376,14 @@ def _load_json_at(text: str, pos: int) -> tuple[Any, int]:
     except json.JSONDecodeError as exc:
         first_error = exc
     repaired = re.sub(r",\s*([}\]])", r"\1", snippet)
-    try:
-        return json.loads(repaired, strict=False), end
-    except json.JSONDecodeError:
-        pass
     python = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", repaired)))
-    for candidate in (repaired, python):
+    # Lenient readings in turn: trailing commas dropped, then Python literals (single quotes, True).
+    readings = ((repaired, lambda text: json.loads(text, strict=False)), (repaired, ast.literal_eval),
+                (python, ast.literal_eval))
+    for candidate, read in readings:
         try:
-            value = ast.literal_eval(candidate)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value = read(candidate)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):  # JSONDecodeError is a ValueError
             continue
         if isinstance(value, (dict, list)):
             return json.loads(json.dumps(value, default=str)), end

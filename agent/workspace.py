@@ -89,12 +89,23 @@ class Workspace:
             candidate = self.root / candidate
         resolved = Path(os.path.realpath(candidate))
         if resolved != self.root and self.root not in resolved.parents:
+            hint = self._inside_twin(Path(path))
             raise WorkspaceError(
                 f"{path!r} is outside the workspace {self.root}. Use a path relative to the workspace "
-                "root, without '..' and without symlinks that lead out of it.",
+                "root, without '..' and without symlinks that lead out of it."
+                + (f" Did you mean {hint!r}?" if hint else ""),
                 "outside_workspace",
             )
         return resolved
+
+    def _inside_twin(self, path: Path) -> str | None:
+        """The longest tail of `path` that names an existing file or folder in the workspace."""
+        parts = [p for p in path.parts if p not in ("/", "..", ".")]
+        for start in range(len(parts)):
+            candidate = self.root.joinpath(*parts[start:])
+            if candidate.exists() and self.root in Path(os.path.realpath(candidate)).parents:
+                return Path(*parts[start:]).as_posix()
+        return None
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() if path != self.root else "."

@@ -1,0 +1,9 @@
+"""teachback's own litellm providers: `scripted/...` and the embedded `local/...`.
+
+Both modules subclass litellm's CustomLLM, so importing them imports litellm: the offline
+environment must be in place first, or litellm fetches its cost map from the network at import.
+"""
+
+from agent.llm import offline_environment
+
+offline_environment()

@@ -75,3 +75,10 @@ def test_overlay_is_read_before_disk(git_repo, ctx):
 def test_workspace_root_must_exist(tmp_path):
     with pytest.raises(WorkspaceError, match="not a directory"):
         Workspace(tmp_path / "missing")
+
+
+def test_an_outside_path_with_a_twin_inside_gets_a_hint(ctx):
+    result = read_file.fn(ctx, "/path/to/project/util.py")
+    assert result.error_kind == "outside_workspace"
+    assert "Did you mean 'util.py'?" in result.output
+    assert "Did you mean" not in read_file.fn(ctx, "/etc/passwd").output
