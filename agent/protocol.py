@@ -74,6 +74,7 @@ FinishReason = Literal[
     "max_cost",
     "max_time",
     "interrupted",
+    "stuck",  # the model kept re-sending the same call after being told it changes nothing
     "error",  # the model could not be reached or failed for good
 ]
 

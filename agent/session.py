@@ -29,6 +29,7 @@ from agent.workspace import FileChange
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+MAX_REPEATS = 3  # consecutive repeated calls, each answered with feedback, before the turn stops
 
 
 class LoopExit(Exception):
@@ -88,6 +89,7 @@ class Session(Reviewer):
         self._previous_calls: dict[tuple[str, str], int] = {}
         self._step_calls: dict[tuple[str, str], int] = {}
         self._edit_count = 0
+        self._repeats = 0
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -149,6 +151,7 @@ class Session(Reviewer):
         self._interrupt.clear()
         self._checkpoint = None
         self._step_calls = {}  # a new instruction may well need the same call again
+        self._repeats = 0
         self.turn_changes = TurnChanges()
         message = {"role": "user", "content": _user_content(op)}
         self.messages.append(message)
@@ -213,6 +216,10 @@ class Session(Reviewer):
                 raise
             if call["function"]["name"] == "finish" and result.ok:
                 finished = result.output
+            self._repeats = self._repeats + 1 if result.error_kind == "repeated_call" else 0
+            if self._repeats >= MAX_REPEATS:
+                self._skip_calls(reply.tool_calls[index + 1 :], step, said.id)
+                raise LimitExceeded("stuck", f"Stopped: the model sent the same call {MAX_REPEATS + 1} times in a row.")
         if finished is not None:
             raise Finished(finished)
 

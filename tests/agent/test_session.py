@@ -212,3 +212,9 @@ async def test_a_repeated_call_gets_feedback_instead_of_the_same_result(git_repo
     kinds = [e.error_kind for e in run.of(ToolCallFinished)]
     assert kinds == [None, "repeated_call", None, None, "repeated_call"]
     assert "Do not repeat it" in run.of(ToolCallFinished)[1].result
+
+
+async def test_a_model_stuck_on_one_call_is_stopped(git_repo, script, run_agent):
+    run = await run_agent(git_repo, script(*[turn(call("read_file", {"path": "app.py"})) for _ in range(10)]))
+    assert run.finished.reason == "stuck"
+    assert [e.error_kind for e in run.of(ToolCallFinished)] == [None] + ["repeated_call"] * 3
