@@ -41,8 +41,13 @@ async def measure(steps: int) -> None:
         (root / "app.py").write_text("def greet(name):\n    return 'Hello, ' + name\n" * 20)
         subprocess.run(["git", "init", "-q"], cwd=root, check=True)
         script = Path(tmp) / "script.json"
-        call = {"function": {"name": "read_file", "arguments": json.dumps({"path": "app.py", "start_line": 1, "end_line": 20})}}
-        script.write_text(json.dumps([{"content": None, "tool_calls": [call]}] * (steps + 5)))
+        # Each step reads a different range: the session refuses a call identical to the previous one.
+        turns = [
+            {"content": None, "tool_calls": [{"function": {"name": "read_file", "arguments": json.dumps(
+                {"path": "app.py", "start_line": 1 + i % 2, "end_line": 20})}}]}
+            for i in range(steps + 5)
+        ]
+        script.write_text(json.dumps(turns))
         model = f"scripted/{script}"
         settings = Settings(model=model, approval="full-auto", max_steps=steps, max_time=3600, repo_map_tokens=0)
 
