@@ -90,6 +90,7 @@ class Session(Reviewer):
         self._step_calls: dict[tuple[str, str], int] = {}
         self._edit_count = 0
         self._repeats = 0
+        self._running = False
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -146,7 +147,14 @@ class Session(Reviewer):
     # -- the loop -----------------------------------------------------------------------------
 
     async def run(self, op: UserInput) -> TurnFinished:
-        await self.start(op)
+        if self._running:
+            raise RuntimeError("a turn is already running in this session; interrupt it or wait for it to end")
+        self._running = True
+        try:
+            await self.start(op)
+        except BaseException:
+            self._running = False
+            raise
         self.turn += 1
         self._interrupt.clear()
         self._checkpoint = None
@@ -166,6 +174,12 @@ class Session(Reviewer):
                 await self._step(totals, deadline, started.id)
         except LoopExit as exit_:
             reason, summary = exit_.reason, exit_.summary
+        except Exception as exc:  # a bug must still end the turn visibly, with the log to look at
+            log.exception("turn %d of session %s failed", self.turn, self.id)
+            reason, summary = "error", f"teachback failed unexpectedly: {exc!r} (details in the log)"
+            self.emit(ErrorEvent(session_id=self.id, cause_id=started.id, kind="internal", message=summary))
+        finally:
+            self._running = False
         return self.emit(TurnFinished(session_id=self.id, cause_id=started.id, turn=self.turn, reason=reason,
                                       summary=summary, **totals))
 
@@ -321,7 +335,13 @@ class Session(Reviewer):
             await asyncio.to_thread(self._checkpoint.create)
         problems = []
         for change in result.changes:
-            await asyncio.to_thread(self._write, change)
+            try:
+                await asyncio.to_thread(self._write, change)
+            except OSError as exc:  # permissions, a full disk: the model is told, nothing escapes
+                result.output = (f"Could not write {change.new_path or change.path}: {exc.strerror or exc}. "
+                                 "The file is unchanged; check its permissions or free space.")
+                result.error_kind = "failed"
+                return
             broken = syntax_error(change.new_path or change.path, change.after) if change.after is not None else None
             if broken:
                 problems.append(broken)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from agent.config import Settings
 from agent.llm import load_litellm
 from agent.protocol import (
@@ -218,3 +220,24 @@ async def test_a_model_stuck_on_one_call_is_stopped(git_repo, script, run_agent)
     run = await run_agent(git_repo, script(*[turn(call("read_file", {"path": "app.py"})) for _ in range(10)]))
     assert run.finished.reason == "stuck"
     assert [e.error_kind for e in run.of(ToolCallFinished)] == [None] + ["repeated_call"] * 3
+
+
+async def test_a_failed_write_is_a_tool_error_not_a_crash(git_repo, script, run_agent):
+    # app.py is a file, so nothing can be created beneath it: the write fails with an OSError.
+    model = script(turn(call("create_file", {"path": "app.py/new.py", "content": "y = 2\n"})),
+                   turn(call("finish", {"summary": "gave up"})))
+    run = await run_agent(git_repo, model)
+    result = run.of(ToolCallFinished)[0]
+    assert result.error_kind == "failed" and "Could not write app.py/new.py" in result.result
+    assert (git_repo / "app.py").is_file()
+    assert run.finished.reason == "finished"
+
+
+async def test_a_second_turn_cannot_start_while_one_runs(git_repo, script):
+    model = script({"content": "slow", "tool_calls": [], "delay": 0.5})
+    session = open_session(git_repo, Settings(model=model, approval="full-auto"))
+    first = asyncio.create_task(session.run(UserInput(text="one")))
+    await asyncio.sleep(0.1)
+    with pytest.raises(RuntimeError, match="already running"):
+        await session.run(UserInput(text="two"))
+    assert (await first).reason == "answered"
