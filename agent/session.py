@@ -14,6 +14,7 @@ from agent.approval import ApprovalPolicy
 from agent.changes import TurnChanges
 from agent.checkpoint import Checkpoint
 from agent.config import settings_dict
+from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
 from agent.interfaces import Model
 from agent.model import ModelError
 from agent.protocol import (
@@ -30,38 +31,6 @@ from agent.workspace import FileChange
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_REPEATS = 3  # consecutive repeated calls, each answered with feedback, before the turn stops
-
-
-class LoopExit(Exception):
-    """Leaves the loop; `reason` is the TurnFinished reason."""
-
-    reason = "finished"
-
-    def __init__(self, summary: str = "") -> None:
-        super().__init__(summary)
-        self.summary = summary
-
-
-class Finished(LoopExit):
-    reason = "finished"
-
-
-class Answered(LoopExit):
-    reason = "answered"
-
-
-class LimitExceeded(LoopExit):
-    def __init__(self, reason: str, summary: str) -> None:
-        super().__init__(summary)
-        self.reason = reason
-
-
-class Interrupted(LoopExit):
-    reason = "interrupted"
-
-
-class ModelFailed(LoopExit):
-    reason = "error"
 
 
 class Session(Reviewer):
