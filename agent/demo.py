@@ -176,6 +176,7 @@ def _report(
     result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
     say(f"\nExported {result.records} sdpo records to {', '.join(map(str, result.paths))}")
     reasons = ", ".join(f.reason for f in finishes)
+    command = _command_name()
     say(
         f"\nLook at:\n"
         f"  the project     {project}   (git diff shows what the model changed)\n"
@@ -183,9 +184,9 @@ def _report(
         f"  the export      {result.paths[0]}\n"
         f"  turn outcomes   {reasons}\n"
         f"\nNext:\n"
-        f"  TEACHBACK_DB={db_path} teachback tui {project}   browse the session and its pairs\n"
-        f"  teachback lsp                                  the same agent inside your editor\n"
-        f"  teachback run --model anthropic/claude-sonnet-4-5 --workspace {project} \"fix the failing test\"\n"
+        f"  TEACHBACK_DB={db_path} {command} tui {project}   browse the session and its pairs\n"
+        f"  {command} lsp                                  the same agent inside your editor\n"
+        f"  {command} run --model anthropic/claude-sonnet-4-5 --workspace {project} \"fix the failing test\"\n"
         f"                                                 a hosted model (set ANTHROPIC_API_KEY first)"
     )
     return 0
@@ -244,3 +245,11 @@ def _short(text: Any, width: int = 120) -> str:
 
 def _counts(counter: Counter[str]) -> str:
     return ", ".join(f"{name} {n}" for name, n in counter.most_common())
+
+
+def _command_name() -> str:
+    """How to call teachback from here: its name when on PATH, else the path `make` installed."""
+    if shutil.which("teachback"):
+        return "teachback"
+    script = Path(sys.argv[0])
+    return str(script) if script.name == "teachback" else "teachback"
