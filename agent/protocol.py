@@ -9,6 +9,7 @@ rebuild every message the model saw (see `conversation_from_events`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 import uuid
@@ -109,8 +110,11 @@ class Event:
     type: ClassVar[str] = "event"
 
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        return {"type": self.type, **data}
+        # Event fields hold JSON values only (str, numbers, bool, None, lists, dicts), so a shallow
+        # copy is already plain data: the recorder and the JSON-lines output call this per event.
+        data = {"type": self.type}
+        data.update((name, getattr(self, name)) for name in _field_names(type(self)))
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
@@ -306,11 +310,6 @@ def conversation_from_events(events: list[Event]) -> tuple[list[dict[str, Any]],
     return messages, tools
 
 
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
