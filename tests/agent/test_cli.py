@@ -94,3 +94,16 @@ def test_doctor_checks_the_environment(git_repo, script):
 def test_help_and_parser_do_not_import_litellm():
     probe = "import sys, agent.cli; agent.cli._parser(); print('litellm' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "False"
+
+
+def test_a_corrupt_database_is_a_clear_error_and_nothing_runs(git_repo, script, tmp_path):
+    bad = tmp_path / "broken.db"
+    bad.write_bytes(b"this is not a database" * 100)
+    model = script(turn(call("delete_file", {"path": "util.py"})))
+    done = teachback("run", "--workspace", str(git_repo), "--model", model, "--approval", "full-auto",
+                     "--db", str(bad), "rm")
+    assert done.returncode == 2
+    assert str(bad) in done.stderr and "--no-record" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert (git_repo / "util.py").exists()
+    assert bad.read_bytes() == b"this is not a database" * 100  # left as it was
