@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.llm import load_litellm
+from agent.providers import ProviderSetupError
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,9 @@ GRAMMAR_MODE_PREFIXES = ("local/",)
 
 
 class ModelError(Exception):
-    """The model could not answer: `kind` is auth, not_found, context_window, bad_request or
-    unavailable (transient failures that outlasted the retries)."""
+    """The model could not answer: `kind` is setup (one of teachback's own providers is not set up),
+    auth, not_found, context_window, bad_request or unavailable (transient failures that outlasted
+    the retries)."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
@@ -168,7 +170,24 @@ def _raw_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _setup_error(exc: BaseException) -> ProviderSetupError | None:
+    """Our own provider's configuration error, wherever litellm's wrapping put it."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, ProviderSetupError):
+            return current
+        seen.add(id(current))
+        stack += [getattr(current, "original_exception", None), current.__cause__, current.__context__]
+    return None
+
+
 def _classify(litellm: Any, exc: Exception) -> str | None:
+    if _setup_error(exc) is not None:
+        return "setup"
     permanent = (
         (getattr(litellm, "ContextWindowExceededError", ()), "context_window"),
         (getattr(litellm, "AuthenticationError", ()), "auth"),
@@ -191,6 +210,11 @@ def _classify(litellm: Any, exc: Exception) -> str | None:
 
 
 def _describe(model: str, kind: str, exc: Exception) -> str:
+    setup = _setup_error(exc)
+    if setup is not None:
+        return f"Model {model} cannot run: {setup}"
+    # litellm appends the provider's traceback to some messages; the person needs the first part.
+    text = str(exc).split(" Traceback (most recent call last)")[0].strip()
     advice = {
         "auth": "Check the provider's API key environment variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY).",
         "not_found": "Check the model name: it must be a litellm model string such as anthropic/claude-sonnet-4-5.",
@@ -198,7 +222,7 @@ def _describe(model: str, kind: str, exc: Exception) -> str:
         "bad_request": "The provider rejected the request; check the model name and api_base.",
         "unavailable": "The provider could not be reached after retries; check the network or api_base.",
     }[kind]
-    return f"Model {model} failed ({kind}): {str(exc).strip()[:500]}\n{advice}"
+    return f"Model {model} failed ({kind}): {text[:500]}\n{advice}"
 
 
 def _cost(litellm: Any, model: str, prompt_tokens: int, completion_tokens: int) -> float:

@@ -7,3 +7,8 @@ environment must be in place first, or litellm fetches its cost map from the net
 from agent.llm import offline_environment
 
 offline_environment()
+
+
+class ProviderSetupError(Exception):
+    """One of our providers cannot run as configured (a missing model file, a bad script): the
+    message says how to fix it, and retrying cannot help."""

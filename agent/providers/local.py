@@ -36,6 +36,8 @@ from typing import Any
 from litellm import CustomLLM
 from litellm.types.utils import Delta, GenericStreamingChunk, ModelResponse, ModelResponseStream, StreamingChoices
 
+from agent.providers import ProviderSetupError
+
 log = logging.getLogger(__name__)
 
 PROVIDER = "local"
@@ -54,7 +56,7 @@ _END = object()  # marks the end of a stream handed across threads
 _SAMPLING = ("top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
 
 
-class LocalModelError(Exception):
+class LocalModelError(ProviderSetupError):
     """The embedded model cannot run; the message says how to fix it."""
 
 

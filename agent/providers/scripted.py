@@ -22,10 +22,12 @@ from typing import Any
 from litellm import CustomLLM
 from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, ModelResponse, Usage
 
+from agent.providers import ProviderSetupError
+
 END_OF_SCRIPT = "The script has no more turns; stopping here."
 
 
-class ScriptError(ValueError):
+class ScriptError(ProviderSetupError, ValueError):
     pass
 
 

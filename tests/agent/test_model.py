@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from agent.model import LiteLLMModel, ModelError
 from agent.protocol import ErrorEvent, ModelUsage
 from tests.conftest import call, turn
-
-import pytest
 
 
 async def test_streams_text_and_assembles_tool_calls(script):
@@ -50,3 +52,11 @@ async def test_a_model_failure_ends_the_turn_with_an_error_event(git_repo, scrip
     errors = run.of(ErrorEvent)
     assert len(errors) == 1 and errors[0].kind == "auth"
     assert not run.of(ModelUsage)
+
+
+async def test_a_provider_set_up_wrongly_fails_at_once_with_its_own_message(tmp_path):
+    model = LiteLLMModel(f"scripted/{tmp_path}/missing.json", backoff_s=5)
+    with pytest.raises(ModelError) as info:
+        await asyncio.wait_for(model.complete([{"role": "user", "content": "go"}], []), 3)
+    assert info.value.kind == "setup"
+    assert "cannot read script" in str(info.value) and "Traceback" not in str(info.value)
