@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from litellm import CustomLLM
-from litellm.types.utils import Delta, GenericStreamingChunk, ModelResponse, ModelResponseStream, StreamingChoices
+from litellm.types.utils import (
+    Delta,
+    GenericStreamingChunk,
+    ModelResponse,
+    ModelResponseStream,
+    StreamingChoices,
+)
 
 from agent.providers import ProviderSetupError
 

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from litellm import CustomLLM
-from litellm.types.utils import ChatCompletionMessageToolCall, Function, Message, ModelResponse, Usage
+from litellm.types.utils import (
+    ChatCompletionMessageToolCall,
+    Function,
+    Message,
+    ModelResponse,
+    Usage,
+)
 
 from agent.providers import ProviderSetupError
 
