@@ -3,8 +3,8 @@
 In a git repository the whole working tree (tracked and untracked, not ignored) is snapshotted into
 a commit on a private ref, `refs/teachback/checkpoints`, through a temporary index: the user's
 branch, index and stash are never touched. Each checkpoint's parent is the previous checkpoint, so
-undo pops one at a time. Outside git, a journal under $TEACHBACK_HOME keeps the before-contents of
-every file the turn touched.
+undo pops one at a time. Outside git — and, in git, for files .gitignore hides from the snapshot —
+a journal under $TEACHBACK_HOME keeps the before-contents of every file the turn touched.
 """
 
 from __future__ import annotations
@@ -51,13 +51,14 @@ class Checkpoint:
             _git(self.root, "update-ref", REF, self.commit)
 
     def note(self, rel: str, before: str | None) -> None:
-        """Remember a file's content before the turn first writes it (the non-git journal)."""
-        if self.git or rel in self._files:
+        """Remember a file's content before the turn first writes it, where the git snapshot
+        cannot (no git, or an ignored file)."""
+        if rel in self._files or (self.git and not _ignored(self.root, rel)):
             return
         self._files[rel] = before
         journal = _journal_path(self.root)
         entries = _read_journal(journal)
-        entry = {"session": self.session_id, "turn": self.turn, "files": self._files}
+        entry = {"session": self.session_id, "turn": self.turn, "commit": self.commit, "files": self._files}
         if entries and (entries[-1]["session"], entries[-1]["turn"]) == (self.session_id, self.turn):
             entries[-1] = entry
         else:
@@ -76,6 +77,11 @@ def undo_last(root: Path) -> list[str]:
     if not entries:
         raise UndoError(f"Nothing to undo: teachback has no checkpoint for {root}.")
     entry = entries.pop()
+    journal.write_text(json.dumps(entries), encoding="utf-8")
+    return _restore_journal_entry(root, entry)
+
+
+def _restore_journal_entry(root: Path, entry: dict) -> list[str]:
     restored = []
     for rel, content in sorted(entry["files"].items()):
         path = root / rel
@@ -85,7 +91,6 @@ def undo_last(root: Path) -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8", newline="")
         restored.append(rel)
-    journal.write_text(json.dumps(entries), encoding="utf-8")
     return restored
 
 
@@ -108,12 +113,21 @@ def _undo_git(root: Path) -> list[str]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         restored.append(rel)
+    journal = _journal_path(root)
+    entries = _read_journal(journal)
+    if entries and entries[-1].get("commit") == commit:  # ignored files this checkpoint's turn touched
+        restored += _restore_journal_entry(root, entries.pop())
+        journal.write_text(json.dumps(entries), encoding="utf-8")
     parents = _git(root, "rev-list", "--parents", "-n", "1", commit).split()[1:]
     if parents:
         _git(root, "update-ref", REF, parents[0])
     else:
         _git(root, "update-ref", "-d", REF)
     return sorted(restored)
+
+
+def _ignored(root: Path, rel: str) -> bool:
+    return subprocess.run(["git", "check-ignore", "-q", "--", rel], cwd=root, capture_output=True).returncode == 0
 
 
 def _snapshot_tree(root: Path) -> str:

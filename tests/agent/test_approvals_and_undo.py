@@ -149,3 +149,19 @@ async def test_review_rejects_a_file_and_accepts_another(git_repo, script, run_a
     assert accepted.decision == "accepted" and (git_repo / "notes.txt").exists()
     corrected = await run.session.record_correction("notes.txt", "n\nmore\n")
     assert corrected is not None and corrected.decision == "corrected" and corrected.user_content == "n\nmore\n"
+
+
+async def test_undo_also_restores_files_gitignore_hides(git_repo, script, run_agent):
+    (git_repo / "debug.log").write_text("kept log\n")  # *.log is ignored in this repository
+    model = script(turn(
+        call("edit_file", {"path": "debug.log", "old_text": "kept", "new_text": "clobbered"}),
+        call("create_file", {"path": "new.log", "content": "fresh\n"}),
+        call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Bye"}),
+    ))
+    await run_agent(git_repo, model)
+    assert (git_repo / "debug.log").read_text() == "clobbered log\n"
+    restored = undo_last(git_repo)
+    assert restored == ["app.py", "debug.log", "new.log"]
+    assert (git_repo / "debug.log").read_text() == "kept log\n"
+    assert not (git_repo / "new.log").exists()
+    assert "Hello" in (git_repo / "app.py").read_text()
