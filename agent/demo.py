@@ -196,7 +196,7 @@ def _missing_runtime(model: str) -> str | None:
     if not model.startswith("local/"):
         return None
     load_litellm()  # first: it imports litellm offline, which the provider module needs
-    from agent.providers.local import INSTALL_HINT, LocalModelError, model_path
+    from agent.providers.llama_engine import INSTALL_HINT, LocalModelError, model_path
 
     try:
         import llama_cpp  # noqa: F401  (only checking that it is installed)

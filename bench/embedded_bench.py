@@ -33,7 +33,7 @@ def main() -> None:
     from agent.llm import load_litellm
 
     litellm = load_litellm()  # before the provider module: it imports litellm offline
-    from agent.providers.local import DEFAULT_CONTEXT, load_engine, model_path
+    from agent.providers.llama_engine import DEFAULT_CONTEXT, load_engine, model_path
 
     path = str(model_path("smollm2"))
     engine = load_engine(path)

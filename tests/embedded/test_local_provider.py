@@ -124,7 +124,7 @@ def test_grammar_mode_reply_parses_as_a_call(litellm) -> None:
 
 
 def test_unknown_local_model_says_what_exists(litellm) -> None:
-    from agent.providers.local import LocalModelError, model_path  # after load_litellm: imports litellm offline
+    from agent.providers.llama_engine import LocalModelError, model_path
 
     with pytest.raises(LocalModelError, match="local/smollm2"):
         model_path("no-such-model")
