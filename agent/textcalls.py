@@ -25,6 +25,13 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from agent.lenient_json import (
+    Unreadable,
+    load_json_at,
+    next_open,
+    skip_separators,
+)
+
 _TAG_NAMES = r"(?:tool_calls?|function_?calls?|tool)"
 _TAG_BLOCK = re.compile(
     rf"<{_TAG_NAMES}\s*>(?P<body>.*?)(?:</{_TAG_NAMES}\s*>|(?=<{_TAG_NAMES}\s*>)|\Z)", re.S | re.I
@@ -42,10 +49,6 @@ class ParsedReply:
     content: str | None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
-
-
-class _Unreadable(Exception):
-    """A block that tries to be a tool call but cannot be read; the message names the problem."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,7 +167,7 @@ def parse_reply(text: str, tool_names: Collection[str]) -> ParsedReply:
     def take(start: int, end: int, body: str, strict: bool) -> None:
         try:
             calls = _calls_in_block(body, names, strict)
-        except _Unreadable as exc:
+        except Unreadable as exc:
             problems.append(str(exc))
             spans.append((start, end))
             return
@@ -206,32 +209,32 @@ def call_feedback(problem: str, tool_names: Collection[str]) -> str:
 
 
 def _calls_in_block(body: str, names: set[str], strict: bool) -> list[tuple[str, str]]:
-    """The calls in one tagged or fenced block. Raises _Unreadable when the block cannot be read
+    """The calls in one tagged or fenced block. Raises Unreadable when the block cannot be read
     and is plainly meant as a call: `strict` (tool tags), or it has "name"/"arguments" keys."""
     body = body.strip()
     meant = strict or bool(_JSON_KEY_HINT.search(body))
     if not body:
         if strict:
-            raise _Unreadable("the <tool_call> block is empty")
+            raise Unreadable("the <tool_call> block is empty")
         return []
     if body[0] not in "{[":
         calls = _python_calls(body, names)
         if calls is None and strict:
-            raise _Unreadable("the text inside the block is not a JSON object")
+            raise Unreadable("the text inside the block is not a JSON object")
         return calls or []
     calls: list[tuple[str, str]] = []
     pos = 0
     while pos < len(body) and body[pos] in "{[":  # text after the last object is ignored
         try:
-            value, pos = _load_json_at(body, pos)
-        except _Unreadable:
+            value, pos = load_json_at(body, pos)
+        except Unreadable:
             if meant:
                 raise
             return []
         if not meant and not _looks_like_call(value, names):
             return []
         calls.extend(_calls_in_value(value, names))
-        pos = _skip_separators(body, pos)
+        pos = skip_separators(body, pos)
     return calls
 
 
@@ -239,7 +242,7 @@ def _calls_in_value(value: Any, names: set[str]) -> list[tuple[str, str]]:
     if isinstance(value, list):
         return [call for item in value for call in _calls_in_value(item, names)]
     if not isinstance(value, dict):
-        raise _Unreadable(f'expected a JSON object with "name" and "arguments", got {json.dumps(value)[:60]}')
+        raise Unreadable(f'expected a JSON object with "name" and "arguments", got {json.dumps(value)[:60]}')
     if isinstance(value.get("tool_calls"), list):
         return _calls_in_value(value["tool_calls"], names)
     function = value.get("function")
@@ -250,14 +253,14 @@ def _calls_in_value(value: Any, names: set[str]) -> list[tuple[str, str]]:
     if name is None and len(value) == 1 and next(iter(value)) in names:
         name, arguments = next(iter(value.items()))
     if not name:
-        raise _Unreadable('the JSON object has no "name" key naming the tool to call')
+        raise Unreadable('the JSON object has no "name" key naming the tool to call')
     name = name.removeprefix("functions.")
     if arguments is None:  # {"name": "read_file", "path": "app.py"}: the rest are the arguments
         arguments = {k: v for k, v in value.items() if k not in (*_NAME_KEYS, "type", "id")}
     if isinstance(arguments, str):
         return [(name, arguments)]  # JSON text as the OpenAI shape sends it; checked when run
     if not isinstance(arguments, dict):
-        raise _Unreadable(f'"arguments" for {name} must be a JSON object, got {json.dumps(arguments)[:60]}')
+        raise Unreadable(f'"arguments" for {name} must be a JSON object, got {json.dumps(arguments)[:60]}')
     return [(name, json.dumps(arguments, ensure_ascii=False))]
 
 
@@ -270,13 +273,13 @@ def _scan_bare(
 ) -> None:
     """Calls written without tags or fences: JSON objects and `tool(arg=...)` lines in the prose."""
     pos = 0
-    while (pos := _next_open(text, pos)) >= 0:
+    while (pos := next_open(text, pos)) >= 0:
         if _inside(pos, spans):
             pos = max(end for start, end in spans if start <= pos < end)
             continue
         try:
-            value, end = _load_json_at(text, pos)
-        except _Unreadable as exc:
+            value, end = load_json_at(text, pos)
+        except Unreadable as exc:
             paragraph_end = text.find("\n\n", pos)
             end = len(text) if paragraph_end < 0 else paragraph_end
             if _JSON_KEY_HINT.search(text, pos, end):
@@ -291,7 +294,7 @@ def _scan_bare(
             continue
         try:
             found.extend((pos + i, name, args) for i, (name, args) in enumerate(_calls_in_value(value, names)))
-        except _Unreadable as exc:
+        except Unreadable as exc:
             problems.append(str(exc))
         spans.append((pos, end))
         pos = end
@@ -303,7 +306,7 @@ def _scan_bare(
             continue
         try:
             calls = _python_calls(match.group(), names)
-        except _Unreadable as exc:
+        except Unreadable as exc:
             problems.append(str(exc))
             spans.append(match.span())
             continue
@@ -349,85 +352,15 @@ def _python_calls(body: str, names: set[str]) -> list[tuple[str, str]] | None:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names):
             return None
         if node.args:
-            raise _Unreadable(
+            raise Unreadable(
                 f"it passes {node.func.id} positional arguments; arguments need their names, as a JSON object"
             )
         try:
             arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
         except ValueError:
-            raise _Unreadable(f"the arguments to {node.func.id} are not plain values (strings, numbers, lists)") from None
+            raise Unreadable(f"the arguments to {node.func.id} are not plain values (strings, numbers, lists)") from None
         calls.append((node.func.id, json.dumps(arguments, ensure_ascii=False)))
     return calls or None
-
-
-# ---------------------------------------------------------------------------------------------
-# Lenient JSON
-
-
-def _load_json_at(text: str, pos: int) -> tuple[Any, int]:
-    """The JSON value starting at text[pos] and where it ends. Accepts Python literals, trailing
-    commas, and a value cut off before its closing brackets; raises _Unreadable otherwise."""
-    end, closers = _balanced_end(text, pos)
-    if closers[:1] in ("'", '"'):
-        raise _Unreadable("the reply ends inside a string, so the call was cut off before it was complete")
-    snippet = text[pos:end] + closers
-    try:
-        return json.loads(snippet, strict=False), end
-    except json.JSONDecodeError as exc:
-        first_error = exc
-    repaired = re.sub(r",\s*([}\]])", r"\1", snippet)
-    python = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", repaired)))
-    # Lenient readings in turn: trailing commas dropped, then Python literals (single quotes, True).
-    readings = ((repaired, lambda text: json.loads(text, strict=False)), (repaired, ast.literal_eval),
-                (python, ast.literal_eval))
-    for candidate, read in readings:
-        try:
-            value = read(candidate)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):  # JSONDecodeError is a ValueError
-            continue
-        if isinstance(value, (dict, list)):
-            return json.loads(json.dumps(value, default=str)), end
-    raise _Unreadable(
-        f"the call is not valid JSON ({first_error.msg} at line {first_error.lineno} column {first_error.colno})"
-    )
-
-
-def _balanced_end(text: str, pos: int) -> tuple[int, str]:
-    """(end, missing closers): the end of the bracketed value at `pos`, string-aware; when the
-    text ends first, the closers that would complete it."""
-    stack: list[str] = []
-    quote: str | None = None
-    escaped = False
-    for i in range(pos, len(text)):
-        ch = text[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = None
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]":
-            if not stack or stack.pop() != ch:
-                return i + 1, ""
-            if not stack:
-                return i + 1, ""
-    return len(text), (quote or "") + "".join(reversed(stack))
-
-
-def _next_open(text: str, pos: int) -> int:
-    hits = [i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0]
-    return min(hits) if hits else -1
-
-
-def _skip_separators(text: str, pos: int) -> int:
-    while pos < len(text) and (text[pos].isspace() or text[pos] == ","):
-        pos += 1
-    return pos
 
 
 # ---------------------------------------------------------------------------------------------
