@@ -13,7 +13,6 @@ class Unreadable(Exception):
     """A block that tries to be a tool call but cannot be read; the message names the problem."""
 
 
-
 def load_json_at(text: str, pos: int) -> tuple[Any, int]:
     """The JSON value starting at text[pos] and where it ends. Accepts Python literals, trailing
     commas, and a value cut off before its closing brackets; raises Unreadable otherwise."""
