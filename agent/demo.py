@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.config import EMBEDDED_MODEL, Settings
-from agent.llm import load_litellm
 from agent.protocol import (
     AssistantMessage,
     ErrorEvent,
@@ -195,15 +194,10 @@ def _report(
 def _missing_runtime(model: str) -> str | None:
     if not model.startswith("local/"):
         return None
-    load_litellm()  # first: it imports litellm offline, which the provider module needs
-    from agent.providers.llama_engine import INSTALL_HINT, LocalModelError, model_path
+    from agent.providers.llama_engine import LocalModelError, check_runtime
 
     try:
-        import llama_cpp  # noqa: F401  (only checking that it is installed)
-
-        model_path(model.removeprefix("local/"))
-    except ImportError:
-        return INSTALL_HINT
+        check_runtime(model.removeprefix("local/"))
     except LocalModelError as exc:
         return str(exc)
     return None

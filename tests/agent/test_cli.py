@@ -107,3 +107,10 @@ def test_a_corrupt_database_is_a_clear_error_and_nothing_runs(git_repo, script, 
     assert "Traceback" not in done.stderr
     assert (git_repo / "util.py").exists()
     assert bad.read_bytes() == b"this is not a database" * 100  # left as it was
+
+
+def test_doctor_checks_the_embedded_model_the_way_the_provider_finds_it(git_repo, tmp_path):
+    found = teachback("doctor", "--workspace", str(git_repo), "--model", "local/smollm2")
+    assert "ok  model: local/smollm2: SmolLM2-135M-Instruct.Q4_1.gguf" in found.stdout
+    missing = teachback("doctor", "--workspace", str(git_repo), "--model", f"local/{tmp_path}/none.gguf")
+    assert missing.returncode == 1 and "FAIL model" in missing.stdout and "unknown local model" in missing.stdout
