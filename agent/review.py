@@ -6,7 +6,7 @@ import asyncio
 
 from agent.changes import TurnChanges
 from agent.checkpoint import undo_last
-from agent.protocol import EditReviewed, Event
+from agent.protocol import EditApplied, EditReviewed, Event
 from agent.tools.context import ToolContext
 from agent.workspace import FileChange, Workspace
 
@@ -45,11 +45,11 @@ class Reviewer:
         if not accepted:
             await asyncio.to_thread(self._restore, change)
             restored = change.before
-        return self._reviewed(edit.edit_id, rel, accepted, comment, restored)  # type: ignore[return-value]
+        return self._reviewed(edit, rel, accepted, comment, restored)
 
     async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed:
         """Accept or reject one applied edit; rejecting restores the file as it was before it."""
-        edit = next((e for e in self.turn_changes.edits if e.edit_id == edit_id), None)  # type: ignore[attr-defined]
+        edit = next((e for e in self.turn_changes.edits if e.edit_id == edit_id), None)
         if edit is None:
             raise ReviewError(f"no edit {edit_id!r} in the last turn.")
         restored = None
@@ -60,7 +60,7 @@ class Reviewer:
             change = FileChange(edit.path, edit.kind, edit.before, edit.after, new_path=edit.new_path)
             await asyncio.to_thread(self._restore, change)
             restored = edit.before
-        return self._reviewed(edit_id, edit.path, accepted, comment, restored)
+        return self._reviewed(edit, edit.path, accepted, comment, restored)
 
     async def record_correction(self, path: str, user_content: str) -> EditReviewed | None:
         """The user changed lines the agent wrote: record their version as a correction."""
@@ -78,10 +78,10 @@ class Reviewer:
             self.workspace.overlay.remove(rel)
         return restored
 
-    def _reviewed(self, edit_id: str, rel: str, accepted: bool, comment: str | None, restored: str | None) -> Event:
-        edit = next(e for e in self.turn_changes.edits if e.edit_id == edit_id)  # type: ignore[attr-defined]
-        return self.emit(EditReviewed(
-            session_id=self.id, cause_id=edit.id, edit_id=edit_id, path=rel,
+    def _reviewed(self, edit: EditApplied, rel: str, accepted: bool, comment: str | None,
+                  restored: str | None) -> EditReviewed:
+        return self.emit(EditReviewed(  # type: ignore[return-value]
+            session_id=self.id, cause_id=edit.id, edit_id=edit.edit_id, path=rel,
             decision="accepted" if accepted else "rejected", comment=comment, user_content=restored,
         ))
 

@@ -68,7 +68,8 @@ def _read_lines(ctx: ToolContext, resolved: Path, rel: str) -> list[str]:
     # Too large to hold as one string for the model, but paging through it is fine.
     with resolved.open("rb") as handle:
         head = handle.read(8192)
-    decode_text(head if len(head) < 8192 else head[: head.rfind(b"\n") + 1] or head, rel)
+    whole_lines = head if len(head) < 8192 else head[: head.rfind(b"\n") + 1] or head  # no split characters
+    decode_text(whole_lines, rel)  # refuses binary and non-UTF-8 files before paging
     with resolved.open(encoding="utf-8", errors="replace") as handle:
         return handle.readlines()
 
