@@ -1,5 +1,6 @@
 """Reading JSON the way a weak model writes it: trailing commas, Python literals, a value cut off
-before its closing brackets. Used by the text tool-calling parser (agent.textcalls)."""
+before its closing brackets. Used by the text tool-calling parser (agent.textcalls); `loads_bounded`
+is the strict reader every tool call's arguments go through."""
 
 from __future__ import annotations
 
@@ -8,9 +9,44 @@ import json
 import re
 from typing import Any
 
+# Tool arguments are flat (strings, numbers, booleans); a limit far above that keeps the parsers
+# (json's C scanner, ast) clear of the interpreter's recursion limit.
+MAX_DEPTH = 64
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_OPENER = re.compile(r"[\[{]")
+
 
 class Unreadable(Exception):
     """A block that tries to be a tool call but cannot be read; the message names the problem."""
+
+
+class TooDeep(Unreadable, ValueError):
+    """JSON nested deeper than MAX_DEPTH: refused before a parser recurses into it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the JSON nests arrays or objects more than {MAX_DEPTH} levels deep; tool arguments are one "
+            "flat JSON object of strings, numbers and booleans"
+        )
+
+
+def loads_bounded(text: str) -> Any:
+    """json.loads that raises TooDeep (a ValueError) for deeply nested text instead of running out of
+    stack; other failures are json.JSONDecodeError or ValueError as usual."""
+    check_depth(text)
+    return json.loads(text)
+
+
+def check_depth(text: str) -> None:
+    """Raise TooDeep when the brackets outside JSON strings nest deeper than MAX_DEPTH."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return
+    depth = 0
+    for ch in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth = depth + 1 if ch in "[{" else max(0, depth - 1)
+        if depth > MAX_DEPTH:
+            raise TooDeep()
 
 
 def load_json_at(text: str, pos: int) -> tuple[Any, int]:
@@ -43,7 +79,7 @@ def load_json_at(text: str, pos: int) -> tuple[Any, int]:
 
 def balanced_end(text: str, pos: int) -> tuple[int, str]:
     """(end, missing closers): the end of the bracketed value at `pos`, string-aware; when the
-    text ends first, the closers that would complete it."""
+    text ends first, the closers that would complete it. Raises TooDeep past MAX_DEPTH."""
     stack: list[str] = []
     quote: str | None = None
     escaped = False
@@ -60,6 +96,8 @@ def balanced_end(text: str, pos: int) -> tuple[int, str]:
             quote = ch
         elif ch in "{[":
             stack.append("}" if ch == "{" else "]")
+            if len(stack) > MAX_DEPTH:
+                raise TooDeep()
         elif ch in "}]":
             if not stack or stack.pop() != ch:
                 return i + 1, ""
@@ -69,8 +107,8 @@ def balanced_end(text: str, pos: int) -> tuple[int, str]:
 
 
 def next_open(text: str, pos: int) -> int:
-    hits = [i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0]
-    return min(hits) if hits else -1
+    match = _OPENER.search(text, pos)  # one pass to the nearest bracket, not one to each kind
+    return match.start() if match else -1
 
 
 def skip_separators(text: str, pos: int) -> int:

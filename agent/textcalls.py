@@ -26,8 +26,10 @@ from string import Template
 from typing import Any
 
 from agent.lenient_json import (
+    TooDeep,
     Unreadable,
     load_json_at,
+    loads_bounded,
     next_open,
     skip_separators,
 )
@@ -115,8 +117,8 @@ def render_call(call: dict[str, Any]) -> str:
     function = call["function"]
     raw = function.get("arguments") or "{}"
     try:
-        arguments = json.dumps(json.loads(raw), ensure_ascii=False)
-    except (TypeError, ValueError):
+        arguments = json.dumps(loads_bounded(raw), ensure_ascii=False)
+    except (TypeError, ValueError):  # TooDeep is a ValueError
         arguments = raw  # the model's own malformed text, kept as it sent it
     return f'<tool_call>\n{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}\n</tool_call>'
 
@@ -273,16 +275,26 @@ def _scan_bare(
 ) -> None:
     """Calls written without tags or fences: JSON objects and `tool(arg=...)` lines in the prose."""
     pos = 0
+    # The next blank line and "name"/"arguments" key, found once and reused, not once per bracket.
+    paragraph_end, hint = -1, _JSON_KEY_HINT.search(text)
     while (pos := next_open(text, pos)) >= 0:
         if _inside(pos, spans):
             pos = max(end for start, end in spans if start <= pos < end)
             continue
         try:
             value, end = load_json_at(text, pos)
+        except TooDeep as exc:  # no prose nests this deep: one problem, not a rescan from each inner bracket
+            problems.append(str(exc))
+            spans.append((pos, len(text)))
+            break
         except Unreadable as exc:
-            paragraph_end = text.find("\n\n", pos)
-            end = len(text) if paragraph_end < 0 else paragraph_end
-            if _JSON_KEY_HINT.search(text, pos, end):
+            if paragraph_end < pos:
+                blank = text.find("\n\n", pos)
+                paragraph_end = len(text) if blank < 0 else blank
+            end = paragraph_end
+            if hint is not None and hint.start() < pos:
+                hint = _JSON_KEY_HINT.search(text, pos)
+            if hint is not None and hint.end() <= end:
                 problems.append(str(exc))
                 spans.append((pos, end))
                 pos = end
