@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import re
 import types
 import typing
@@ -12,10 +13,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent.lenient_json import TooDeep, loads_bounded
 from agent.workspace import FileChange
 
 Action = Literal["read", "edit", "command", "finish"]
 SCHEMA_ERRORS = ("unknown_tool", "malformed_json", "bad_arguments", "malformed_call")
+MAX_ARGUMENTS_CHARS = 1_000_000  # one call's arguments text; more is refused before parsing
+MAX_SAFE_INTEGER = 2**53 - 1  # the integers every JSON reader agrees on
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -127,29 +132,17 @@ class Toolbox:
         found = self._tools.get(name)
         if found is None:
             return error(
-                f"There is no tool named {name!r}. Call one of the available tools instead:\n"
+                f"There is no tool named {_shorten(name)!r}. Call one of the available tools instead:\n"
                 f"{self.available()}",
                 "unknown_tool",
             )
-        try:
-            arguments = json.loads(raw_arguments) if raw_arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return error(
-                f"The arguments for {name} are not valid JSON ({exc.msg} at line {exc.lineno}, column "
-                f"{exc.colno}). Send one JSON object, with strings quoted and newlines escaped as \\n. "
-                f"Expected: {found.signature_text()}",
-                "malformed_json",
-            )
-        if not isinstance(arguments, dict):
-            return error(
-                f"The arguments for {name} must be a JSON object, got {type(arguments).__name__}. "
-                f"Expected: {found.signature_text()}",
-                "malformed_json",
-            )
+        arguments = _parse_arguments(found, raw_arguments)
+        if isinstance(arguments, ToolResult):
+            return arguments
         problems = _check_arguments(found, arguments)
         if problems:
             return error(
-                f"The arguments for {name} do not match its schema:\n"
+                f"The arguments for {found.name} do not match its schema:\n"
                 + "\n".join(f"- {p}" for p in problems)
                 + f"\nExpected: {found.signature_text()}\nParameters:\n"
                 + "\n".join(
@@ -161,12 +154,47 @@ class Toolbox:
         return found, arguments
 
 
+def _parse_arguments(found: Tool, raw: str) -> dict[str, Any] | ToolResult:
+    """The arguments object, or the result that says why the text could not be one."""
+    expected = f"Expected: {found.signature_text()}"
+    if len(raw) > MAX_ARGUMENTS_CHARS:
+        return error(
+            f"The arguments for {found.name} are {len(raw):,} characters, over the {MAX_ARGUMENTS_CHARS:,}-character "
+            "limit for one call, so nothing was run. Send less at once: write a big file as create_file with its "
+            "first part and edit_file calls that append the rest, and use read_file or search instead of quoting "
+            f"whole files. {expected}",
+            "bad_arguments",
+        )
+    try:
+        arguments = loads_bounded(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return error(
+            f"The arguments for {found.name} are not valid JSON ({exc.msg} at line {exc.lineno}, column "
+            f"{exc.colno}). Send one JSON object, with strings quoted and newlines escaped as \\n. {expected}",
+            "malformed_json",
+        )
+    except TooDeep as exc:
+        return error(f"The arguments for {found.name} cannot be read: {exc}. {expected}", "malformed_json")
+    except ValueError as exc:  # e.g. an integer of thousands of digits
+        return error(
+            f"The arguments for {found.name} cannot be read: {str(exc).split(':')[0]}. Send one flat JSON object "
+            f"of strings, ordinary numbers and booleans. {expected}",
+            "malformed_json",
+        )
+    if not isinstance(arguments, dict):
+        return error(
+            f"The arguments for {found.name} must be a JSON object, got {_json_type(arguments)}. {expected}",
+            "malformed_json",
+        )
+    return arguments
+
+
 def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
     problems = []
     known = {p.name: p for p in found.params}
     for name in arguments:
         if name not in known:
-            problems.append(f"unknown argument {name!r} (known: {', '.join(known) or 'none'})")
+            problems.append(f"unknown argument {_shorten(name)!r} (known: {', '.join(known) or 'none'})")
     for param in found.params:
         if param.name not in arguments or arguments[param.name] is None:
             if param.required:
@@ -177,7 +205,27 @@ def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
             problems.append(
                 f"{param.name!r} must be {_JSON_TYPES[param.py_type]}, got {_json_type(value)} {_preview(value)}"
             )
+        elif problem := _value_problem(value):
+            problems.append(f"{param.name!r} {problem}")
     return problems
+
+
+def _value_problem(value: Any) -> str | None:
+    """What makes a well-typed value unusable: text no file system or process can take, a number
+    outside what every JSON reader agrees on."""
+    if isinstance(value, str) and (surrogate := _SURROGATE.search(value)):
+        return (
+            f"holds a lone UTF-16 surrogate ({ascii(surrogate.group())[1:-1]} at character {surrogate.start()}), "
+            "which is not a Unicode character and cannot be written to a file or a path. Send the real "
+            "characters, or both halves of an escaped pair such as \\ud83d\\ude00."
+        )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if abs(value) > MAX_SAFE_INTEGER:
+        return f"is out of range: use a number between -{MAX_SAFE_INTEGER:,} and {MAX_SAFE_INTEGER:,}"
+    return None
 
 
 def _matches(value: Any, py_type: type) -> bool:
@@ -198,8 +246,12 @@ def _json_type(value: Any) -> str:
 
 
 def _preview(value: Any) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return _shorten(json.dumps(value), 40)
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    """Text from the model, cut to quote back in a message (the original may be megabytes)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
