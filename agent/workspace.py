@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Literal
 
 MAX_READ_BYTES = 2_000_000  # larger files are refused whole; read_file pages through lines instead
+MAX_PATH_BYTES = 4096  # PATH_MAX on Linux
+MAX_NAME_BYTES = 255  # NAME_MAX: one file or folder name
 
 
 class WorkspaceError(Exception):
@@ -33,6 +35,34 @@ class FileChange:
     before: str | None
     after: str | None
     new_path: str | None = None  # for moves
+
+
+def _length_problem(path: str) -> str | None:
+    """Why the OS would refuse `path` for its length (it fails there with ENAMETOOLONG), if it would."""
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        return f"the path is {size:,} bytes long, over the {MAX_PATH_BYTES:,}-byte limit for a path"
+    name_sizes = [(len(name.encode("utf-8", "surrogatepass")), name) for name in path.split("/")]
+    size, name = max(name_sizes)
+    if size > MAX_NAME_BYTES:
+        return (f"the name {name[:40]!r}... is {size:,} bytes long, over the {MAX_NAME_BYTES}-byte limit for "
+                "one file or folder name")
+    return None
+
+
+def _not_a_file(path: Path, rel: str) -> WorkspaceError:
+    """Why `path`, neither a folder nor a regular file, cannot be read: it is absent or a special file
+    (which is never opened: opening a named pipe blocks until something writes to it)."""
+    special = ((Path.is_fifo, "a named pipe (FIFO)"), (Path.is_socket, "a socket"),
+               (Path.is_char_device, "a character device"), (Path.is_block_device, "a block device"))
+    for is_kind, kind in special:
+        if is_kind(path):
+            return WorkspaceError(
+                f"{rel} is {kind}, not a regular file; teachback reads and edits regular files only. Leave it "
+                "alone, or find the file you meant with list_files.",
+                "failed",
+            )
+    return WorkspaceError(f"{rel} does not exist. Use list_files or search to find the right path.", "not_found")
 
 
 class Overlay:
@@ -84,6 +114,12 @@ class Workspace:
             raise WorkspaceError("path must be a non-empty string relative to the workspace root.", "bad_arguments")
         if "\x00" in path:
             raise WorkspaceError("path contains a NUL byte; send a plain relative path.", "outside_workspace")
+        too_long = _length_problem(path)
+        if too_long:
+            raise WorkspaceError(
+                f"{too_long}. Send a shorter path relative to the workspace root; list_files shows the real names.",
+                "bad_arguments",
+            )
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
@@ -134,7 +170,7 @@ class Workspace:
         if resolved.is_dir():
             raise WorkspaceError(f"{rel} is a directory; use list_files to see what it holds.", "failed")
         if not resolved.is_file():
-            raise WorkspaceError(f"{rel} does not exist. Use list_files or search to find the right path.", "not_found")
+            raise _not_a_file(resolved, rel)
         size = resolved.stat().st_size
         if size > limit:
             raise WorkspaceError(
