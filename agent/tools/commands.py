@@ -11,6 +11,7 @@ from agent.tools.context import ToolContext
 
 HEAD_CHARS = 4_000
 TAIL_CHARS = 8_000
+MAX_COMMAND_BYTES = 100_000  # the OS refuses a single argument over 128 KiB (Linux MAX_ARG_STRLEN)
 
 
 @tool("command")
@@ -23,6 +24,10 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
     """
     if not command.strip():
         return error("command is empty; send the command line to run, e.g. \"pytest -q\".", "bad_arguments")
+    problem = _unrunnable(command)
+    if problem:
+        return error(f"{problem}, so nothing was run. Put the long input or script in a file with create_file "
+                     "and run that file instead.", "bad_arguments")
     limit = float(timeout) if timeout and timeout > 0 else ctx.settings.command_timeout
     process = await asyncio.create_subprocess_shell(
         command,
@@ -51,6 +56,16 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
     if process.returncode != 0:
         return error(text, "exit_status", target=command)
     return ToolResult(text, target=command)
+
+
+def _unrunnable(command: str) -> str | None:
+    """Why the OS would refuse to start `command`, if it would."""
+    if "\x00" in command:
+        return "The command holds a NUL byte, which no command line can carry"
+    size = len(command.encode("utf-8"))
+    if size > MAX_COMMAND_BYTES:
+        return f"The command line is {size:,} bytes, over the {MAX_COMMAND_BYTES:,}-byte limit for one command"
+    return None
 
 
 def cap_output(text: str) -> str:
