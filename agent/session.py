@@ -26,7 +26,7 @@ from agent.review import Reviewer
 from agent.syntax import syntax_error
 from agent.toolkit import Tool, Toolbox, ToolResult, error
 from agent.tools.context import ToolContext, unified_diff
-from agent.workspace import FileChange
+from agent.workspace import FileChange, WorkspaceError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -306,6 +306,9 @@ class Session(Reviewer):
         for change in result.changes:
             try:
                 await asyncio.to_thread(self._write, change)
+            except WorkspaceError as exc:  # the path changed under the write: refused, nothing written
+                result.output, result.error_kind = f"Could not write {change.new_path or change.path}: {exc}", exc.kind
+                return
             except OSError as exc:  # permissions, a full disk: the model is told, nothing escapes
                 result.output = (f"Could not write {change.new_path or change.path}: {exc.strerror or exc}. "
                                  "The file is unchanged; check its permissions or free space.")

@@ -2,16 +2,21 @@
 
 Every path a tool names is resolved (symlinks included) and must stay inside the root. Reads see
 the overlay (the editor's unsaved buffers) before the disk. Writes go to disk and keep the overlay
-in step, so commands the agent runs see its edits and the editor can mirror them.
+in step, so commands the agent runs see its edits and the editor can mirror them. No `.git`
+folder at any depth is written, nor a file with other hard links (it may live outside too), and
+the write itself never follows a link (see `agent.safe_write`).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from agent.safe_write import SafeWriteError, is_git_dir_name, is_inside, unlink_inside, write_inside
 
 MAX_READ_BYTES = 2_000_000  # larger files are refused whole; read_file pages through lines instead
 MAX_PATH_BYTES = 4096  # PATH_MAX on Linux
@@ -124,7 +129,7 @@ class Workspace:
         if not candidate.is_absolute():
             candidate = self.root / candidate
         resolved = Path(os.path.realpath(candidate))
-        if resolved != self.root and self.root not in resolved.parents:
+        if not is_inside(self.root, resolved):
             hint = self._inside_twin(Path(path))
             raise WorkspaceError(
                 f"{path!r} is outside the workspace {self.root}. Use a path relative to the workspace "
@@ -139,7 +144,7 @@ class Workspace:
         parts = [p for p in path.parts if p not in ("/", "..", ".")]
         for start in range(len(parts)):
             candidate = self.root.joinpath(*parts[start:])
-            if candidate.exists() and self.root in Path(os.path.realpath(candidate)).parents:
+            if candidate.exists() and is_inside(self.root, candidate):
                 return Path(*parts[start:]).as_posix()
         return None
 
@@ -147,12 +152,31 @@ class Workspace:
         return path.relative_to(self.root).as_posix() if path != self.root else "."
 
     def resolve_writable(self, path: str) -> Path:
+        """`resolve`, and refused when no tool may write there: a `.git` folder at any depth, or a
+        file with more than one hard link."""
         resolved = self.resolve(path)
-        rel = self.relative(resolved)
-        if rel == ".git" or rel.startswith(".git/"):
-            raise WorkspaceError(f"{path!r} is inside .git/, which tools never write.", "outside_workspace")
         if resolved == self.root:
             raise WorkspaceError("the workspace root itself cannot be written; name a file inside it.", "bad_arguments")
+        rel = self.relative(resolved)
+        parts = rel.split("/")
+        git_dir = next((i for i, part in enumerate(parts) if is_git_dir_name(part)), None)
+        if git_dir is not None:
+            raise WorkspaceError(
+                f"{path!r} is inside the git folder {'/'.join(parts[: git_dir + 1])}/, which tools never write "
+                "(git runs hooks and reads settings from there). Change the project's files instead.",
+                "outside_workspace",
+            )
+        try:
+            info = os.lstat(resolved)
+        except FileNotFoundError:
+            return resolved
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            raise WorkspaceError(
+                f"{rel} has {info.st_nlink} hard links: the same file is reachable under another name, "
+                "possibly outside the workspace, so tools only read it. To change this copy alone, detach it "
+                f"first with run_command: cp -p {rel} {rel}.copy && mv {rel}.copy {rel}",
+                "outside_workspace",
+            )
         return resolved
 
     # -- reading ------------------------------------------------------------------------------
@@ -162,7 +186,7 @@ class Workspace:
 
     def read_text(self, path: str | Path, *, limit: int = MAX_READ_BYTES) -> str:
         """The text the user sees: the open buffer if any, else the file on disk (UTF-8)."""
-        resolved = path if isinstance(path, Path) else self.resolve(path)
+        resolved = self.resolve(str(path))  # a Path from a listing is checked too (links out are refused)
         buffered = self.overlay.get(resolved)
         if buffered is not None:
             return buffered[0]
@@ -184,23 +208,26 @@ class Workspace:
     # -- writing ------------------------------------------------------------------------------
 
     def write(self, change: FileChange) -> None:
-        """Apply one change to disk (and to an open buffer)."""
+        """Apply one change to disk (and to an open buffer), never through a link."""
         source = self.resolve_writable(change.path)
-        if change.kind == "delete":
-            source.unlink(missing_ok=True)
-            self.overlay.remove(source)
-            return
-        if change.kind == "move":
-            assert change.new_path is not None and change.after is not None
-            target = self.resolve_writable(change.new_path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _write_atomic(target, change.after)
-            source.unlink(missing_ok=True)
-            self.overlay.remove(source)
-            return
-        assert change.after is not None
-        source.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(source, change.after)
+        rel = self.relative(source)
+        try:
+            if change.kind == "delete":
+                unlink_inside(self.root, rel)
+                self.overlay.remove(source)
+                return
+            assert change.after is not None
+            data = _encoded(change.after, change.new_path or change.path)
+            if change.kind == "move":
+                assert change.new_path is not None
+                target = self.resolve_writable(change.new_path)
+                write_inside(self.root, self.relative(target), data, mode=stat.S_IMODE(os.lstat(source).st_mode))
+                unlink_inside(self.root, rel)
+                self.overlay.remove(source)
+                return
+            write_inside(self.root, rel, data)
+        except SafeWriteError as exc:
+            raise WorkspaceError(str(exc), "outside_workspace") from None
         self.overlay.replace_text(source, change.after)
 
 
@@ -217,9 +244,12 @@ def decode_text(data: bytes, rel: str) -> str:
         ) from None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.teachback-tmp")
-    tmp.write_text(text, encoding="utf-8", newline="")
-    if path.exists():
-        os.chmod(tmp, path.stat().st_mode)
-    os.replace(tmp, path)
+def _encoded(text: str, rel: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WorkspaceError(
+            f"the new text for {rel} holds {text[exc.start:exc.end]!r} at character {exc.start}, which is not "
+            "valid Unicode text (a lone surrogate); nothing was written. Send the text without it.",
+            "encoding",
+        ) from None

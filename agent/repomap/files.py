@@ -1,9 +1,9 @@
 """Which files of a repository the map reads.
 
-Source files with a known grammar, minus what git ignores (`git ls-files -co --exclude-standard`
-in a git repository, the `.gitignore` files otherwise), minus `excluded-paths.txt` (vendored,
-built, minified and generated files). Content checks (binary, oversized, generated markers) happen
-when a file is read: see `readable_source`.
+Source files with a known grammar inside the root (links out of it are dropped), minus what git
+ignores (`git ls-files -co --exclude-standard` in a git repository, the `.gitignore` files
+otherwise), minus `excluded-paths.txt` (vendored, built, minified and generated files). Content
+checks (binary, oversized, generated markers) happen when a file is read: see `readable_source`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 import pathspec
 
 from agent.languages import EXTENSIONS, language_for_path
+from agent.safe_write import paths_inside
 
 MAX_FILE_BYTES = 1_000_000
 _SNIFF_BYTES = 2048
@@ -36,11 +37,12 @@ def wanted(path: str) -> bool:
 
 
 def list_candidates(root: Path) -> list[str]:
-    """Every non-ignored file under `root` with a grammar, as sorted posix paths relative to it."""
+    """Every non-ignored file under `root` with a grammar, as sorted posix paths relative to it.
+    A link that leads out of `root` is never a candidate: its code would reach the model's prompt."""
     listed = _git_files(root)
     if listed is None:
         listed = _walk_files(root)
-    return sorted(p for p in listed if os.path.splitext(p)[1].lower() in EXTENSIONS)
+    return paths_inside(root, sorted(p for p in listed if os.path.splitext(p)[1].lower() in EXTENSIONS))
 
 
 def _git_files(root: Path) -> list[str] | None:

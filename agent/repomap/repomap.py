@@ -23,6 +23,7 @@ from agent.repomap.files import list_candidates, wanted
 from agent.repomap.rank import FileParts, Graph, build_graph, rank_definitions
 from agent.repomap.render import render_map
 from agent.repomap.tags import FileTags, Tagger, tag_queries
+from agent.safe_write import is_inside
 
 Progress = Callable[[int, int], None]
 CACHE_FILE = "repomap.db"
@@ -116,7 +117,7 @@ class RepoMap:
     def _update(self, rel: str, text: str | None) -> None:
         self.parsed_files = 0
         language = self._language(rel)
-        if language is None:
+        if language is None or not is_inside(self.root, self.root / rel):  # never map code from outside
             return
         self._load()
         if text is None:

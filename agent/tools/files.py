@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pathspec
 
+from agent.safe_write import paths_inside
 from agent.toolkit import ToolResult, error, tool
 from agent.tools.context import ToolContext
 from agent.workspace import MAX_READ_BYTES, WorkspaceError, decode_text
@@ -147,11 +148,12 @@ def _glob_ok(rel: str, glob: str | None) -> bool:
 
 
 def workspace_files(root: Path, base: Path) -> list[str]:
-    """Workspace-relative paths of files under `base`, sorted, without ignored files."""
+    """Workspace-relative paths of files under `base`, sorted, without ignored files and without
+    links that lead out of the workspace."""
     listed = _git_files(root, base)
     if listed is None:
         listed = _walk_files(root, base)
-    return sorted(listed)
+    return sorted(paths_inside(root, listed))
 
 
 def _git_files(root: Path, base: Path) -> list[str] | None:
@@ -164,8 +166,13 @@ def _git_files(root: Path, base: Path) -> list[str] | None:
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    names = out.decode("utf-8", "surrogateescape").split("\0")
-    return [n for n in dict.fromkeys(names) if n and (root / n).is_file()]
+    found = []
+    for name in dict.fromkeys(out.decode("utf-8", "surrogateescape").split("\0")):
+        if name.endswith("/"):  # a nested repository: git lists only its folder
+            found += _walk_files(root, root / name)
+        elif name and (root / name).is_file():
+            found.append(name)
+    return found
 
 
 def _walk_files(root: Path, base: Path) -> list[str]:

@@ -1,0 +1,153 @@
+"""Writes that cannot be redirected out of a folder, and the checks that say what is inside it.
+
+A path that was checked and then written can be changed in between: a planted link named like the
+temporary file, or a folder swapped for a link. So a write never opens a path by name from the
+top: it walks from the root's file descriptor one folder at a time with O_NOFOLLOW (a link where
+a folder should be fails), creates a randomly named temporary file with O_CREAT|O_EXCL|O_NOFOLLOW
+in the folder it holds open, checks again that this folder is still the one reached from the root,
+and renames the temporary file over the target inside that same folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Code points HFS+ ignores in names, so ".g\\u200cit" is ".git" there (git's own check skips them too).
+_HFS_IGNORED = dict.fromkeys(map(ord, "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                      "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff"))
+
+
+class SafeWriteError(Exception):
+    """The path changed under the write (a link appeared), so nothing was written."""
+
+
+def is_git_dir_name(name: str) -> bool:
+    """Whether a path component names a git folder on some filesystem: `.git` in any case
+    (case-insensitive filesystems), with HFS+'s ignored code points, with NTFS's trailing dots and
+    spaces, or as NTFS's short name `git~1`."""
+    folded = name.translate(_HFS_IGNORED).rstrip(". ").casefold()
+    return folded in (".git", "git~1")
+
+
+def is_inside(root: Path, path: str | Path) -> bool:
+    """Whether `path`, with every link followed, is `root` or below it (`root` already resolved)."""
+    real = os.path.realpath(path)
+    base = str(root).rstrip(os.sep)
+    return real == str(root) or real.startswith(base + os.sep)
+
+
+def paths_inside(root: Path, rels: Iterable[str]) -> list[str]:
+    """The root-relative paths of `rels` that resolve inside `root`: links leading out (to a file
+    or through a folder) are dropped. Each folder is resolved once."""
+    root = Path(os.path.realpath(root))
+    real_dirs: dict[str, str | None] = {}
+    kept = []
+    for rel in rels:
+        folder, _, name = rel.rpartition("/")
+        if folder not in real_dirs:
+            real = os.path.realpath(root / folder)
+            real_dirs[folder] = real if is_inside(root, real) else None
+        real_folder = real_dirs[folder]
+        if real_folder is None:
+            continue
+        full = os.path.join(real_folder, name)
+        if not os.path.islink(full) or is_inside(root, full):
+            kept.append(rel)
+    return kept
+
+
+def write_inside(root: Path, rel: str, data: bytes, *, mode: int | None = None) -> None:
+    """Write `data` to `root/rel` atomically, creating missing folders, without following links.
+
+    `mode` sets the permission bits; None keeps those of the file replaced (new files: 0o666 less
+    the umask). A link at `rel` itself is replaced, never followed."""
+    with _parent(root, rel, create=True) as (parent, name):
+        if mode is None:
+            with contextlib.suppress(FileNotFoundError):
+                mode = stat.S_IMODE(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+        tmp = f".teachback-{secrets.token_hex(8)}.tmp"
+        fd = os.open(tmp, _NEW_FILE_FLAGS, 0o666, dir_fd=parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                if mode is not None:
+                    os.fchmod(handle.fileno(), mode)
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            _check_still_reached(root, rel, parent)
+            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=parent)
+            raise
+
+
+def symlink_inside(root: Path, rel: str, target: str) -> None:
+    """Make `root/rel` a link to `target` (what undo restores for a link), replacing a file there."""
+    with _parent(root, rel, create=True) as (parent, name):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=parent)
+        os.symlink(target, name, dir_fd=parent)
+
+
+def unlink_inside(root: Path, rel: str) -> None:
+    """Remove the file `root/rel` (a link itself, never its target); absent already is fine."""
+    try:
+        with _parent(root, rel, create=False) as (parent, name):
+            os.unlink(name, dir_fd=parent)
+    except FileNotFoundError:
+        return
+
+
+@contextlib.contextmanager
+def _parent(root: Path, rel: str, *, create: bool) -> Iterator[tuple[int, str]]:
+    """A descriptor of `rel`'s folder, reached from `root` without following any link, and the
+    last component of `rel`."""
+    *folders, name = _parts(rel)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for folder in folders:
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder, dir_fd=fd)
+            child = _open_folder(folder, fd, rel)
+            os.close(fd)
+            fd = child
+        yield fd, name
+    finally:
+        os.close(fd)
+
+
+def _open_folder(folder: str, parent: int, rel: str) -> int:
+    try:
+        return os.open(folder, _DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise SafeWriteError(
+                f"{folder!r} on the way to {rel} is a link or a file, not a folder (it may have changed "
+                "since the path was checked); nothing was written. Use a path whose folders are real folders."
+            ) from None
+        raise
+
+
+def _check_still_reached(root: Path, rel: str, parent: int) -> None:
+    """The folder held open is still the one reached from the root by name (not moved away)."""
+    with _parent(root, rel, create=False) as (again, _):
+        now, held = os.fstat(again), os.fstat(parent)
+    if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+        raise SafeWriteError(f"the folder of {rel} was moved or replaced during the write; nothing was written.")
+
+
+def _parts(rel: str) -> list[str]:
+    parts = [p for p in rel.replace(os.sep, "/").split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        raise SafeWriteError(f"{rel!r} is not a plain path below the workspace root.")
+    return parts
