@@ -1,22 +1,35 @@
-"""Secret redaction for exports: provider key patterns (gitleaks-style rules in secret_rules.toml),
-a keyword + entropy rule for generic credentials, and the exact values of credential-looking
-environment variables. One combined regular expression; each hit becomes `[REDACTED:<rule>]`."""
+"""Secret redaction for exports: provider key formats and credentials by their place (headers,
+URLs, command lines) and by their name (gitleaks-style rules in secret_rules.toml), plus the exact
+values of credential-looking environment variables. Each hit becomes `[REDACTED:<kind>]`.
+
+The rules match a secret wherever it stands, so it is found in a line-numbered `read_file`
+result, a diff line, JSON-escaped tool arguments, YAML, a shell line or prose alike. All rules
+look at the original text; their hits are merged (an earlier rule names the kind) and replaced in
+one pass. Speed comes from trying little: token rules only on the text's long words, the others
+only when one of their keywords occurs, and the name rule only where a credential word starts.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import os
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 CREDENTIAL_ENV_NAME = re.compile(r"(?i)api|key|token|secret|passw|pwd|credential|auth|private")
 MIN_ENV_VALUE = 8
+MIN_TOKEN = 20  # the shortest match of a `token` rule
+# A token starts where no letter or digit precedes it, or right after a JSON-escaped `\n`/`\t`.
+TOKEN_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
+ANCHOR_PREFIX_REACH = 24
 
 
 @dataclass(frozen=True)
@@ -25,19 +38,107 @@ class Rule:
     regex: str
     keywords: tuple[str, ...] = ()
     secret: str | None = None
-    entropy: float | None = None
-    mixed: bool = False
+    checks: tuple[str, ...] = ()
     ignore_key: str | None = None
+    token: bool = False
+    anchors: tuple[str, ...] = ()
+    anchor_prefix: str | None = None
 
 
 def load_rules() -> list[Rule]:
     text = resources.files("feedback_store").joinpath("secret_rules.toml").read_text(encoding="utf-8")
-    return [Rule(**{**rule, "keywords": tuple(rule.get("keywords", ()))}) for rule in tomllib.loads(text)["rules"]]
+    return [Rule(**{**rule, "regex": rule["regex"].replace("{START}", TOKEN_START),
+                    **{k: tuple(rule.get(k, ())) for k in ("keywords", "checks", "anchors")}})
+            for rule in tomllib.loads(text)["rules"]]
 
 
 def shannon_entropy(text: str) -> float:
     counts = Counter(text)
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _char_class(c: str) -> int:
+    return 0 if c.islower() else 1 if c.isupper() else 2 if c.isdigit() else 3
+
+
+WORD_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+DIGIT_RUN = re.compile(r"\d+")
+SEPARATORS = re.compile(r"[._\-]")
+CONSONANTS = re.compile(r"[bcdfghjklmnpqrstvwxz]+")
+
+
+def looks_like_words(value: str) -> bool:
+    """A name made of words (`self.password`, `authResponse.accessToken`, `sha256_hexdigest`):
+    parts of ordinary length with vowels in them, few digit runs, no long consonant runs. Random
+    text has short parts (case flips, digits) or long unpronounceable runs."""
+    parts = WORD_PART.findall(value)
+    if not parts or len(DIGIT_RUN.findall(value)) > 2:
+        return False
+    letters = "".join(parts).lower()
+    if any(len(p) > 14 for p in parts) or sum(len(p) <= 2 for p in parts) > max(1, len(parts) // 3):
+        return False
+    if len(letters) / len(parts) < 3.5:
+        return False
+    if any(len(run) >= 5 for run in CONSONANTS.findall(value.lower())):
+        return False
+    return sum(c in "aeiouy" for c in letters) / len(letters) >= 0.12
+
+
+def looks_random(value: str) -> bool:
+    """Whether a value looks generated (a key, a token, a password) rather than written (a word,
+    a dotted name, a date, a URL): enough distinct characters, a character class (lower, upper,
+    digit, other) that changes often, and no word structure."""
+    if len(value) < 8 or "://" in value or value.isdigit():
+        return False
+    if shannon_entropy(value) < min(3.0, 0.8 * math.log2(len(value))):
+        return False
+    bare = SEPARATORS.sub("", value)  # snake_case and dotted names change class only at separators
+    changes = sum(_char_class(a) != _char_class(b) for a, b in zip(bare, bare[1:]))
+    varied = changes / max(1, len(bare) - 1) >= 0.15 or (len(value) >= 16 and shannon_entropy(value) >= 4.0)
+    return varied and not looks_like_words(value)
+
+
+PLACEHOLDER = re.compile(
+    r"(?i)^(?:\$|\\\$|%\(|%\w+%$|[<{]|\*{3,}|x{4,}|\.{3})|example|changeme|change_me|placeholder|redacted|your[_\-]|dummy|"
+    r"^(?:password|passwd|pass|secret|token|none|null|true|false|undefined)$"
+)
+CONTENT_HASH = re.compile(r"^(?:sha1|sha256|sha512|md5):[0-9a-f]{16,}$")
+
+
+def not_placeholder(value: str) -> bool:
+    """Not a template reference ($VAR, ${VAR}, {{ var }}, <token>, %(pw)s), a stand-in word, or a
+    content hash (`sha256:...`, as teachback itself writes)."""
+    return not PLACEHOLDER.search(value) and not CONTENT_HASH.match(value)
+
+
+def _b64decode(value: str) -> bytes | None:
+    try:
+        return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def basic_auth(value: str) -> bool:
+    """Base64 of `user:password` (HTTP Basic credentials, a Docker config `auth`)."""
+    decoded = _b64decode(value)
+    if decoded is None:
+        return False
+    text = decoded.decode("utf-8", "replace")
+    _, colon, password = text.partition(":")
+    return bool(colon and password) and text.isprintable()
+
+
+def base64_private_key(value: str) -> bool:
+    decoded = _b64decode(value[: len(value) // 4 * 4][:120])
+    return decoded is not None and b"PRIVATE KEY" in decoded
+
+
+CHECKS: dict[str, Callable[[str], bool]] = {
+    "random": looks_random,
+    "not_placeholder": not_placeholder,
+    "basic_auth": basic_auth,
+    "base64_private_key": base64_private_key,
+}
 
 
 def credential_env_values(env: Mapping[str, str]) -> list[str]:
@@ -56,29 +157,45 @@ def credential_env_values(env: Mapping[str, str]) -> list[str]:
     return sorted(values, key=lambda v: (-len(v), v))
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    rule: Rule
+    pattern: re.Pattern[str]
+    checks: tuple[Callable[[str], bool], ...]
+    ignore_key: re.Pattern[str] | None
+    anchor_prefix: re.Pattern[str] | None
+
+    def accepts(self, match: re.Match[str]) -> bool:
+        secret = match.group(self.rule.secret or 0)
+        if not all(check(secret) for check in self.checks):
+            return False
+        return self.ignore_key is None or not self.ignore_key.search(match.group("key"))
+
+
+def _compile(rule: Rule) -> _Compiled:
+    prefix = re.compile(f"(?:{rule.anchor_prefix})$") if rule.anchor_prefix else None
+    return _Compiled(rule, re.compile(rule.regex), tuple(CHECKS[name] for name in rule.checks),
+                     re.compile(rule.ignore_key) if rule.ignore_key else None, prefix)
+
+
+Span = tuple[int, int, str]  # start, end, kind
+
+
 class Redactor:
-    """Replaces secrets in text; `counts` tallies what was replaced, by rule."""
+    """Replaces secrets in text; `counts` tallies what was replaced, by kind."""
 
     def __init__(self, rules: list[Rule] | None = None, env: Mapping[str, str] | None = None) -> None:
         self.rules = load_rules() if rules is None else rules
         self.counts: Counter[str] = Counter()
-        parts = []
+        compiled = [_compile(rule) for rule in self.rules]
+        self._tokens = [c for c in compiled if c.rule.token]
+        self._others = [c for c in compiled if not c.rule.token]
         values = credential_env_values(os.environ if env is None else env)
-        if values:
-            parts.append("(?P<r_env>" + "|".join(re.escape(v) for v in values) + ")")
-        for index, rule in enumerate(self.rules):
-            body = rule.regex
-            for group in ("secret", "key"):
-                body = body.replace(f"(?P<{group}>", f"(?P<{group}_{index}>")
-            parts.append(f"(?P<r_{index}>{body})")
-        self._pattern = re.compile("|".join(parts))
-        self._ignore = {i: re.compile(r.ignore_key) for i, r in enumerate(self.rules) if r.ignore_key}
-        # The combined expression is slow to run over text with no secret in it; a rule can only
-        # match where one of its keywords occurs, so most text is passed over by substring tests.
-        self._always = any(not rule.keywords for rule in self.rules)
+        self._env = re.compile("|".join(re.escape(v) for v in values)) if values else None
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
-        escaped = {json.dumps(v, ensure_ascii=False)[1:-1].lower() for v in values}
-        self._keywords = sorted({k for rule in self.rules for k in rule.keywords} | {v.lower() for v in values} | escaped)
+        self._env_keywords = sorted({v.lower() for v in values} | {json.dumps(v, ensure_ascii=False)[1:-1].lower() for v in values})
+        self._always = any(not (r.keywords or r.anchors) for r in self.rules)
+        self._keywords = sorted({k for r in self.rules for k in (*r.keywords, *r.anchors)} | set(self._env_keywords))
 
     @property
     def total(self) -> int:
@@ -88,15 +205,77 @@ class Redactor:
         if self._always:
             return True
         lowered = text.lower()
-        for keyword in self._keywords:
-            if keyword in lowered:
-                return True
-        return False
+        return any(keyword in lowered for keyword in self._keywords)
 
     def redact(self, text: str) -> str:
-        if not self.might_hold_secrets(text):
+        spans = self.find(text)
+        if not spans:
             return text
-        return self._pattern.sub(self._replace, text)
+        pieces, last = [], 0
+        for start, end, kind in spans:
+            self.counts[kind] += 1
+            pieces += [text[last:start], f"[REDACTED:{kind}]"]
+            last = end
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+    def find(self, text: str) -> list[Span]:
+        """The secrets in `text`, in order, without overlaps; nothing is counted."""
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a few characters lower-case to two; keep offsets true
+            lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+        spans: list[Span] = []
+        if self._env is not None and any(k in lowered for k in self._env_keywords):
+            spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
+        spans += self._token_spans(text)
+        for compiled in self._others:
+            rule = compiled.rule
+            if rule.anchors:
+                spans += self._anchored_spans(compiled, text, lowered)
+            elif not rule.keywords or any(k in lowered for k in rule.keywords):
+                spans += [_span(m, compiled) for m in compiled.pattern.finditer(text) if compiled.accepts(m)]
+        return _merge(spans)
+
+    def _token_spans(self, text: str) -> list[Span]:
+        """Token rules run over the long words only (most text is short words), and each secret
+        found is then located wherever it occurs in the whole text."""
+        words = {w for w in text.split() if len(w) >= MIN_TOKEN}
+        if not words:
+            return []
+        joined = "\n".join(sorted(words))
+        lowered = joined.lower()
+        found: dict[str, str] = {}
+        for compiled in self._tokens:
+            if not compiled.rule.keywords or any(k in lowered for k in compiled.rule.keywords):
+                for m in compiled.pattern.finditer(joined):
+                    if compiled.accepts(m):
+                        found.setdefault(m.group(compiled.rule.secret or 0), compiled.rule.id)
+        spans = []
+        for secret, kind in found.items():
+            at = text.find(secret)
+            while at >= 0:
+                spans.append((at, at + len(secret), kind))
+                at = text.find(secret, at + len(secret))
+        return spans
+
+    @staticmethod
+    def _anchored_spans(compiled: _Compiled, text: str, lowered: str) -> list[Span]:
+        starts = set()
+        for word in compiled.rule.anchors:
+            at = lowered.find(word)
+            while at >= 0:
+                starts.add(at)
+                prefix = compiled.anchor_prefix and compiled.anchor_prefix.search(
+                    lowered, max(0, at - ANCHOR_PREFIX_REACH), at)
+                if prefix:
+                    starts.add(prefix.start())
+                at = lowered.find(word, at + len(word))
+        spans = []
+        for start in sorted(starts):
+            m = compiled.pattern.match(text, start)
+            if m is not None and compiled.accepts(m):
+                spans.append(_span(m, compiled))
+        return spans
 
     def redact_value(self, value: Any, serialized: str | None = None) -> Any:
         """Redact every string inside JSON-like data (dicts, lists); `serialized` is its JSON text
@@ -118,36 +297,22 @@ class Redactor:
             return {k: self._walk(v) for k, v in value.items()}
         return value
 
-    def _replace(self, match: re.Match[str]) -> str:
-        name = match.lastgroup
-        if name == "r_env":
-            self.counts["env_value"] += 1
-            return "[REDACTED:env_value]"
-        index = int(name[2:])  # type: ignore[index]
-        rule = self.rules[index]
-        whole = match.group(0)
-        if rule.secret is None:
-            self.counts[rule.id] += 1
-            return f"[REDACTED:{rule.id}]"
-        secret = match.group(f"{rule.secret}_{index}")
-        start, end = match.span(f"{rule.secret}_{index}")
-        offset = match.start()
-        if self._accepts(index, rule, secret, match):
-            self.counts[rule.id] += 1
-            replacement = f"[REDACTED:{rule.id}]"
-        else:  # not a generic secret, but a more specific rule may still match inside it
-            replacement = self.redact(secret)
-        return whole[: start - offset] + replacement + whole[end - offset :]
 
-    def _accepts(self, index: int, rule: Rule, secret: str, match: re.Match[str]) -> bool:
-        if rule.entropy is not None and shannon_entropy(secret) < rule.entropy:
-            return False
-        if rule.mixed and not (any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)):
-            return False
-        if "://" in secret:
-            return False
-        ignore = self._ignore.get(index)
-        if ignore is not None and match.groupdict().get(f"key_{index}"):
-            if ignore.search(match.group(f"key_{index}")):
-                return False
-        return True
+def _span(match: re.Match[str], compiled: _Compiled) -> Span:
+    start, end = match.span(compiled.rule.secret or 0)
+    return start, end, compiled.rule.id
+
+
+def _merge(spans: list[Span]) -> list[Span]:
+    """Spans in text order with overlaps joined; of overlapping spans, the one found first (by
+    the earlier rule) names the kind. `spans` is in rule order."""
+    merged: list[list[Any]] = []  # start, end, kind, rank
+    for rank, (start, end, kind) in sorted(enumerate(spans), key=lambda item: (item[1][0], item[0])):
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1] = max(last[1], end)
+            if rank < last[3]:
+                last[2], last[3] = kind, rank
+        else:
+            merged.append([start, end, kind, rank])
+    return [(start, end, kind) for start, end, kind, _ in merged]
