@@ -130,12 +130,19 @@ def _open_folder(folder: str, parent: int, rel: str) -> int:
     try:
         return os.open(folder, _DIR_FLAGS, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(folder, parent):
             raise SafeWriteError(
-                f"{folder!r} on the way to {rel} is a link or a file, not a folder (it may have changed "
-                "since the path was checked); nothing was written. Use a path whose folders are real folders."
+                f"{folder!r} on the way to {rel} is a link, not a folder (it may have changed since the path "
+                "was checked); nothing was written. Use a path whose folders are real folders."
             ) from None
-        raise
+        raise  # a file where a folder should be, permissions: the caller reports the OSError
+
+
+def _is_link(name: str, parent: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _check_still_reached(root: Path, rel: str, parent: int) -> None:

@@ -314,6 +314,8 @@ class Session(Reviewer):
                                  "The file is unchanged; check its permissions or free space.")
                 result.error_kind = "failed"
                 return
+            finally:
+                self._report_checkpoint(cause)
             broken = syntax_error(change.new_path or change.path, change.after) if change.after is not None else None
             if broken:
                 problems.append(broken)
@@ -330,6 +332,12 @@ class Session(Reviewer):
                 "\nThe edit was applied, but the file no longer parses:\n" + "\n".join(problems)
                 + "\nFix it with another edit_file call (the change above is already in the file)."
             )
+
+    def _report_checkpoint(self, cause: str) -> None:
+        """Tell the user when undo will not cover this turn fully (the turn itself goes on)."""
+        assert self._checkpoint is not None
+        for problem in self._checkpoint.take_problems():
+            self.emit(ErrorEvent(session_id=self.id, cause_id=cause, kind="checkpoint", message=problem))
 
     def _write(self, change: FileChange) -> None:
         assert self._checkpoint is not None

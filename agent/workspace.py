@@ -168,7 +168,7 @@ class Workspace:
             )
         try:
             info = os.lstat(resolved)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a new file (or a path the write will refuse)
             return resolved
         if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
             raise WorkspaceError(
