@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TRAIN_STAMP := $(VENV)/.installed-train
 # llama-cpp-python has no wheel for this platform and builds from source once (pip caches it).
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF -DGGML_NATIVE=OFF
 
@@ -19,7 +20,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/teachback demo
 
-test: $(STAMP)
+# The trainer's extra (torch, transformers, trl, ...), for its tests. torch goes first, pinned, so the
+# rest cannot pull in another build of it.
+$(TRAIN_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev,local,train]'
+	touch $(TRAIN_STAMP)
+
+test: $(TRAIN_STAMP)
 	$(PY) -m pytest -q
 
 # Everything except the tests that run the embedded model.
