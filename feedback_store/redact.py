@@ -181,6 +181,26 @@ def _compile(rule: Rule) -> _Compiled:
 Span = tuple[int, int, str]  # start, end, kind
 
 
+class _KeywordIndex:
+    """The rules to try on a text: those with no keywords (or with anchors, which find their own
+    places) and those one of whose keywords the lower-cased text holds, in rule order."""
+
+    def __init__(self, rules: list[_Compiled]) -> None:
+        self.rules = rules
+        self.always = [i for i, c in enumerate(rules) if not c.rule.keywords]
+        self.by_keyword: dict[str, list[int]] = {}
+        for i, compiled in enumerate(rules):
+            for keyword in compiled.rule.keywords:
+                self.by_keyword.setdefault(keyword, []).append(i)
+        self.keywords = tuple(self.by_keyword)
+
+    def active(self, lowered: str) -> list[_Compiled]:
+        chosen = set(self.always)
+        for keyword in filter(lowered.__contains__, self.keywords):
+            chosen.update(self.by_keyword[keyword])
+        return [self.rules[i] for i in sorted(chosen)]
+
+
 class Redactor:
     """Replaces secrets in text; `counts` tallies what was replaced, by kind."""
 
@@ -190,6 +210,10 @@ class Redactor:
         compiled = [_compile(rule) for rule in self.rules]
         self._tokens = [c for c in compiled if c.rule.token]
         self._others = [c for c in compiled if not c.rule.token]
+        # Which keywords a text holds is found once per text (one C-level pass over each list);
+        # only the rules of those keywords are then tried.
+        self._token_index = _KeywordIndex(self._tokens)
+        self._other_index = _KeywordIndex(self._others)
         values = credential_env_values(os.environ if env is None else env)
         self._env = re.compile("|".join(re.escape(v) for v in values)) if values else None
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
@@ -225,14 +249,13 @@ class Redactor:
         if len(lowered) != len(text):  # a few characters lower-case to two; keep offsets true
             lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
         spans: list[Span] = []
-        if self._env is not None and any(k in lowered for k in self._env_keywords):
+        if self._env is not None and any(map(lowered.__contains__, self._env_keywords)):
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
         spans += self._token_spans(text)
-        for compiled in self._others:
-            rule = compiled.rule
-            if rule.anchors:
+        for compiled in self._other_index.active(lowered):
+            if compiled.rule.anchors:
                 spans += self._anchored_spans(compiled, text, lowered)
-            elif not rule.keywords or any(k in lowered for k in rule.keywords):
+            else:
                 spans += [_span(m, compiled) for m in compiled.pattern.finditer(text) if compiled.accepts(m)]
         return _merge(spans)
 
@@ -243,13 +266,11 @@ class Redactor:
         if not words:
             return []
         joined = "\n".join(sorted(words))
-        lowered = joined.lower()
         found: dict[str, str] = {}
-        for compiled in self._tokens:
-            if not compiled.rule.keywords or any(k in lowered for k in compiled.rule.keywords):
-                for m in compiled.pattern.finditer(joined):
-                    if compiled.accepts(m):
-                        found.setdefault(m.group(compiled.rule.secret or 0), compiled.rule.id)
+        for compiled in self._token_index.active(joined.lower()):
+            for m in compiled.pattern.finditer(joined):
+                if compiled.accepts(m):
+                    found.setdefault(m.group(compiled.rule.secret or 0), compiled.rule.id)
         spans = []
         for secret, kind in found.items():
             at = text.find(secret)

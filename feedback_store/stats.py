@@ -2,13 +2,49 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
+from feedback_store.redact import Redactor
 from feedback_store.store import Store
+
+PAGE_ROWS = 2000
+# The stored text an export carries: every message (prompts, completions, corrections) and every
+# pair's feedback and hand-made correction.
+EXPORTED_TEXT = (
+    ("messages", "message"),
+    ("pairs", "feedback"),
+    ("pairs", "correction"),
+)
 
 
 def _rate(errors: int, calls: int) -> float:
     return round(errors / calls, 4) if calls else 0.0
+
+
+def secret_counts(store: Store, redactor: Redactor | None = None) -> dict[str, int]:
+    """How many values of each kind an export (with its default redaction) would redact."""
+    redactor = Redactor() if redactor is None else redactor
+    found: Counter[str] = Counter()
+    for table, column in EXPORTED_TEXT:
+        last = 0
+        while rows := store.query(f"SELECT rowid AS id, {column} AS text FROM {table} WHERE rowid > ? "
+                                  f"AND {column} IS NOT NULL ORDER BY rowid LIMIT {PAGE_ROWS}", (last,)):
+            texts = (text for row in rows for text in _strings(json.loads(row["text"]) if table == "messages" else row["text"]))
+            found.update(kind for text in texts for _, _, kind in redactor.find(text))
+            last = rows[-1]["id"]
+    return dict(sorted(found.items()))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in JSON-like data: what an export redacts one by one."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list | dict):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _strings(item)
 
 
 def compute_stats(store: Store) -> dict[str, Any]:
@@ -65,6 +101,7 @@ def compute_stats(store: Store) -> dict[str, Any]:
         "pairs_by_source": {r["source"]: r["n"] for r in pairs},
         "pairs_corrected": corrected,
         "share_corrected": _rate(corrected, pair_total),
+        "secrets_by_kind": secret_counts(store),
     }
 
 
@@ -92,4 +129,7 @@ def format_stats(stats: dict[str, Any]) -> str:
     lines.append(f"Feedback pairs: {stats['pairs']}  with a correction: {stats['pairs_corrected']} "
                  f"({stats['share_corrected']:.1%})")
     lines += [f"  {source:<8} {n}" for source, n in stats["pairs_by_source"].items()]
+    secrets = stats["secrets_by_kind"]
+    lines.append(f"Secrets an export would redact: {sum(secrets.values())}"
+                 + (" (" + ", ".join(f"{kind}: {n}" for kind, n in secrets.items()) + ")" if secrets else ""))
     return "\n".join(lines)

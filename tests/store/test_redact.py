@@ -16,6 +16,7 @@ import pytest
 from feedback_store import Recorder, open_store
 from feedback_store.export import export
 from feedback_store.redact import Redactor, shannon_entropy
+from feedback_store.stats import compute_stats, format_stats, secret_counts
 from tests.store.events import FakeSession
 
 ALNUM = string.ascii_letters + string.digits
@@ -127,6 +128,16 @@ skip = "sk-learn"
 url = "https://example.com:8080/path?page=2"
 def check_password(password: str) -> bool:
     return hashlib.sha256(password.encode()).hexdigest() == STORED
+const token = authResponse.accessToken;
+headers = {"Authorization": f"Bearer {token}"}
+curl -H "Authorization: Bearer $GITHUB_TOKEN" https://api.github.com/user
+password: ${DB_PASSWORD}
+api_key: <your-api-key>
+tokenizer = "HuggingFaceTB/SmolLM2-135M-Instruct"
+content_key = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+Basic usage: pass the token with --token $TOKEN.
+self._authkey = self._manager._authkey
+proxy = "http://user:password@proxy.example.com:3128"
 '''
 
 
@@ -157,3 +168,53 @@ def test_export_redacts_by_default_and_counts(tmp_path: Path) -> None:
     assert secret not in text and result.redactions == 2 and result.redacted_kinds == {"openai_api_key": 2}
     raw = export([db], "sdpo", out, redact=False)
     assert secret in out.read_text() and raw.redactions == 0
+
+
+def test_every_text_field_of_a_record_is_redacted_and_counted_by_kind() -> None:
+    key, token = SECRETS["anthropic"], SECRETS["github_classic"]
+    record = {"format": "teachback-sdpo-1", "prompt": [{"role": "user", "content": f"use {key}"}],
+              "completion": {"role": "assistant", "tool_calls": [{"function": {
+                  "name": "edit_file", "arguments": json.dumps({"path": ".env", "new_text": f"A=1\nGH_TOKEN={token}\n"})}}]},
+              "feedback": f"push failed for {token}", "metadata": {"tokens": 12}}
+    redactor = Redactor(env={})
+    out = redactor.redact_value(record)
+    text = json.dumps(out)
+    assert key not in text and token not in text and out["metadata"] == {"tokens": 12}
+    assert redactor.counts == {"anthropic_api_key": 1, "github_token": 2}
+    assert json.loads(out["completion"]["tool_calls"][0]["function"]["arguments"])["new_text"] == \
+        "A=1\nGH_TOKEN=[REDACTED:github_token]\n"
+
+
+def test_authorization_headers_and_command_line_credentials() -> None:
+    basic = base64.b64encode(b"deploy:" + chars(18, "basicpw").encode()).decode()
+    bearer = chars(40, "bearer", ALNUM + "-._~")
+    redactor = Redactor(env={})
+    out = redactor.redact(f"curl -H 'Authorization: Basic {basic}' -H \"Authorization: Bearer {bearer}\" "
+                          f"-u admin:{URL_PASSWORD} https://h/ ; Basic operations are cheap")
+    assert basic not in out and bearer not in out and URL_PASSWORD not in out
+    assert redactor.counts == {"basic_auth": 1, "bearer_token": 1, "command_line_password": 1}
+    assert "Basic operations are cheap" in out
+
+
+def test_found_spans_are_ordered_and_disjoint_and_env_values_win() -> None:
+    token = SECRETS["github_classic"]
+    redactor = Redactor(env={"CI_TOKEN": token})
+    text = f"GITHUB_TOKEN={token} and again {token}"
+    spans = redactor.find(text)
+    assert [kind for _, _, kind in spans] == ["env_value", "env_value"]
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert redactor.total == 0  # find() counts nothing; redact() does
+    assert redactor.redact(text) == "GITHUB_TOKEN=[REDACTED:env_value] and again [REDACTED:env_value]"
+
+
+def test_stats_count_what_an_export_would_redact(tmp_path: Path) -> None:
+    secret = SECRETS["openai"]
+    s = FakeSession().start().user(f"use the key {secret} and the Slack token {SECRETS['slack']}")
+    s.call("read_file", {"path": ".env"}, ok=False, error_kind="not_found", target=".env",
+           result=f".env is missing. Did you mean env.example (OPENAI_API_KEY={secret})?")
+    s.call("read_file", {"path": "env.example"}, target=".env", result="ok")
+    store = open_store(tmp_path / "f.db")
+    Recorder(store).record_many(s.finish().events)
+    stats = compute_stats(store)
+    assert stats["secrets_by_kind"] == secret_counts(store, Redactor(env={})) == {"openai_api_key": 3, "slack_token": 1}
+    assert "Secrets an export would redact: 4 (openai_api_key: 3, slack_token: 1)" in format_stats(stats)
