@@ -15,6 +15,7 @@ from typing import Any
 
 APPROVAL_MODES = ("read-only", "ask", "auto-edit", "full-auto")
 TOOL_MODES = ("native", "text", "grammar")
+SANDBOX_MODES = ("none", "auto", "bwrap", "sandbox-exec")  # run_command confinement: agent/sandbox.py
 EMBEDDED_MODEL = "local/smollm2"
 CONFIG_FILE = "teachback.toml"
 
@@ -37,6 +38,7 @@ class Settings:
     temperature: float | None = None  # None: the provider's default
     record: bool = True
     command_timeout: float = 120.0
+    sandbox: str = "none"  # "auto": bwrap on Linux, sandbox-exec on macOS
     allow_commands: tuple[str, ...] = ()  # glob rules on the command line; deny wins over allow
     deny_commands: tuple[str, ...] = ()
     ask_commands: tuple[str, ...] = ()
@@ -169,6 +171,8 @@ def _validated(settings: Settings, source: str) -> Settings:
         raise ConfigError(
             f"{source}: tool_mode must be auto, {', '.join(TOOL_MODES)}; got {settings.tool_mode!r}."
         )
+    if settings.sandbox not in SANDBOX_MODES:
+        raise ConfigError(f"{source}: sandbox must be one of {', '.join(SANDBOX_MODES)}, got {settings.sandbox!r}.")
     if settings.max_steps < 1:
         raise ConfigError(f"{source}: max_steps must be at least 1, got {settings.max_steps}.")
     if settings.max_cost < 0 or settings.max_time <= 0:

@@ -1,4 +1,5 @@
-"""run_command: a shell command in the workspace, with a timeout and capped output."""
+"""run_command: a shell command in the workspace, with a timeout, capped output and an optional
+sandbox (see agent.sandbox)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import os
 import signal
 
+from agent.sandbox import SandboxUnavailable, confined_argv, setup_failure
 from agent.toolkit import ToolResult, error, tool
 from agent.tools.context import ToolContext
 
@@ -29,15 +31,12 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
         return error(f"{problem}, so nothing was run. Put the long input or script in a file with create_file "
                      "and run that file instead.", "bad_arguments")
     limit = float(timeout) if timeout and timeout > 0 else ctx.settings.command_timeout
-    process = await asyncio.create_subprocess_shell(
-        command,
-        cwd=ctx.workspace.root,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,  # its own process group, so a timeout kills its children too
-        env={**os.environ, "TEACHBACK_AGENT": "1"},
-    )
+    try:
+        process = await _start(ctx, command)
+    except SandboxUnavailable as exc:
+        return error(str(exc), "failed", target=command)
+    except OSError as exc:  # the shell or sandbox program could not be started at all
+        return error(f"The command could not start ({exc.strerror or exc}); nothing ran.", "failed", target=command)
     try:
         stdout, _ = await asyncio.wait_for(process.communicate(), timeout=limit)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
@@ -52,7 +51,11 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
             target=command,
         )
     output = cap_output(stdout.decode("utf-8", "replace"))
-    text = f"$ {command}\n[exit code {process.returncode}]\n{output}"
+    failed_setup = setup_failure(ctx.settings.sandbox, process.returncode, output)
+    if failed_setup:
+        return error(failed_setup, "failed", target=command)
+    confined = "; sandboxed: writes only in the workspace, no network" if ctx.settings.sandbox != "none" else ""
+    text = f"$ {command}\n[exit code {process.returncode}{confined}]\n{output}"
     if process.returncode != 0:
         return error(text, "exit_status", target=command)
     return ToolResult(text, target=command)
@@ -66,6 +69,22 @@ def _unrunnable(command: str) -> str | None:
     if size > MAX_COMMAND_BYTES:
         return f"The command line is {size:,} bytes, over the {MAX_COMMAND_BYTES:,}-byte limit for one command"
     return None
+
+
+async def _start(ctx: ToolContext, command: str) -> asyncio.subprocess.Process:
+    """The command's process: under /bin/sh, in the configured sandbox if any."""
+    options = {
+        "cwd": ctx.workspace.root,
+        "stdin": asyncio.subprocess.DEVNULL,
+        "stdout": asyncio.subprocess.PIPE,
+        "stderr": asyncio.subprocess.STDOUT,
+        "start_new_session": True,  # its own process group, so a timeout kills its children too
+        "env": {**os.environ, "TEACHBACK_AGENT": "1"},
+    }
+    argv = confined_argv(ctx.settings.sandbox, ctx.workspace.root, command)
+    if argv is None:
+        return await asyncio.create_subprocess_shell(command, **options)
+    return await asyncio.create_subprocess_exec(*argv, **options)
 
 
 def cap_output(text: str) -> str:

@@ -1,19 +1,23 @@
-"""The workspace boundary under attack: planted links, links out, hard links and git folders at
-any depth. Each attack is set up on disk as an attacker (or a cloned repository) would leave it."""
+"""The workspace boundary under attack: planted links, links out, hard links, git folders at any
+depth, and what a sandboxed command can reach. Each attack is set up on disk as an attacker (or a
+cloned repository) would leave it."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from agent.config import Settings
+from agent.config import ConfigError, Settings, load_settings
 from agent.protocol import SessionStarted, ToolCallFinished, TurnFinished
 from agent.repomap import RepoMap
 from agent.safe_write import SafeWriteError, write_inside
+from agent.sandbox import sandbox_exec_argv
 from agent.tools import ToolContext
+from agent.tools.commands import run_command
 from agent.tools.edits import create_file, delete_file, edit_file, move_file
 from agent.tools.files import list_files, read_file, search
 from agent.workspace import Workspace
@@ -207,3 +211,70 @@ async def test_a_turn_with_a_refused_write_still_finishes_normally(git_repo, out
     run = await run_agent(git_repo, script(turn(call("create_file", {"path": "x/.git/hooks/pre-commit",
                                                                      "content": "evil"}))))
     assert run.of(TurnFinished)[0].reason != "error"
+
+
+# -- run_command's sandbox ----------------------------------------------------------------------
+
+@pytest.fixture
+def bwrap():
+    exe = shutil.which("bwrap")
+    if exe is None:
+        pytest.skip("bubblewrap is not installed (apt install bubblewrap)")
+    probe = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--", "true"],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"bubblewrap cannot create namespaces here (user namespaces off?): {probe.stderr.strip()}")
+    return exe
+
+
+async def test_a_sandboxed_command_writes_only_in_the_workspace(git_repo, tmp_path, monkeypatch, bwrap):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "secret.txt").write_text("HOME_SECRET\n")
+    monkeypatch.setenv("HOME", str(home))
+    ctx = ToolContext(workspace=Workspace(git_repo), settings=Settings(sandbox="bwrap"))
+    probe = f"/var/tmp/teachback-probe-{os.getpid()}"
+
+    made = await run_command.fn(ctx, "echo made > inside.txt && echo $TEACHBACK_SANDBOX")
+    assert made.ok and "bwrap" in made.output and "sandboxed" in made.output
+    assert (git_repo / "inside.txt").read_text() == "made\n"
+    elsewhere = await run_command.fn(ctx, f"touch {probe}")
+    assert elsewhere.error_kind == "exit_status" and "Read-only" in elsewhere.output and not os.path.exists(probe)
+    hook = await run_command.fn(ctx, "echo evil > .git/hooks/pre-commit")
+    assert not hook.ok and not (git_repo / ".git" / "hooks" / "pre-commit").exists()
+    secret = await run_command.fn(ctx, f"cat {home}/secret.txt")
+    assert not secret.ok and "HOME_SECRET" not in secret.output
+    network = await run_command.fn(ctx, "cat /proc/net/dev")
+    table = network.output.split("\n", 2)[2]  # after the "$ command" and "[exit code ...]" lines
+    interfaces = [line.split(":")[0].strip() for line in table.splitlines() if ":" in line]
+    assert network.ok and interfaces == ["lo"]
+    unconfined = await run_command.fn(ToolContext(workspace=ctx.workspace, settings=Settings()), "cat /proc/net/dev")
+    assert "sandboxed" not in unconfined.output
+
+
+async def test_a_missing_sandbox_is_a_clear_tool_error(git_repo, tmp_path, monkeypatch, script, run_agent):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.symlink(shutil.which("git"), bin_dir / "git")
+    monkeypatch.setenv("PATH", str(bin_dir))  # git, but no bubblewrap
+    run = await run_agent(git_repo, script(turn(call("run_command", {"command": "touch made.txt"}))),
+                          sandbox="bwrap")
+    result = finished_calls(run)[0]
+    assert result.error_kind == "failed" and "apt install bubblewrap" in result.result
+    assert 'sandbox = "none"' in result.result and not (git_repo / "made.txt").exists()
+    assert run.of(TurnFinished)[0].reason != "error"
+    ctx = ToolContext(workspace=Workspace(git_repo), settings=Settings(sandbox="sandbox-exec"))
+    if sys.platform != "darwin":
+        assert "ships with macOS" in (await run_command.fn(ctx, "true")).output
+
+
+def test_the_sandbox_setting_is_checked_and_the_macos_profile_confines(git_repo):
+    with pytest.raises(ConfigError, match="sandbox must be one of none, auto, bwrap, sandbox-exec"):
+        Settings().replace(sandbox="firejail")
+    (git_repo / "teachback.toml").write_text('sandbox = "auto"\n')
+    assert load_settings(git_repo, env={}).sandbox == "auto"
+    argv = sandbox_exec_argv("/usr/bin/sandbox-exec", git_repo, "make test", git_repo.parent)
+    assert argv[-3:] == ["/bin/sh", "-c", "make test"] and f"WORKSPACE={git_repo}" in argv
+    profile = argv[argv.index("-p") + 1]
+    assert "(deny network-outbound (remote ip))" in profile and "(deny file-write*)" in profile
+    assert profile.index("(deny file-write*)") < profile.index('(subpath (param "WORKSPACE"))')
