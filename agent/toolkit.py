@@ -189,6 +189,13 @@ def _parse_arguments(found: Tool, raw: str) -> dict[str, Any] | ToolResult:
     return arguments
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of `text` as editors, git and edit_file number them: split at "\\n" only (a trailing
+    "\\r" stays). str.splitlines also splits at \\v, \\f, \\x1c-\\x1e, \\x85, U+2028 and U+2029."""
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
     problems = []
     known = {p.name: p for p in found.params}

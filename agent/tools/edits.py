@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
+from collections.abc import Iterable
 
-from agent.toolkit import ToolResult, error, tool
+from agent.toolkit import ToolResult, error, split_lines, tool
 from agent.tools.context import ToolContext
 from agent.workspace import FileChange, WorkspaceError
 
 MAX_CREATE_CHARS = 1_000_000
+# Bounds on the "closest text" search after a failed edit, so a big file or old_text stays quick.
+MAX_COMPARED_CHARS = 20_000  # a longer old_text gets no closest-text suggestion
+MAX_WINDOW_WORK = 100_000  # file lines x old_text lines compared window by window
+MAX_ANCHORED_WINDOWS = 20
+MAX_ANCHORS_PER_LINE = 1_000  # a line such as "}" occurs everywhere
 
 
 @tool("edit")
@@ -45,8 +52,9 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, replace
         return error(_no_match_message(rel, content, old_text), "no_match", target=rel)
     if count > 1 and not replace_all:
         lines = _match_lines(content, old_text)
+        more = ", ..." if count > len(lines) else ""
         return error(
-            f"old_text matches {count} places in {rel} (lines {', '.join(map(str, lines))}). Include more "
+            f"old_text matches {count} places in {rel} (lines {', '.join(map(str, lines))}{more}). Include more "
             "surrounding lines so it matches exactly one place, or pass replace_all=true to replace all of them.",
             "ambiguous",
             target=rel,
@@ -130,13 +138,21 @@ def move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
     )
 
 
-def _match_lines(content: str, needle: str) -> list[int]:
-    return [content[: m.start()].count("\n") + 1 for m in re.finditer(re.escape(needle), content)]
+def _match_lines(content: str, needle: str, limit: int = 20) -> list[int]:
+    """The line numbers of the first `limit` places `needle` occurs (counted as str.count does)."""
+    lines, line, counted_to = [], 1, 0
+    for match in re.finditer(re.escape(needle), content):
+        line += content.count("\n", counted_to, match.start())
+        counted_to = match.start()
+        lines.append(line)
+        if len(lines) == limit:
+            break
+    return lines
 
 
 def _no_match_message(rel: str, content: str, old_text: str) -> str:
-    file_lines = content.splitlines()
-    old_lines = old_text.splitlines() or [old_text]
+    file_lines = split_lines(content)
+    old_lines = split_lines(old_text) or [old_text]
     parts = [f"old_text was not found in {rel}."]
     if _squash(old_text) and _squash(old_text) in _squash(content):
         parts.append("Only whitespace differs (indentation, spaces or line breaks): copy the text exactly as the file has it.")
@@ -156,13 +172,19 @@ def _squash(text: str) -> str:
 
 
 def _closest_window(file_lines: list[str], old_lines: list[str]) -> tuple[int, float]:
-    """The start of the window of len(old_lines) file lines most similar to old_lines."""
+    """The start of the window of len(old_lines) file lines most similar to old_lines. Every window
+    is compared when that is cheap; in a big file only those where a line of old_text lines up."""
     size = len(old_lines)
     target = "\n".join(line.strip() for line in old_lines)
+    if len(target) > MAX_COMPARED_CHARS:
+        return 0, 0.0
     best, best_ratio = 0, 0.0
     matcher = difflib.SequenceMatcher(autojunk=False)
     matcher.set_seq2(target)
-    for start in range(max(1, len(file_lines) - size + 1)):
+    starts: Iterable[int] = range(max(1, len(file_lines) - size + 1))
+    if len(file_lines) * size > MAX_WINDOW_WORK:
+        starts = _anchored_starts(file_lines, old_lines)
+    for start in starts:
         window = "\n".join(line.strip() for line in file_lines[start : start + size])
         matcher.set_seq1(window)
         if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
@@ -171,3 +193,17 @@ def _closest_window(file_lines: list[str], old_lines: list[str]) -> tuple[int, f
         if ratio > best_ratio:
             best, best_ratio = start, ratio
     return best, best_ratio
+
+
+def _anchored_starts(file_lines: list[str], old_lines: list[str]) -> list[int]:
+    """Window starts that line up a line of old_text with the same line in the file (whitespace
+    aside), the ones that line up most lines first."""
+    where: dict[str, list[int]] = {}
+    for index, line in enumerate(file_lines):
+        where.setdefault(line.strip(), []).append(index)
+    votes: Counter[int] = Counter()
+    for offset, line in enumerate(old_lines):
+        if line.strip():
+            votes.update(index - offset for index in where.get(line.strip(), [])[:MAX_ANCHORS_PER_LINE])
+    return sorted(start for start, _ in votes.most_common(MAX_ANCHORED_WINDOWS) if start >= 0)
+
