@@ -7,6 +7,7 @@ file); without it, state lives in the platform data dir and config in the platfo
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -24,32 +25,44 @@ class ConfigError(Exception):
     """A setting that cannot be used; the message says where it came from and how to fix it."""
 
 
+def _number(default: float | None, *, low: float = 0, high: float | None = None, above: bool = False) -> Any:
+    """A numeric setting and its range. Every number setting must be finite; one declared without
+    this is only checked to be >= 0."""
+    return dataclasses.field(default=default, metadata={"low": low, "high": high, "above": above})
+
+
+def _choice(default: str, choices: tuple[str, ...]) -> Any:
+    return dataclasses.field(default=default, metadata={"choices": choices})
+
+
 @dataclass(frozen=True)
 class Settings:
     model: str = EMBEDDED_MODEL
-    approval: str = "ask"
+    approval: str = _choice("ask", APPROVAL_MODES)
     db: str | None = None  # None: $TEACHBACK_HOME/feedback.db
-    max_steps: int = 30
-    max_cost: float = 1.0  # USD per turn
-    max_time: float = 600.0  # seconds per turn
-    tool_mode: str = "auto"  # auto | native | text | grammar
+    db_wait: float = _number(30.0)  # seconds a write keeps retrying while another process holds the database
+    max_steps: int = _number(30, low=1)
+    max_cost: float = _number(1.0)  # USD per turn; 0: no cap
+    max_time: float = _number(600.0, above=True)  # seconds per turn
+    tool_mode: str = _choice("auto", ("auto", *TOOL_MODES))
     api_base: str | None = None
-    max_tokens: int | None = None  # per model reply; None: the provider's default
-    temperature: float | None = None  # None: the provider's default
+    max_tokens: int | None = _number(None, low=1)  # per model reply; None: the provider's default
+    temperature: float | None = _number(None, high=2)  # None: the provider's default
     record: bool = True
-    command_timeout: float = 120.0
-    sandbox: str = "none"  # "auto": bwrap on Linux, sandbox-exec on macOS
+    command_timeout: float = _number(120.0, above=True)
+    sandbox: str = _choice("none", SANDBOX_MODES)  # "auto": bwrap on Linux, sandbox-exec on macOS
     allow_commands: tuple[str, ...] = ()  # glob rules on the command line; deny wins over allow
     deny_commands: tuple[str, ...] = ()
     ask_commands: tuple[str, ...] = ()
-    repo_map_tokens: int = 1024
+    repo_map_tokens: int = _number(1024)
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied (None values ignored), validated."""
-        given = {k: v for k, v in changes.items() if v is not None}
+        known = {f.name: f for f in dataclasses.fields(Settings)}
+        given = {k: _coerce(known[k], v, "arguments") for k, v in changes.items() if v is not None}
         return _validated(dataclasses.replace(self, **given), "arguments")
 
 
@@ -78,12 +91,11 @@ def load_settings(workspace: Path | None = None, env: dict[str, str] | None = No
     for path in sources:
         if path.is_file():
             settings = _merge(settings, _read_toml(path), str(path))
-    from_env = {}
     for f in dataclasses.fields(Settings):
-        raw = env.get(f"TEACHBACK_{f.name.upper()}")
-        if raw is not None:
-            from_env[f.name] = _from_env_text(f, raw)
-    return _merge(settings, from_env, "environment (TEACHBACK_*)")
+        variable = f"TEACHBACK_{f.name.upper()}"
+        if env.get(variable) is not None:
+            settings = _merge(settings, {f.name: _from_env_text(f, env[variable])}, f"environment ({variable})")
+    return settings
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -91,8 +103,15 @@ def _read_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}. Fix the file or move it aside.") from exc
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {path}: {exc.strerror}. Fix its permissions or move it aside.") from exc
     # Accept both top-level keys and a [teachback] table; dashes or underscores.
     data = data.get("teachback", data)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: 'teachback' must be a table (a [teachback] header with the settings under it), "
+            f"got {data!r}."
+        )
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 
@@ -115,7 +134,7 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
         if kind == "int":
             if isinstance(value, bool) or float(value) != int(float(value)):
                 raise ValueError
-            return int(float(value))
+            return int(float(value))  # OverflowError for inf
         if kind == "float":
             if isinstance(value, bool):
                 raise ValueError
@@ -131,11 +150,9 @@ def _coerce(f: dataclasses.Field, value: Any, source: str) -> Any:
         if not isinstance(value, str):
             raise ValueError
         return value
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{source}: setting {f.name!r} must be {kind.replace('tuple[str, ...]', 'a list of strings')}, "
-            f"got {value!r}."
-        ) from None
+    except (TypeError, ValueError, OverflowError):
+        wanted = {"int": "int (a whole number)", "tuple[str, ...]": "a list of strings"}.get(kind, kind)
+        raise ConfigError(f"{source}: setting {f.name!r} must be {wanted}, got {value!r}.") from None
 
 
 def _kind(f: dataclasses.Field) -> str:
@@ -163,27 +180,34 @@ def _from_env_text(f: dataclasses.Field, raw: str) -> Any:
 
 
 def _validated(settings: Settings, source: str) -> Settings:
-    if settings.approval not in APPROVAL_MODES:
-        raise ConfigError(
-            f"{source}: approval must be one of {', '.join(APPROVAL_MODES)}, got {settings.approval!r}."
-        )
-    if settings.tool_mode not in ("auto", *TOOL_MODES):
-        raise ConfigError(
-            f"{source}: tool_mode must be auto, {', '.join(TOOL_MODES)}; got {settings.tool_mode!r}."
-        )
-    if settings.sandbox not in SANDBOX_MODES:
-        raise ConfigError(f"{source}: sandbox must be one of {', '.join(SANDBOX_MODES)}, got {settings.sandbox!r}.")
-    if settings.max_steps < 1:
-        raise ConfigError(f"{source}: max_steps must be at least 1, got {settings.max_steps}.")
-    if settings.max_cost < 0 or settings.max_time <= 0:
-        raise ConfigError(f"{source}: max_cost must be >= 0 and max_time > 0.")
-    if settings.max_tokens is not None and settings.max_tokens < 1:
-        raise ConfigError(f"{source}: max_tokens must be at least 1 (or unset), got {settings.max_tokens}.")
-    if settings.temperature is not None and not 0 <= settings.temperature <= 2:
-        raise ConfigError(f"{source}: temperature must be between 0 and 2, got {settings.temperature}.")
+    """Every setting against its declared type, choices and range (numbers must be finite)."""
+    for f in dataclasses.fields(Settings):
+        problem = _problem(f, getattr(settings, f.name))
+        if problem:
+            raise ConfigError(f"{source}: {f.name} {problem}")
     if not settings.model.strip():
         raise ConfigError(f"{source}: model must not be empty (e.g. anthropic/claude-sonnet-4-5).")
     return settings
+
+
+def _problem(f: dataclasses.Field, value: Any) -> str | None:
+    if value is None:
+        return None
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        return f"must be one of {', '.join(choices)}, got {value!r}."
+    if _kind(f) not in ("int", "float"):
+        return None
+    if not math.isfinite(value):
+        return f"must be a finite number, got {value!r}."
+    low, high = f.metadata.get("low", 0), f.metadata.get("high")
+    if f.metadata.get("above") and value <= low:
+        return f"must be above {low:g}, got {value!r}."
+    if high is not None and not low <= value <= high:
+        return f"must be between {low:g} and {high:g}, got {value!r}."
+    if value < low:
+        return f"must be at least {low:g}, got {value!r}."
+    return None
 
 
 def settings_dict(settings: Settings) -> dict[str, Any]:
