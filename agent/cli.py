@@ -10,8 +10,14 @@ import sys
 from pathlib import Path
 
 from agent.config import APPROVAL_MODES, ConfigError, Settings, load_settings
+from feedback_store.errors import StoreError
 
-EXIT_OK, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2
+# 0: the turn finished; 1: it stopped (a limit, an interrupt, a model or internal error); 2: the
+# command, the configuration, the database or the model cannot be used as given; 3: the session
+# ran but some of its events are not in the feedback database.
+EXIT_OK, EXIT_STOPPED, EXIT_USAGE, EXIT_UNRECORDED = 0, 1, 2, 3
+# Model errors that no retry or later turn can fix: the model name, its key, or its provider set-up.
+MODEL_USAGE_ERRORS = ("setup", "auth", "not_found")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except ConfigError as exc:
         print(f"teachback: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreError as exc:
+        print(f"teachback: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("teachback: interrupted", file=sys.stderr)
@@ -96,6 +105,7 @@ def settings_for(args: argparse.Namespace) -> Settings:
 
 def _run(args: argparse.Namespace) -> int:
     from agent.approval_prompt import TerminalApprover
+    from agent.protocol import ErrorEvent, UserInput
     from agent.runtime import open_session
     from agent.transcript import JsonLines, Transcript
     from agent.workspace import WorkspaceError
@@ -106,20 +116,27 @@ def _run(args: argparse.Namespace) -> int:
     except WorkspaceError as exc:
         print(f"teachback: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    session.subscribe(JsonLines() if args.json else Transcript())
+    show = JsonLines() if args.json else Transcript()
+    recording = None
     if not args.no_record and settings.record:
-        store = _open_store(settings)
-        if store is None:
+        recording = _recording(settings, show)
+        if recording is None:
             return EXIT_USAGE
-        from feedback_store import Recorder
-
-        session.subscribe(Recorder(store))
+    session.subscribe(recording.recorder if recording else show)  # shown once recorded
+    errors: list[str] = []
+    session.subscribe(lambda event: errors.append(event.kind) if isinstance(event, ErrorEvent) else None)
     TerminalApprover(session)
+    finished = _drive(session, UserInput(text=args.instruction))
+    if any(kind in MODEL_USAGE_ERRORS for kind in errors):
+        code = EXIT_USAGE
+    else:
+        code = EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
+    return recording.finish(session.id, code) if recording else code
 
-    from agent.protocol import UserInput
 
+def _drive(session, op):
     loop = asyncio.new_event_loop()
-    task = loop.create_task(session.run(UserInput(text=args.instruction)))
+    task = loop.create_task(session.run(op))
     while True:
         try:
             finished = loop.run_until_complete(task)
@@ -134,17 +151,53 @@ def _run(args: argparse.Namespace) -> int:
                 task.cancel()
                 raise
     loop.close()
-    return EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
+    return finished
 
 
-def _open_store(settings: Settings):
-    from feedback_store import StoreError, open_store
+class _Recording:
+    """The run's recorder, and what the person is told when the database stops taking writes."""
 
+    def __init__(self, store, show) -> None:
+        from feedback_store import Recorder
+
+        self.store = store
+        self.recorder = Recorder(store, then=show, on_error=self._warn)
+        self.troubled = False
+
+    def _warn(self, error: StoreError) -> None:
+        self.troubled = True
+        print(f"teachback: recording is failing: {error}", file=sys.stderr)
+
+    def finish(self, session_id: str, code: int) -> int:
+        """Write what is still pending (waiting the full db_wait); exit 3 when anything is lost."""
+        unrecorded = self.recorder.flush() + self.recorder.lost
+        self.store.close()
+        if unrecorded:
+            print(
+                f"teachback: RECORDING FAILED: {len(unrecorded)} event(s) of session {session_id} are not in "
+                f"the feedback database {self.store.path}; the session itself ran (its output is above). "
+                f"{self.recorder.error or 'See the messages above.'}",
+                file=sys.stderr,
+            )
+            return EXIT_UNRECORDED
+        if self.troubled:
+            print(f"teachback: recording caught up: every event is in {self.store.path}.", file=sys.stderr)
+        return code
+
+
+def _recording(settings: Settings, show) -> _Recording | None:
+    from feedback_store import open_store
+
+    store = None
     try:
-        return open_store(settings.db_path())
+        store = open_store(settings.db_path(), timeout=settings.db_wait)
+        store.check_writable()  # a read-only database stops the run before it acts
     except StoreError as exc:
+        if store is not None:
+            store.close()
         print(f"teachback: {exc}\n(or pass --no-record to run without recording)", file=sys.stderr)
         return None
+    return _Recording(store, show)
 
 
 def _undo(args: argparse.Namespace) -> int:

@@ -4,13 +4,18 @@ Each event is one IMMEDIATE transaction, committed before the call returns, so a
 loses nothing already emitted. Events are keyed by id: replaying a log writes no duplicates.
 Streaming deltas (AssistantDelta) are not stored: the AssistantMessage that follows them carries
 the whole text.
+
+When the database refuses a write (locked past the store's wait, turned read-only, disk full) the
+event is kept in memory, in order, and written with the next event or by `flush()`: nothing is
+dropped while the process lives, and the failure is reported (raised, or passed to `on_error`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from agent.protocol import (
     ApprovalRequested,
@@ -28,23 +33,89 @@ from agent.protocol import (
     TurnStarted,
 )
 from feedback_store import monitor, pairs
+from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
 from feedback_store.store import Store
+
+log = logging.getLogger(__name__)
 
 TITLE_LENGTH = 80
 
 
 class Recorder:
-    """`session.subscribe(Recorder(store))` records everything the session emits."""
+    """`session.subscribe(Recorder(store))` records everything the session emits.
 
-    def __init__(self, store: Store) -> None:
+    `then` sees each event once it is committed (deltas at once), so what a frontend shows is
+    already durable; while recording is failing it sees them at once, the failure having been
+    reported. `on_error` is told when recording starts failing (without it the StoreError is
+    raised to the emitter) and when an event is refused for good.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        then: Callable[[Event], None] | None = None,
+        on_error: Callable[[StoreError], None] | None = None,
+    ) -> None:
         self.store = store
+        self.then = then
+        self.on_error = on_error
+        self.pending: list[Event] = []  # not yet committed, oldest first
+        self.lost: list[Event] = []  # refused by the database itself (a constraint), never to be written
+        self.error: StoreError | None = None  # why the pending events wait, while they do
+        self._shown = 0  # how many of `pending` `then` has already seen
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, AssistantDelta):
+            self._show([event])
             return
-        with self.store.write() as conn:
-            record(conn, event)
+        self.pending.append(event)
+        self._write(wait=0 if self.error else None)  # while failing, one quick try per event
+
+    def flush(self, wait: float | None = None) -> list[Event]:
+        """Write what is pending, waiting up to `wait` s (default: the store's); return what is not."""
+        if self.pending:
+            self._write(wait)
+        return list(self.pending)
+
+    def _write(self, wait: float | None) -> None:
+        try:
+            with self.store.write(wait=wait) as conn:
+                refused = _record_each(conn, self.pending)
+        except StoreError as exc:
+            self._failed(exc)
+            return
+        done, shown = self.pending, self._shown
+        self.pending, self._shown, self.error = [], 0, None
+        self._show(done[shown:])
+        if refused:
+            self.lost += refused
+            self._report(StoreError(
+                f"The feedback database {self.store.path} refused {len(refused)} event(s) "
+                f"({', '.join(e.type for e in refused)}); they are not recorded. This is a teachback "
+                "bug: please report it with the log (-v)."
+            ))
+
+    def _failed(self, exc: StoreError) -> None:
+        first, self.error = self.error is None, exc
+        self._show(self.pending[self._shown:])
+        self._shown = len(self.pending)
+        if first:
+            self._report(StoreError(
+                f"{exc} {len(self.pending)} event(s) not yet recorded are kept in memory and written "
+                "as soon as the database takes writes again."
+            ), cause=exc)
+
+    def _report(self, error: StoreError, cause: BaseException | None = None) -> None:
+        if self.on_error is None:
+            raise error from cause
+        self.on_error(error)
+
+    def _show(self, events: Sequence[Event]) -> None:
+        if self.then is not None:
+            for event in events:
+                self.then(event)
 
     def record_many(self, events: Iterable[Event]) -> None:
         """Record a whole log in one transaction (imports and replays)."""
@@ -52,6 +123,23 @@ class Recorder:
             for event in events:
                 if not isinstance(event, AssistantDelta):
                     record(conn, event)
+
+
+def _record_each(conn: sqlite3.Connection, events: Sequence[Event]) -> list[Event]:
+    """Record `events` in the open transaction; return those the database refused (a constraint or
+    a type), each undone on its own so it cannot keep the others out. Any other error (locked,
+    read-only, I/O) propagates and the transaction rolls back."""
+    refused = []
+    for event in events:
+        conn.execute("SAVEPOINT recorder_event")
+        try:
+            record(conn, event)
+        except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError, sqlite3.ProgrammingError):
+            log.exception("the database refused %s %s", event.type, event.id)
+            conn.execute("ROLLBACK TO recorder_event")
+            refused.append(event)
+        conn.execute("RELEASE recorder_event")
+    return refused
 
 
 def record(conn: sqlite3.Connection, event: Event) -> bool:

@@ -2,7 +2,9 @@
 
 Several processes (language server, terminal app, CLI runs) may write one file at once: the file is
 in WAL mode, every write transaction begins IMMEDIATE (it takes the write lock before reading, so
-two writers never deadlock on a lock upgrade) and waits on a busy timeout.
+two writers never deadlock on a lock upgrade). A writer that finds the lock taken waits on SQLite's
+busy timeout and then retries with backoff until its whole wait is spent, so a long transaction in
+another process delays a write rather than dropping it.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import json
+import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,7 +27,14 @@ from feedback_store.errors import StoreError
 from feedback_store.migrations import migrate
 from feedback_store.rows import Pair, SessionSummary
 
-DEFAULT_TIMEOUT = 10.0  # seconds a writer waits for another writer's transaction
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 30.0  # seconds a writer waits, in all, for another process's write transaction
+# One attempt waits on SQLite's own busy handler this long; then the writer pauses (doubling from
+# FIRST_BACKOFF to MAX_BACKOFF) and tries again, which also covers the SQLITE_BUSY cases that return
+# without calling the busy handler (WAL recovery by another connection, a stale snapshot).
+BUSY_TIMEOUT = 1.0
+FIRST_BACKOFF, MAX_BACKOFF = 0.05, 1.0
 WAL_CHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes the log file is truncated to after a checkpoint
 
@@ -35,8 +46,14 @@ def default_db_path() -> Path:
 
 
 def open_store(path: str | Path | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
-    """Open (creating and migrating as needed) the feedback database at `path`."""
+    """Open (creating and migrating as needed) the feedback database at `path`; `timeout` is how
+    long, in all, each write waits for another process's write lock."""
     path = Path(path).expanduser() if path is not None else default_db_path()
+    if path.is_dir():
+        raise StoreError(
+            f"The feedback database path {path} is a folder. Give a file path, such as "
+            f"--db {path / 'feedback.db'} (or TEACHBACK_DB)."
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -44,7 +61,10 @@ def open_store(path: str | Path | None = None, *, timeout: float = DEFAULT_TIMEO
             f"Cannot create the folder for the feedback database {path}: {exc.strerror}. "
             "Choose a writable location with --db PATH or TEACHBACK_DB."
         ) from exc
-    conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise explain(exc, path) from exc
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         # In WAL mode NORMAL loses nothing on a process crash; only a power cut may drop the last
@@ -65,7 +85,13 @@ def open_store(path: str | Path | None = None, *, timeout: float = DEFAULT_TIMEO
     except sqlite3.Error as exc:
         conn.close()
         raise explain(exc, path) from exc
-    return Store(db, path)
+    return Store(db, path, wait=timeout)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Another connection holds the lock (SQLITE_BUSY or SQLITE_LOCKED, extended codes included)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc).lower()
 
 
 def explain(exc: sqlite3.Error, path: Path) -> StoreError:
@@ -82,12 +108,14 @@ def explain(exc: sqlite3.Error, path: Path) -> StoreError:
         return StoreError(
             f"The feedback database {path} is locked: another program has held a write "
             f"transaction on it for too long ({text}). Close that program (another teachback "
-            "process or an SQLite browser with unsaved changes) and retry, or use --db PATH."
+            "process or an SQLite browser with unsaved changes) and retry, let writes wait longer "
+            "with the db_wait setting (TEACHBACK_DB_WAIT, seconds), or use --db PATH."
         )
     if "readonly" in lowered or "unable to open" in lowered or "permission" in lowered:
         return StoreError(
             f"Cannot write the feedback database {path} ({text}). Check the permissions of the "
-            "file and its folder, or choose a writable file with --db PATH or TEACHBACK_DB."
+            "file and its folder (and, on Linux, the immutable flag: lsattr, chattr -i), or choose "
+            "a writable file with --db PATH or TEACHBACK_DB."
         )
     return StoreError(f"The feedback database {path} failed: {text}.")
 
@@ -110,23 +138,23 @@ def parse_since(since: float | str | dt.datetime | None) -> float | None:
 
 
 class Store:
-    def __init__(self, db: sqlite_utils.Database, path: Path) -> None:
+    def __init__(self, db: sqlite_utils.Database, path: Path, *, wait: float = DEFAULT_TIMEOUT) -> None:
         self.db = db
         self.path = path
+        self.wait = wait  # seconds, in all, a write waits for another process's write lock
         self._lock = threading.RLock()  # one connection, shared by the threads of one process
         self._blob_cache: dict[str, Any] = {}
+        self._busy_ms: int | None = None
 
     # -- writing ---------------------------------------------------------------------------
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE write transaction; committed on exit, rolled back on error."""
+    def write(self, wait: float | None = None) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE write transaction; committed on exit, rolled back on error. Waits up to
+        `wait` seconds (default: the store's) for the write lock, retrying with backoff."""
         conn = self.db.conn
         with self._lock:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise explain(exc, self.path) from exc
+            self._begin(conn, self.wait if wait is None else wait)
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -137,6 +165,39 @@ class Store:
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                raise
+
+    def _begin(self, conn: sqlite3.Connection, wait: float) -> None:
+        deadline = time.monotonic() + wait
+        pause = FIRST_BACKOFF
+        while True:
+            self._set_busy_timeout(conn, min(BUSY_TIMEOUT, max(0.0, deadline - time.monotonic())))
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.Error as exc:
+                left = deadline - time.monotonic()
+                if not is_busy(exc) or left <= 0:
+                    raise explain(exc, self.path) from exc
+                log.info("%s is locked by another process; retrying in %.2f s", self.path, min(pause, left))
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, MAX_BACKOFF)
+
+    def _set_busy_timeout(self, conn: sqlite3.Connection, seconds: float) -> None:
+        ms = int(seconds * 1000)
+        if ms != self._busy_ms:
+            conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self._busy_ms = ms
+
+    def check_writable(self) -> None:
+        """Raise StoreError at once if the file takes no writes (a read-only or immutable file or
+        folder). A database that is only busy passes: writes will wait for it."""
+        try:
+            with self.write(wait=0) as conn:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                conn.execute(f"PRAGMA user_version = {int(version)}")
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, sqlite3.Error) or not is_busy(exc.__cause__):
                 raise
 
     def close(self) -> None:
