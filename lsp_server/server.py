@@ -19,7 +19,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from lsp_server import actions, commands
+from lsp_server import actions, commands, transport
 from lsp_server.documents import Documents
 from lsp_server.editor import PyglsEditor
 from lsp_server.host import AgentHost
@@ -238,9 +238,7 @@ def main(tcp: str | None = None) -> int:
         if not sep or not port.isdigit():
             sys.stderr.write(f"teachback lsp: --tcp takes HOST:PORT (e.g. 127.0.0.1:2087), got {tcp!r}\n")
             return 2
-        server.start_tcp(host or "127.0.0.1", int(port))
-        return 0
+        return transport.serve_tcp(server, host or "127.0.0.1", int(port))
     stdout = sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print from any library must not corrupt the protocol stream
-    server.start_io(sys.stdin.buffer, stdout)
-    return 0
+    return transport.serve_stdio(server, sys.stdin.buffer, stdout)
