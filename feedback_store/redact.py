@@ -215,33 +215,21 @@ class Redactor:
         self._token_index = _KeywordIndex(self._tokens)
         self._other_index = _KeywordIndex(self._others)
         values = credential_env_values(os.environ if env is None else env)
-        self._env = re.compile("|".join(re.escape(v) for v in values)) if values else None
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
-        self._env_keywords = sorted({v.lower() for v in values} | {json.dumps(v, ensure_ascii=False)[1:-1].lower() for v in values})
-        self._always = any(not (r.keywords or r.anchors) for r in self.rules)
-        self._keywords = sorted({k for r in self.rules for k in (*r.keywords, *r.anchors)} | set(self._env_keywords))
+        forms = sorted({v for v in values} | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}, key=lambda v: (-len(v), v))
+        self._env = re.compile("|".join(map(re.escape, forms))) if forms else None
+        self._env_keywords = tuple({v.lower() for v in forms})
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
-    def might_hold_secrets(self, text: str) -> bool:
-        if self._always:
-            return True
-        lowered = text.lower()
-        return any(keyword in lowered for keyword in self._keywords)
-
     def redact(self, text: str) -> str:
         spans = self.find(text)
         if not spans:
             return text
-        pieces, last = [], 0
-        for start, end, kind in spans:
-            self.counts[kind] += 1
-            pieces += [text[last:start], f"[REDACTED:{kind}]"]
-            last = end
-        pieces.append(text[last:])
-        return "".join(pieces)
+        self.counts.update(kind for _, _, kind in spans)
+        return _replace(text, spans)
 
     def find(self, text: str) -> list[Span]:
         """The secrets in `text`, in order, without overlaps; nothing is counted."""
@@ -299,15 +287,24 @@ class Redactor:
         return spans
 
     def redact_value(self, value: Any, serialized: str | None = None) -> Any:
-        """Redact every string inside JSON-like data (dicts, lists); `serialized` is its JSON text
-        when the caller already has it."""
+        """Redact JSON-like data (dicts, lists, strings); `serialized` is its JSON text when the
+        caller already has it. The rules read JSON text as well as plain text, so the whole value
+        is redacted in one pass over its JSON, which also finds a credential split between a key
+        and its value (`{"password": "..."}`). Should a replacement ever leave that JSON invalid,
+        each string is redacted on its own instead."""
         if isinstance(value, str):
             return self.redact(value)
         if serialized is None:
             serialized = json.dumps(value, ensure_ascii=False)
-        if not self.might_hold_secrets(serialized):
-            return value  # one test over the whole message instead of one per string
-        return self._walk(value)
+        spans = self.find(serialized)
+        if not spans:
+            return value
+        try:
+            redacted = json.loads(_replace(serialized, spans))
+        except ValueError:
+            return self._walk(value)
+        self.counts.update(kind for _, _, kind in spans)
+        return redacted
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -317,6 +314,15 @@ class Redactor:
         if isinstance(value, dict):
             return {k: self._walk(v) for k, v in value.items()}
         return value
+
+
+def _replace(text: str, spans: list[Span]) -> str:
+    pieces, last = [], 0
+    for start, end, kind in spans:
+        pieces += [text[last:start], f"[REDACTED:{kind}]"]
+        last = end
+    pieces.append(text[last:])
+    return "".join(pieces)
 
 
 def _span(match: re.Match[str], compiled: _Compiled) -> Span:

@@ -218,3 +218,14 @@ def test_stats_count_what_an_export_would_redact(tmp_path: Path) -> None:
     stats = compute_stats(store)
     assert stats["secrets_by_kind"] == secret_counts(store, Redactor(env={})) == {"openai_api_key": 3, "slack_token": 1}
     assert "Secrets an export would redact: 4 (openai_api_key: 3, slack_token: 1)" in format_stats(stats)
+
+
+def test_structured_values_are_redacted_through_their_json() -> None:
+    password = chars(20, "dictpw", ALNUM + "!#%")
+    quoted = 'p"w' + chars(12, "quoted")
+    redactor = Redactor(env={"DEPLOY_SECRET": quoted})
+    arguments = {"path": "db.json", "content": {"user": "app", "password": password}, "note": f"set {quoted}"}
+    out = redactor.redact_value(arguments)
+    assert out == {"path": "db.json", "content": {"user": "app", "password": "[REDACTED:generic_secret]"},
+                   "note": "set [REDACTED:env_value]"}
+    assert redactor.counts == {"generic_secret": 1, "env_value": 1}
