@@ -24,10 +24,13 @@ MAX_HEADER = 8 * 1024  # bytes of header lines before the blank line
 
 _TOKEN = b"content-length:"
 _TOKEN_RE = re.compile(re.escape(_TOKEN), re.IGNORECASE)
-_HEADER_IN_BODY = re.compile(rb"content-length:[ \t]*\d+[ \t]*\r?\n", re.IGNORECASE)
+_HEADER_AT = re.compile(rb"content-length:[ \t]*\d+[ \t]*\r?\n", re.IGNORECASE)
+# Spellings looked for inside a partial body with a fast byte search (others are found only once
+# the declared length has arrived and the body fails to parse).
+_SPELLINGS = (b"Content-Length:", b"content-length:", b"CONTENT-LENGTH:")
 _HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*")
 _BLANK = re.compile(rb"[\r\n]*")
-_LOOKBACK = 64  # bytes of a partial body searched again when more arrive (a header split in two)
+_HEADER_REACH = 80  # the last bytes of a partial body are searched again: a header may be cut off there
 
 
 @dataclass(frozen=True)
@@ -139,12 +142,11 @@ class FrameParser:
 
     def _take_body(self, length: int) -> Event | None:
         if len(self._buffer) < length:
-            stray = _HEADER_IN_BODY.search(self._buffer, max(0, self._scanned - _LOOKBACK))
-            self._scanned = len(self._buffer)
+            stray = self._stray_header()
             if stray is None:
                 return None
-            del self._buffer[: stray.start()]
-            return self._ended_early(stray.start(), length)
+            del self._buffer[:stray]
+            return self._ended_early(stray, length)
         body = bytes(self._buffer[:length])
         del self._buffer[:length]
         self._length = None
@@ -156,6 +158,18 @@ class FrameParser:
                 return NotJson(f"the body is not JSON ({exc})")
             self._buffer[:0] = body[restart:]
             return self._ended_early(restart, length)
+
+    def _stray_header(self) -> int | None:
+        """Where a whole `Content-Length: N` line starts in the partial body, if one does."""
+        start, self._scanned = self._scanned, max(0, len(self._buffer) - _HEADER_REACH)
+        found = [at for spelling in _SPELLINGS if (at := self._header_line(spelling, start)) is not None]
+        return min(found, default=None)
+
+    def _header_line(self, spelling: bytes, start: int) -> int | None:
+        at = self._buffer.find(spelling, start)
+        while at >= 0 and not _HEADER_AT.match(self._buffer, at):
+            at = self._buffer.find(spelling, at + 1)
+        return at if at >= 0 else None
 
     def _ended_early(self, at: int, length: int) -> BadFrame:
         """The body ended at `at`, where the next frame's header begins (the buffer starts there)."""
