@@ -216,7 +216,8 @@ class Redactor:
         self._other_index = _KeywordIndex(self._others)
         values = credential_env_values(os.environ if env is None else env)
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
-        forms = sorted({v for v in values} | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}, key=lambda v: (-len(v), v))
+        forms = set(values) | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}
+        forms = sorted(forms, key=lambda v: (-len(v), v))
         self._env = re.compile("|".join(map(re.escape, forms))) if forms else None
         self._env_keywords = tuple({v.lower() for v in forms})
 
