@@ -46,22 +46,52 @@ def is_inside(root: Path, path: str | Path) -> bool:
 
 def paths_inside(root: Path, rels: Iterable[str]) -> list[str]:
     """The root-relative paths of `rels` that resolve inside `root`: links leading out (to a file
-    or through a folder) are dropped. Each folder is resolved once."""
+    or through a folder) are dropped. Each folder is read once (its entries' types come with the
+    listing), so only the links themselves are resolved."""
     root = Path(os.path.realpath(root))
-    real_dirs: dict[str, str | None] = {}
+    folders = _Folders(root)
     kept = []
     for rel in rels:
         folder, _, name = rel.rpartition("/")
-        if folder not in real_dirs:
-            real = os.path.realpath(root / folder)
-            real_dirs[folder] = real if is_inside(root, real) else None
-        real_folder = real_dirs[folder]
-        if real_folder is None:
-            continue
-        full = os.path.join(real_folder, name)
-        if not os.path.islink(full) or is_inside(root, full):
+        real = folders.real(folder)
+        if real is not None and (not folders.is_link(folder, name) or is_inside(root, os.path.join(real, name))):
             kept.append(rel)
     return kept
+
+
+class _Folders:
+    """Each folder's real path (None: it leads out of the root) and the names of the links in it."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._real: dict[str, str | None] = {"": str(root)}
+        self._links: dict[str, frozenset[str] | None] = {}  # None: the folder could not be listed
+
+    def real(self, folder: str) -> str | None:
+        if folder not in self._real:
+            parent, _, name = folder.rpartition("/")
+            base = self.real(parent)
+            if base is None:
+                self._real[folder] = None
+            elif self.is_link(parent, name):
+                target = os.path.realpath(os.path.join(base, name))
+                self._real[folder] = target if is_inside(self._root, target) else None
+            else:
+                self._real[folder] = os.path.join(base, name)
+        return self._real[folder]
+
+    def is_link(self, folder: str, name: str) -> bool:
+        """Whether `name` in `folder` (whose real path is known) is a link."""
+        real = self._real[folder]
+        assert real is not None
+        if folder not in self._links:
+            try:
+                with os.scandir(real) as entries:
+                    self._links[folder] = frozenset(e.name for e in entries if e.is_symlink())
+            except OSError:  # not listable (no read permission): ask about each name instead
+                self._links[folder] = None
+        links = self._links[folder]
+        return name in links if links is not None else os.path.islink(os.path.join(real, name))
 
 
 def write_inside(root: Path, rel: str, data: bytes, *, mode: int | None = None) -> None:
