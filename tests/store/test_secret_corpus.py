@@ -76,6 +76,8 @@ def test_recall_per_context_and_kind() -> None:
         assert recall >= RECALL, f"recall {recall:.2%}; first leaks:\n{sample}"
         for context, (n, bad) in by_context.items():
             assert 1 - bad / n >= 0.97, (context, report(by_context), sample)
+        for kind, (n, bad) in by_kind.items():
+            assert 1 - bad / n >= 0.9, (kind, sample)
 
 
 def stdlib_sample() -> list[Path]:
