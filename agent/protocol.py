@@ -167,6 +167,12 @@ class ModelUsage(Event):
     latency_ms: float
     attempts: int = 1
     logprobs: list[dict[str, Any]] | None = None  # [{"token": str, "logprob": float}, ...]
+    # What the model was given when it differs from the conversation (text and grammar tool modes):
+    tool_mode: str | None = None  # native | text | grammar
+    rendered_messages: list[dict[str, Any]] | None = None  # the messages as sent to the provider
+    # The embedded model only: the token ids it was fed and those it sampled (aligned with logprobs).
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
     type: ClassVar[str] = "model_usage"
 
 

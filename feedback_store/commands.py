@@ -10,7 +10,9 @@ import sys
 import time
 from typing import Any
 
-EXPORT_FORMATS = ("sdpo", "trl-sdpo", "trl-sdft", "dpo", "sft", "verl")  # feedback_store.formats.FORMATS
+EXPORT_FORMATS = ("sdpo", "trl-sdpo", "trl-sdft", "dpo", "sft", "kto", "verl")  # feedback_store.formats.FORMATS
+TEMPLATES = ("auto", "native", "text")  # feedback_store.views.TEMPLATES
+EMPTY_EXPORT_EXIT = 2
 PROGRESS_MIN_TOTAL = 2000  # pairs; smaller exports finish before a bar would help
 BAR_WIDTH = 30
 
@@ -31,6 +33,19 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not redact secrets (API keys, tokens, passwords); redaction is on by default")
     parser.add_argument("--include-flagged", action="store_true",
                         help="include sessions the reward-hacking monitor flagged (left out by default)")
+    parser.add_argument("--template", choices=TEMPLATES, default="auto",
+                        help="native: OpenAI/Hugging Face tool calls, schemas in a `tools` column (models whose chat "
+                             "template supports tools); text: tools in the system prompt and calls as text, as "
+                             "teachback gives models without tool support (SmolLM2); auto (default): text for "
+                             "sessions whose model was given the text form, native otherwise")
+    parser.add_argument("--compact-tools", action="store_true",
+                        help="shorter tool schemas for small models (first sentence of each description, no "
+                             "argument descriptions)")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="leave out records longer than N tokens (prompt, tools and completion)")
+    parser.add_argument("--tokenizer", metavar="SPEC",
+                        help="how to count tokens: local/smollm2 (default when installed), a .gguf file, or "
+                             "estimate (4 characters per token)")
 
 
 def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +55,7 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
 
 def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
-    from feedback_store.export import export
+    from feedback_store.export import EmptyExport, export
     from feedback_store.store import default_db_path
 
     databases = args.db or [str(default_db_path())]
@@ -49,20 +64,45 @@ def export_main(args: argparse.Namespace) -> int:
         result = export(
             databases, args.format, args.out, progress=bar, redact=not args.no_redact,
             include_flagged=args.include_flagged, source=args.source, since=args.since,
-            model=args.model, test_fraction=args.test_fraction,
+            model=args.model, test_fraction=args.test_fraction, template=args.template,
+            compact_tools=args.compact_tools, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
+            command=_command(args),
         )
     except StoreError as exc:
         bar.clear()
         print(f"teachback export: {exc}", file=sys.stderr)
-        return 1
+        return EMPTY_EXPORT_EXIT if isinstance(exc, EmptyExport) else 1
     bar.clear()
     paths = ", ".join(str(p) for p in result.paths)
     redacted = (f"{result.redactions} secrets redacted" if not args.no_redact else "redaction off")
     if result.redacted_kinds:
         redacted += " (" + ", ".join(f"{k}: {n}" for k, n in sorted(result.redacted_kinds.items())) + ")"
-    print(f"Wrote {result.records} {args.format} records to {paths}; {redacted}; "
-          f"{result.duplicates} duplicates skipped.")
+    print(f"Wrote {result.records} {args.format} records to {paths}; {redacted}.")
+    if result.left_out:
+        print("Left out: " + "; ".join(f"{n} {reason}" for reason, n in sorted(result.left_out.items())) + ".")
+    for line in result.length_lines:
+        print(line)
+    print(f"Dataset card: {result.card}")
+    for warning in result.warnings:
+        print(f"teachback export: warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The export command line, for the dataset card."""
+    import shlex
+
+    words = ["teachback", "export", "--format", args.format, "--out", str(args.out)]
+    for name in ("source", "since", "model", "max_tokens", "tokenizer"):
+        if getattr(args, name) is not None:
+            words += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    if args.test_fraction:
+        words += ["--test-fraction", str(args.test_fraction)]
+    if args.template != "auto":
+        words += ["--template", args.template]
+    words += [flag for flag, on in (("--compact-tools", args.compact_tools), ("--no-redact", args.no_redact),
+                                    ("--include-flagged", args.include_flagged)) if on]
+    return shlex.join(words)
 
 
 def stats_main(args: argparse.Namespace) -> int:

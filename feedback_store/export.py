@@ -1,7 +1,11 @@
 """`teachback export`: pairs from one or more databases -> training files in one format.
 
-Pairs are deduplicated across databases by content hash, filtered, redacted (by default), split
-train/test by session (so no conversation lands on both sides) and written in a deterministic order.
+Pairs are deduplicated (the same content in several databases; near-duplicates within a session:
+the same call and feedback once ids and whitespace are normalised), given a correction that fits
+their prompt where one can be derived (feedback_store.corrections), built into records, redacted
+(by default), measured in tokens, split train/test by session (so no conversation lands on both
+sides) and written in a deterministic order, with a dataset card beside them. An export that would
+write nothing fails with what to change instead of leaving an empty file.
 """
 
 from __future__ import annotations
@@ -9,36 +13,50 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-import os
-import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from feedback_store.card import CardInfo, write_card
+from feedback_store.corrections import Workspace, fitting_correction
 from feedback_store.errors import StoreError
-from feedback_store.formats import FORMATS
-from feedback_store.hashing import canonical_json
+from feedback_store.export_io import Sink, SessionMessages, accepted_edits, near_key, scrub_render
+from feedback_store.formats import FORMATS, Example, Left, Options, template_of
+from feedback_store.lengths import LengthReport, TokenCounter
 from feedback_store.redact import Redactor
+from feedback_store.renders import Renders
 from feedback_store.rows import Pair
 from feedback_store.store import Store, open_store
+from feedback_store.views import TEMPLATES
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
+CORRECTED_FORMATS = ("dpo", "sft", "trl-sdft")
 
-__all__ = ["FORMATS", "ExportResult", "export", "split_of"]
+__all__ = ["FORMATS", "EmptyExport", "ExportResult", "export", "split_of"]
+
+
+class EmptyExport(StoreError):
+    """The selection gave no record; the message says what to change."""
 
 
 @dataclass(frozen=True)
 class ExportResult:
     records: int  # records written (all splits)
     redactions: int  # secrets replaced
-    paths: list[Path]
+    paths: list[Path]  # files written (an empty split is not written)
     redacted_kinds: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0  # pairs skipped because another database held the same content
     splits: dict[str, int] = field(default_factory=dict)  # records per split
+    near_duplicates: int = 0  # pairs skipped: the same call and feedback earlier in the session
+    left_out: dict[str, int] = field(default_factory=dict)  # pairs or records not written, by reason
+    lengths: dict[str, Any] = field(default_factory=dict)
+    length_lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    card: Path | None = None
 
 
 def split_of(session_id: str, test_fraction: float) -> str:
@@ -47,6 +65,17 @@ def split_of(session_id: str, test_fraction: float) -> str:
         return "train"
     bucket = int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:8], "big") / 2**64
     return "test" if bucket < test_fraction else "train"
+
+
+@dataclass
+class _Tally:
+    matched: int = 0
+    duplicates: int = 0
+    near_duplicates: int = 0
+    left_out: Counter[str] = field(default_factory=Counter)
+    by_source: Counter[str] = field(default_factory=Counter)
+    by_kind: Counter[str] = field(default_factory=Counter)
+    templates: Counter[str] = field(default_factory=Counter)
 
 
 def export(
@@ -61,11 +90,79 @@ def export(
     since: float | str | None = None,
     model: str | None = None,
     test_fraction: float = 0.0,
+    template: str = "auto",
+    compact_tools: bool = False,
+    max_tokens: int | None = None,
+    tokenizer: str | None = None,
+    command: str = "",
 ) -> ExportResult:
+    form = _check(db_paths, fmt, test_fraction, template, max_tokens)
+    out = Path(out_path).expanduser()
+    names = {"train": out} if test_fraction <= 0 else {
+        "train": out.with_name(f"{out.stem}.train{out.suffix}"),
+        "test": out.with_name(f"{out.stem}.test{out.suffix}"),
+    }
+    filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
+    options = Options(template=template, compact_tools=compact_tools)
+    redactor = Redactor() if redact else None
+    counter = TokenCounter(tokenizer)
+    report = LengthReport(counter.name, max_tokens)
+    tally = _Tally()
+    with ExitStack() as stack:
+        stores = [stack.enter_context(open_store(path)) for path in db_paths]
+        sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
+        for example in _examples(stores, filters, options, redactor, tally, progress, fmt == "kto"):
+            built = form.build(example)
+            if isinstance(built, Left):
+                tally.left_out[built.reason] += 1
+                continue
+            for record in built:
+                record = _redact_record(record, redactor)
+                if not report.admit(record, counter):
+                    continue
+                split = split_of(example.pair.session_id, test_fraction)
+                sinks[split].add(record)
+                tally.by_source[example.pair.source] += 1
+                tally.by_kind[example.pair.error_kind or "none"] += 1
+                tally.templates[template_of(example)] += 1
+        splits = {name: len(sink) for name, sink in sinks.items()}
+        if not sum(splits.values()):
+            raise EmptyExport(_empty_message(fmt, stores, filters, tally, report))
+        warnings = [f"the {name} split is empty (its sessions all hashed to the other side); {names[name].name} "
+                    "was not written. Record more sessions or change --test-fraction."
+                    for name, n in splits.items() if n == 0]
+        paths = [sink.path for sink in sinks.values() if len(sink)]
+        for sink in sinks.values():
+            sink.finish()
+    left = dict(tally.left_out)
+    if report.over:
+        left[f"over --max-tokens {max_tokens}"] = report.over
+    if tally.near_duplicates:
+        left["near-duplicates (same call and feedback in a session)"] = tally.near_duplicates
+    if tally.duplicates:
+        left["duplicates (same content in several databases)"] = tally.duplicates
+    kinds = dict(redactor.counts) if redactor else {}
+    card = write_card(out, CardInfo(
+        fmt=fmt, format_name=form.name, files={p.name: splits[n] for n, p in names.items() if splits[n]},
+        test_fraction=test_fraction, template=_templates(template, tally), compact_tools=compact_tools, redact=redact,
+        redacted_kinds=kinds, by_source=tally.by_source, by_kind=tally.by_kind, left_out=left,
+        lengths=report.lines(), warnings=warnings, command=command))
+    return ExportResult(
+        records=sum(splits.values()), redactions=redactor.total if redactor else 0, paths=paths,
+        redacted_kinds=kinds, duplicates=tally.duplicates, splits=splits, near_duplicates=tally.near_duplicates,
+        left_out=left, lengths=report.summary(), length_lines=report.lines(), warnings=warnings, card=card,
+    )
+
+
+def _check(db_paths: Sequence[str | Path], fmt: str, test_fraction: float, template: str, max_tokens: int | None):
     if fmt not in FORMATS:
         raise StoreError(f"Unknown export format {fmt!r}. Choose one of: {', '.join(FORMATS)}.")
     if not 0 <= test_fraction < 1:
         raise StoreError(f"--test-fraction must be at least 0 and below 1, got {test_fraction}.")
+    if template not in TEMPLATES:
+        raise StoreError(f"--template must be one of {', '.join(TEMPLATES)}, got {template!r}.")
+    if max_tokens is not None and max_tokens < 1:
+        raise StoreError(f"--max-tokens must be a positive number of tokens, got {max_tokens}.")
     if not db_paths:
         raise StoreError("No database to export from: pass --db PATH (one or more).")
     form = FORMATS[fmt]
@@ -75,54 +172,88 @@ def export(
         if not Path(path).expanduser().is_file():
             raise StoreError(f"No feedback database at {path}. Check the path (the default is "
                              "$TEACHBACK_HOME/feedback.db).")
-    out = Path(out_path).expanduser()
-    names = {"train": out} if test_fraction <= 0 else {
-        "train": out.with_name(f"{out.stem}.train{out.suffix}"),
-        "test": out.with_name(f"{out.stem}.test{out.suffix}"),
-    }
-    filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
-    redactor = Redactor() if redact else None
-    messages = _SessionMessages(redactor)
-    splits: Counter[str] = Counter({name: 0 for name in names})
-    parquet_rows: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    done = duplicates = 0
-    with ExitStack() as stack:
-        stores = [stack.enter_context(open_store(path)) for path in db_paths]
-        total = sum(store.count_pairs(**filters) for store in stores)
-        writers = {} if form.parquet else {
-            name: stack.enter_context(_AtomicWriter(path)) for name, path in names.items()
-        }
-        seen: set[str] = set()
-        for pair in _merged(stores, filters):
-            key = messages.key(pair)
-            done += 1
-            if progress is not None and (done % PROGRESS_EVERY == 0 or done == total):
-                progress(done, total)
-            if key in seen:
-                duplicates += 1
-                continue
-            seen.add(key)
-            record = form.build(messages.scrub(pair))
-            if record is None:
-                continue
-            split = split_of(pair.session_id, test_fraction)
-            splits[split] += 1
-            if form.parquet:
-                record["extra_info"]["split"] = split
-                parquet_rows[split].append(record)
-            else:
-                writers[split].write(json.dumps(record, ensure_ascii=False) + "\n")
-    if form.parquet:
-        for name, path in names.items():
-            _write_parquet(parquet_rows[name], path)
-    return ExportResult(
-        records=sum(splits.values()),
-        redactions=redactor.total if redactor else 0,
-        paths=list(names.values()),
-        redacted_kinds=dict(redactor.counts) if redactor else {},
-        duplicates=duplicates,
-        splits=dict(splits),
-    )
+    return form
+
+
+def _examples(
+    stores: list[Store], filters: dict[str, Any], options: Options, redactor: Redactor | None, tally: _Tally,
+    progress: Progress | None, with_accepted: bool,
+) -> Iterator[Example]:
+    """Each distinct pair as an Example: its fitting correction and render, redacted."""
+    total = sum(store.count_pairs(**filters) for store in stores)
+    workspaces = {id(store): Workspace(store) for store in stores}
+    renders = {id(store): Renders(store) for store in stores}
+    messages = SessionMessages(redactor)
+    seen: set[str] = set()
+    near: set[tuple[str, ...]] = set()
+    for store, pair in _merged(stores, filters):
+        tally.matched += 1
+        if progress is not None and (tally.matched % PROGRESS_EVERY == 0 or tally.matched == total):
+            progress(tally.matched, total)
+        key = messages.key(pair)
+        if key in seen:
+            tally.duplicates += 1
+            continue
+        seen.add(key)
+        if near_key(pair) in near:
+            tally.near_duplicates += 1
+            continue
+        near.add(near_key(pair))
+        fit = fitting_correction(workspaces[id(store)], pair)
+        render = renders[id(store)].at(pair.session_id, len(pair.prompt))
+        clean = messages.scrub(pair)
+        yield Example(pair=clean, fit=fit, render=scrub_render(render, pair, clean, redactor), options=options)
+    if with_accepted:
+        for store in stores:
+            for pair in accepted_edits(store, filters):
+                render = renders[id(store)].at(pair.session_id, len(pair.prompt))
+                clean = messages.scrub(pair)
+                yield Example(pair=clean, render=scrub_render(render, pair, clean, redactor), options=options,
+                              label=True)
+
+
+def _merged(stores: list[Store], filters: dict[str, Any]) -> Iterator[tuple[Store, Pair]]:
+    """All stores' pairs in one order that does not depend on the order the databases were given."""
+    def tagged(store: Store) -> Iterator[tuple[Store, Pair]]:
+        return ((store, pair) for pair in store.iter_pairs(**filters))
+
+    return heapq.merge(*(tagged(s) for s in stores),
+                       key=lambda sp: (sp[1].session_id, len(sp[1].prompt), sp[1].source, sp[1].id))
+
+
+def _redact_record(record: dict[str, Any], redactor: Redactor | None) -> dict[str, Any]:
+    """Every text field of the whole record, redacted (most was already, message by message)."""
+    if redactor is None:
+        return record
+    return redactor.redact_value(record, serialized=json.dumps(record, ensure_ascii=False))
+
+
+def _templates(template: str, tally: _Tally) -> str:
+    if template != "auto":
+        return template
+    return "auto (" + ", ".join(f"{k}: {n} records" for k, n in sorted(tally.templates.items())) + ")"
+
+
+def _empty_message(fmt: str, stores: list[Store], filters: dict[str, Any], tally: _Tally, report: LengthReport) -> str:
+    everything = sum(store.count_pairs() for store in stores)
+    used = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in filters.items() if v not in (None, False))
+    lines = [f"Nothing to export: no {fmt} record came out of {tally.matched} matching pairs "
+             f"({everything} pairs in the database{'s' if len(stores) > 1 else ''}{'; filters: ' + used if used else ''})."
+             " No file was written."]
+    if not tally.matched:
+        lines.append("Change the filters (--source, --since, --model; --include-flagged for flagged sessions) or "
+                     "record sessions first (teachback run, teachback demo)." if everything else
+                     "The database holds no feedback pairs yet: record sessions first (teachback run, teachback demo).")
+    if tally.left_out:
+        reasons = ", ".join(f"{n} {r}" for r, n in tally.left_out.most_common())
+        lines.append(f"Left out: {reasons}.")
+        if fmt in CORRECTED_FORMATS:
+            lines.append(f"{fmt} needs a correction that fits the failed turn's prompt; export sdpo, trl-sdpo or kto, "
+                         "which keep uncorrected pairs.")
+    if report.over:
+        lines.append(f"{report.over} records were over --max-tokens {report.max_tokens}: raise it, or shorten the "
+                     "records with --compact-tools.")
+    return " ".join(lines)
 
 
 def _require_pyarrow(fmt: str) -> None:
@@ -132,98 +263,3 @@ def _require_pyarrow(fmt: str) -> None:
         raise StoreError(
             f"The {fmt} format writes parquet, which needs pyarrow: pip install 'teachback[parquet]'."
         ) from None
-
-
-def _merged(stores: list[Store], filters: dict[str, Any]) -> Iterator[Pair]:
-    """All stores' pairs in one order that does not depend on the order the databases were given."""
-    return heapq.merge(
-        *(store.iter_pairs(**filters) for store in stores),
-        key=lambda p: (p.session_id, len(p.prompt), p.source, p.id),
-    )
-
-
-class _SessionMessages:
-    """Work on a session's messages done once per message, however many pairs share it: its
-    canonical JSON, the chained hash of the prompt up to it (for content keys), its redacted copy."""
-
-    def __init__(self, redactor: Redactor | None) -> None:
-        self.redactor = redactor
-        self.session: str | None = None
-        # id(message) -> [message, canonical JSON, prefix hash through it, redacted copy or None]
-        self.memo: dict[int, list[Any]] = {}
-
-    def _entry(self, message: dict[str, Any]) -> list[Any]:
-        entry = self.memo.get(id(message))
-        if entry is None:
-            entry = [message, canonical_json(message), None, None]
-            self.memo[id(message)] = entry
-        return entry
-
-    def key(self, pair: Pair) -> str:
-        """The pair's content hash; the prompt part is chained message by message."""
-        if pair.session_id != self.session:
-            self.session, self.memo = pair.session_id, {}
-        prompt = pair.prompt
-        start = len(prompt)
-        while start > 0 and (self.memo.get(id(prompt[start - 1])) or [None, None, None])[2] is None:
-            start -= 1
-        prefix = self.memo[id(prompt[start - 1])][2] if start else b""
-        for message in prompt[start:]:
-            entry = self._entry(message)
-            prefix = hashlib.sha256(prefix + entry[1].encode()).digest()
-            entry[2] = prefix
-        correction = "null" if pair.correction is None else self._entry(pair.correction)[1]
-        body = "\n".join((pair.source, self._entry(pair.completion)[1], pair.feedback, correction))
-        return hashlib.sha256(prefix + body.encode()).hexdigest()
-
-    def _redacted(self, message: dict[str, Any]) -> dict[str, Any]:
-        entry = self._entry(message)
-        if entry[3] is None:
-            assert self.redactor is not None
-            entry[3] = self.redactor.redact_value(message, serialized=entry[1])
-        return entry[3]
-
-    def scrub(self, pair: Pair) -> Pair:
-        if self.redactor is None:
-            return pair
-        return replace(
-            pair,
-            prompt=[self._redacted(m) for m in pair.prompt],
-            completion=self._redacted(pair.completion),
-            correction=None if pair.correction is None else self._redacted(pair.correction),
-            feedback=self.redactor.redact(pair.feedback),
-        )
-
-
-def _write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    with _AtomicWriter(path) as handle:
-        pq.write_table(pa.Table.from_pylist(rows), handle.name)
-
-
-class _AtomicWriter:
-    """A text file that appears at `path` only when complete (written beside it, then renamed)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> Any:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, self.name = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        except OSError as exc:
-            raise StoreError(f"Cannot write {self.path}: {exc.strerror}. Choose another --out path.") from exc
-        self.handle = os.fdopen(fd, "w", encoding="utf-8")
-        return self
-
-    def write(self, text: str) -> None:
-        self.handle.write(text)
-
-    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
-        self.handle.close()
-        if kind is None:
-            os.replace(self.name, self.path)
-        else:
-            os.unlink(self.name)

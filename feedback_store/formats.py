@@ -1,33 +1,138 @@
-"""Exporters: pure functions from a Pair to training records (none when the pair does not fit).
+"""Exporters: pure functions from an Example (a pair, its fitting correction, what the model saw)
+to training records. A builder returns its records, or Left(reason) when the pair has none in
+that format.
 
-Every record names its format and version: `"format": "teachback-<kind>-<version>"`.
+Every record names its format and version: `"format": "teachback-<kind>-<version>"`. Which view of
+the conversation a trainer format carries is the `template` option (see feedback_store.views):
+`native` (OpenAI / Hugging Face tool calls, the tool schemas in a `tools` column as JSON text, which
+TRL's SFT and DPO trainers pass to the chat template), `text` (tools in the system prompt, calls as
+text: for models whose chat template has no tool support, such as SmolLM2), or `auto` (text for
+sessions whose model was given the text form, native otherwise).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from string import Template
 from typing import Any
 
+from feedback_store.corrections import Fit
+from feedback_store.renders import Render
 from feedback_store.rows import Pair
+from feedback_store.views import (
+    canonical,
+    canonical_message,
+    compact_tools,
+    fold_tool_results,
+    text_reply,
+    text_view,
+    tool_names,
+)
 
 Message = dict[str, Any]
+TEXT_MODES = ("text", "grammar", "json_object")
+JSON_MODES = ("grammar", "json_object")  # the model writes a bare JSON call object
+
+
+@dataclass(frozen=True)
+class Options:
+    template: str = "auto"  # auto | native | text
+    compact_tools: bool = False
+
+
+@dataclass(frozen=True)
+class Example:
+    pair: Pair
+    fit: Fit = field(default_factory=lambda: Fit(None, "not derived"))
+    render: Render | None = None  # the failed reply's model call, as the model saw it
+    options: Options = field(default_factory=Options)
+    label: bool | None = None  # kto: a user's verdict on an edit that is not a failure (accepted)
+
+
+@dataclass(frozen=True)
+class Left:
+    reason: str
+
+
+Built = list[dict[str, Any]] | Left
 
 
 @dataclass(frozen=True)
 class Format:
     kind: str
     version: int
-    build: Callable[[Pair], dict[str, Any] | None]
+    build: Callable[[Example], Built]
     parquet: bool = False
 
     @property
     def name(self) -> str:
         return f"teachback-{self.kind}-{self.version}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Views of one example
+
+
+def tools_of(ex: Example) -> list[dict[str, Any]]:
+    return compact_tools(ex.pair.tools) if ex.options.compact_tools else ex.pair.tools
+
+
+def template_of(ex: Example) -> str:
+    if ex.options.template != "auto":
+        return ex.options.template
+    return "text" if style_of(ex) in TEXT_MODES else "native"
+
+
+def style_of(ex: Example) -> str:
+    """How the session's model was asked for calls: native, text or grammar."""
+    if ex.render is not None and ex.render.tool_mode:
+        return ex.render.tool_mode
+    return "grammar" if (ex.pair.model or "").startswith("local/") else "native"
+
+
+def prompt_of(ex: Example) -> list[Message]:
+    if template_of(ex) == "text":
+        return text_view(ex.pair.prompt, tools_of(ex))
+    return canonical(ex.pair.prompt, ex.pair.tools)
+
+
+def reply_of(ex: Example, message: Message) -> Message:
+    if template_of(ex) == "text":
+        return text_reply(message, "json" if style_of(ex) in JSON_MODES else "text")
+    return canonical_message(message, tool_names(ex.pair.tools))
+
+
+def tools_column(ex: Example) -> str | None:
+    """The tool schemas as JSON text for the native view (TRL json-decodes it); None for the text
+    view, whose system prompt already lists them."""
+    return json.dumps(tools_of(ex), ensure_ascii=False) if template_of(ex) == "native" else None
+
+
+def rendered(ex: Example) -> dict[str, Any] | None:
+    """What the model was given for the failed reply and what it sampled, when that was recorded."""
+    r = ex.render
+    if r is None or (r.messages is None and r.prompt_token_ids is None):
+        return None
+    return {"tool_mode": r.tool_mode, "messages": r.messages, "completion": ex.pair.completion.get("content") or "",
+            "prompt_token_ids": r.prompt_token_ids, "completion_token_ids": r.completion_token_ids,
+            "logprobs": r.logprobs}
+
+
+def _first_call(message: Message | None) -> dict[str, Any] | None:
+    calls = (canonical_message(message, []) if message else {}).get("tool_calls") or []
+    return {"name": calls[0]["function"]["name"], "arguments": calls[0]["function"]["arguments"]} if calls else None
+
+
+def ground_truth(ex: Example) -> str:
+    """What the reward function checks a sampled call against (feedback_store.rewards)."""
+    tools = {t.get("function", t)["name"]: t.get("function", t).get("parameters") or {} for t in ex.pair.tools}
+    return json.dumps({"failed": _first_call(ex.pair.completion), "expected": _first_call(ex.fit.message),
+                       "feedback": ex.pair.feedback, "error_kind": ex.pair.error_kind, "tools": tools},
+                      ensure_ascii=False, sort_keys=True)
 
 
 @cache
@@ -42,120 +147,164 @@ def render_message(message: Message | None) -> str:
     lines = [message["content"]] if message.get("content") else []
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
-        lines.append(f"{function.get('name')}({function.get('arguments', '')})")
+        arguments = function.get("arguments", "")
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        lines.append(f"{function.get('name')}({text})")
     return "\n".join(lines)
 
 
 def hindsight(pair: Pair) -> str:
     """What the teacher knows that the student did not: the attempt, its feedback, and the fix."""
+    names = tool_names(pair.tools)
     correction = ""
     if pair.correction is not None:
-        correction = f"\nA reply that worked afterwards:\n\n{render_message(pair.correction)}\n"
+        fix = render_message(canonical_message(pair.correction, names))
+        correction = f"\nA reply that worked afterwards:\n\n{fix}\n"
     return _hindsight_template().substitute(
-        attempt=render_message(pair.completion), feedback=pair.feedback, correction=correction
+        attempt=render_message(canonical_message(pair.completion, names)), feedback=pair.feedback,
+        correction=correction,
     )
 
 
-def _ids(pair: Pair) -> dict[str, Any]:
-    return {
-        "id": pair.id,
-        "session_id": pair.session_id,
-        "source": pair.source,
-        "tool": pair.tool,
-        "error_kind": pair.error_kind,
-        "model": pair.model,
-        "created_at": pair.created_at,
-        "corrected_at": pair.corrected_at,
-    }
+def _ids(ex: Example) -> dict[str, Any]:
+    p = ex.pair
+    return {"id": p.id, "session_id": p.session_id, "source": p.source, "tool": p.tool, "error_kind": p.error_kind,
+            "model": p.model, "created_at": p.created_at, "corrected_at": p.corrected_at}
 
 
-def sdpo(pair: Pair) -> dict[str, Any]:
-    teacher = [*pair.prompt, {"role": "user", "content": hindsight(pair)}]
-    return {
+def _head(kind: str, ex: Example) -> dict[str, Any]:
+    return {"format": FORMATS[kind].name, "id": ex.pair.id, "session_id": ex.pair.session_id, "source": ex.pair.source}
+
+
+# ---------------------------------------------------------------------------------------------
+# Builders
+
+
+def sdpo(ex: Example) -> Built:
+    prompt = canonical(ex.pair.prompt, ex.pair.tools)
+    names = tool_names(ex.pair.tools)
+    return [{
         "format": FORMATS["sdpo"].name,
-        **_ids(pair),
-        "prompt": pair.prompt,
-        "tools": pair.tools,
-        "completion": pair.completion,
-        "feedback": pair.feedback,
-        "correction": pair.correction,
-        "teacher_prompt": teacher,
-    }
+        **_ids(ex),
+        "target": ex.pair.target,
+        "prompt": prompt,
+        "tools": ex.pair.tools,
+        "completion": canonical_message(ex.pair.completion, names),
+        "feedback": ex.pair.feedback,
+        "correction": None if ex.pair.correction is None else canonical_message(ex.pair.correction, names),
+        "chosen": ex.fit.message,
+        "chosen_left_out": ex.fit.reason,
+        "teacher_prompt": [*prompt, {"role": "user", "content": hindsight(ex.pair)}],
+        "rendered": rendered(ex),
+    }]
 
 
-def trl_sdpo(pair: Pair) -> dict[str, Any]:
-    # TRL's experimental SDPOTrainer reads `prompt` and, for reprompting the teacher, `privileged_context`.
-    return {"format": FORMATS["trl-sdpo"].name, "id": pair.id, "prompt": pair.prompt,
-            "privileged_context": hindsight(pair)}
+def _user_ended(ex: Example) -> list[Message] | Left:
+    prompt = fold_tool_results(prompt_of(ex))
+    if not prompt or prompt[-1]["role"] != "user":
+        return Left("prompt does not end with a user turn")
+    return prompt
 
 
-def trl_sdft(pair: Pair) -> dict[str, Any] | None:
-    # TRL's experimental SDFTTrainer reads `prompt` and `privileged_context` (a demonstration).
-    if pair.correction is None:
-        return None
-    context = f"Example response: {render_message(pair.correction)}\n\nWhy an earlier reply failed: {pair.feedback}"
-    return {"format": FORMATS["trl-sdft"].name, "id": pair.id, "prompt": pair.prompt, "privileged_context": context}
+def trl_sdpo(ex: Example) -> Built:
+    # TRL's experimental SDPOTrainer: `prompt` (ending with a user turn) and, with
+    # include_environment_feedback=True, `privileged_context` as the environment's feedback.
+    prompt = _user_ended(ex)
+    if isinstance(prompt, Left):
+        return prompt
+    return [{**_head("trl-sdpo", ex), "prompt": prompt, "privileged_context": ex.pair.feedback,
+             "tools": tools_column(ex), "ground_truth": ground_truth(ex), "rendered": rendered(ex)}]
 
 
-def dpo(pair: Pair) -> dict[str, Any] | None:
-    if pair.correction is None:
-        return None
-    return {"format": FORMATS["dpo"].name, "id": pair.id, "prompt": pair.prompt,
-            "chosen": [pair.correction], "rejected": [pair.completion]}
+def trl_sdft(ex: Example) -> Built:
+    # TRL's experimental SDFTTrainer: `prompt` and `privileged_context`, here a demonstration that
+    # fits the prompt (the derived correction) and why the earlier reply failed.
+    if ex.fit.message is None:
+        return Left(ex.fit.reason or "no fitting correction")
+    prompt = _user_ended(ex)
+    if isinstance(prompt, Left):
+        return prompt
+    demonstration = text_reply(ex.fit.message, "json" if style_of(ex) in JSON_MODES else "text")["content"]
+    context = f"Example response:\n{demonstration}\n\nWhy an earlier reply failed: {ex.pair.feedback}"
+    return [{**_head("trl-sdft", ex), "prompt": prompt, "privileged_context": context, "tools": tools_column(ex),
+             "rendered": rendered(ex)}]
 
 
-def sft(pair: Pair) -> dict[str, Any] | None:
-    if pair.correction is None:
-        return None
-    return {"format": FORMATS["sft"].name, "id": pair.id, "messages": [*pair.prompt, pair.correction],
-            "tools": pair.tools}
+def dpo(ex: Example) -> Built:
+    if ex.fit.message is None:
+        return Left(ex.fit.reason or "no fitting correction")
+    return [{**_head("dpo", ex), "prompt": prompt_of(ex), "chosen": [reply_of(ex, ex.fit.message)],
+             "rejected": [reply_of(ex, ex.pair.completion)], "tools": tools_column(ex), "rendered": rendered(ex)}]
 
 
-def verl(pair: Pair) -> dict[str, Any]:
-    """A verl RL row. Nested values that vary in shape are JSON text so the parquet schema is fixed."""
-    return {
+def sft(ex: Example) -> Built:
+    # Prompt/completion conversational shape: only the correction is trained, not earlier turns.
+    if ex.fit.message is None:
+        return Left(ex.fit.reason or "no fitting correction")
+    return [{**_head("sft", ex), "prompt": prompt_of(ex), "completion": [reply_of(ex, ex.fit.message)],
+             "tools": tools_column(ex), "rendered": rendered(ex)}]
+
+
+def kto(ex: Example) -> Built:
+    """Unpaired verdicts: the failed reply (label false), its fitting correction (true), and edits
+    the user accepted (true)."""
+    prompt, tools = prompt_of(ex), tools_column(ex)
+    if ex.label is not None:
+        return [{**_head("kto", ex), "prompt": prompt, "completion": [reply_of(ex, ex.pair.completion)],
+                 "label": ex.label, "tools": tools, "rendered": rendered(ex)}]
+    records = [{**_head("kto", ex), "prompt": prompt, "completion": [reply_of(ex, ex.pair.completion)],
+                "label": False, "tools": tools, "rendered": rendered(ex)}]
+    if ex.fit.message is not None:
+        records.append({**_head("kto", ex), "id": f"{ex.pair.id}-fix", "prompt": prompt,
+                        "completion": [reply_of(ex, ex.fit.message)], "label": True, "tools": tools, "rendered": None})
+    return records
+
+
+def verl(ex: Example) -> Built:
+    """A verl RL row. Values that vary in shape are JSON text so the parquet schema is fixed;
+    extra_info's `index` and `tools_kwargs` are filled in when the split is written."""
+    return [{
         "format": FORMATS["verl"].name,
-        "data_source": f"teachback/{pair.source}",
-        "prompt": [_flat_message(m) for m in pair.prompt],
+        "data_source": f"teachback/{ex.pair.source}",
+        "prompt": [_flat_message(m) for m in prompt_of(ex)],
         "ability": "coding",
-        "reward_model": {"style": "rule", "ground_truth": render_message(pair.correction)},
+        "reward_model": {"style": "rule", "ground_truth": ground_truth(ex)},
         "extra_info": {
-            **{k: v for k, v in _ids(pair).items() if k not in ("created_at", "corrected_at")},
-            "feedback": pair.feedback,
-            "privileged_context": hindsight(pair),
-            "completion": json.dumps(pair.completion, ensure_ascii=False),
-            "correction": None if pair.correction is None else json.dumps(pair.correction, ensure_ascii=False),
-            "tools": json.dumps(pair.tools, ensure_ascii=False),
-            "created_at": pair.created_at,
+            **{k: v for k, v in _ids(ex).items() if k not in ("created_at", "corrected_at")},
+            "feedback": ex.pair.feedback,
+            "privileged_context": hindsight(ex.pair),
+            "tools": json.dumps(tools_of(ex), ensure_ascii=False),
+            "rendered": json.dumps(rendered(ex), ensure_ascii=False),
+            "need_tools_kwargs": False,
+            "created_at": ex.pair.created_at,
         },
-    }
+    }]
 
 
 def _flat_message(message: Message) -> Message:
     calls = message.get("tool_calls") or None
-    content = message.get("content")
-    if content is None:
-        content = ""
-    elif not isinstance(content, str):  # content parts (multimodal): kept as JSON text
-        content = json.dumps(content, ensure_ascii=False)
     return {
-        "role": message.get("role") or "",
-        "content": content,
+        "role": message["role"],
+        "content": message["content"],
         "tool_calls": None if calls is None else [
-            {"id": c.get("id") or "", "type": c.get("type") or "function",
-             "function": {"name": (c.get("function") or {}).get("name") or "",
-                          "arguments": (c.get("function") or {}).get("arguments") or ""}}
+            {"id": c["id"], "type": "function",
+             "function": {"name": c["function"]["name"], "arguments": _json_text(c["function"]["arguments"])}}
             for c in calls
         ],
         "tool_call_id": message.get("tool_call_id"),
     }
 
 
+def _json_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
 FORMATS: dict[str, Format] = {
-    "sdpo": Format("sdpo", 1, sdpo),
-    "trl-sdpo": Format("trl-sdpo", 1, trl_sdpo),
-    "trl-sdft": Format("trl-sdft", 1, trl_sdft),
-    "dpo": Format("dpo", 1, dpo),
-    "sft": Format("sft", 1, sft),
-    "verl": Format("verl", 1, verl, parquet=True),
+    "sdpo": Format("sdpo", 2, sdpo),
+    "trl-sdpo": Format("trl-sdpo", 2, trl_sdpo),
+    "trl-sdft": Format("trl-sdft", 2, trl_sdft),
+    "dpo": Format("dpo", 2, dpo),
+    "sft": Format("sft", 2, sft),
+    "kto": Format("kto", 1, kto),
+    "verl": Format("verl", 2, verl, parquet=True),
 }

@@ -188,8 +188,21 @@ def m001_initial_schema(db: sqlite_utils.Database) -> None:
     db["flags"].create_index(["session_id"], index_name="flags_session")
 
 
+def m002_model_call_renders(db: sqlite_utils.Database) -> None:
+    # What the model was given when it differs from the conversation (text and grammar tool modes)
+    # and, for the embedded model, the token ids. Large values are blobs: `rendered` and
+    # `prompt_token_ids` hold JSON lists of blob hashes (one per message, one per token chunk), so
+    # the long prefix that successive calls share is stored once.
+    table = db["model_calls"]
+    table.add_column("tool_mode", str)
+    table.add_column("rendered", str)
+    table.add_column("prompt_token_ids", str)
+    table.add_column("completion_token_ids", str)
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("m001_initial_schema", m001_initial_schema),
+    ("m002_model_call_renders", m002_model_call_renders),
 ]
 
 

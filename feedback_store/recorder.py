@@ -32,7 +32,7 @@ from agent.protocol import (
     TurnFinished,
     TurnStarted,
 )
-from feedback_store import monitor, pairs
+from feedback_store import monitor, pairs, renders
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
 from feedback_store.store import Store
@@ -238,10 +238,15 @@ def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage) -> Non
 
 
 def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
+    render = renders.columns_for(conn, event, put_blob)
+    slim = renders.slim_event_json(event, render)
+    if slim is not None:  # the rendered prompt is kept once, as blobs, not in every event row
+        conn.execute("UPDATE events SET json = ? WHERE id = ?", (slim, event.id))
     conn.execute(
         """
         INSERT INTO model_calls (id, session_id, step, model, prompt_tokens, completion_tokens,
-            cost_usd, latency_ms, attempts, logprobs, ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            cost_usd, latency_ms, attempts, logprobs, ts, tool_mode, rendered, prompt_token_ids,
+            completion_token_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         """,
         (
             event.id,
@@ -255,6 +260,10 @@ def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
             event.attempts,
             None if event.logprobs is None else json.dumps(event.logprobs),
             event.ts,
+            render["tool_mode"],
+            render["rendered"],
+            render["prompt_token_ids"],
+            render["completion_token_ids"],
         ),
     )
 

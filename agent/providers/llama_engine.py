@@ -137,6 +137,10 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = "stop"
+    # What llama.cpp was fed and what it sampled (the end-of-generation token is not included, so
+    # the sampled ids line up one to one with the logprobs).
+    prompt_token_ids: list[int] = field(default_factory=list)
+    completion_token_ids: list[int] = field(default_factory=list)
 
 
 def generate(
@@ -166,6 +170,7 @@ def generate(
     top_n = int(params.get("top_logprobs") or 0)
     grammar = _grammar(params)
     outcome.prompt_tokens = len(prompt)
+    outcome.prompt_token_ids = list(prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     held, pending_logprobs = "", []
     llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
@@ -182,6 +187,7 @@ def generate(
             raw = llm.detokenize([token])
             logits = np.ctypeslib.as_array(llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
             pending_logprobs.append(_token_logprob(llm, token, raw, logits, top_n))
+            outcome.completion_token_ids.append(int(token))
             outcome.completion_tokens += 1
             held += decoder.decode(raw)
             cut = _stop_at(held, stops)

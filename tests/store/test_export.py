@@ -12,21 +12,26 @@ import pytest
 
 from feedback_store import Recorder, StoreError, open_store
 from feedback_store.commands import EXPORT_FORMATS
-from feedback_store.export import FORMATS, export, split_of
-from feedback_store.formats import hindsight, sdpo
+from feedback_store.export import FORMATS, EmptyExport, export, split_of
+from feedback_store.formats import Example, hindsight, sdpo
 from tests.store.events import FakeSession, edit, mixed_session
 
 pytestmark = pytest.mark.timeout(120)
 
 FIELDS = {
     "sdpo": {"format", "id", "session_id", "source", "model", "created_at", "prompt", "tools", "completion",
-             "feedback", "correction", "teacher_prompt"},
-    "trl-sdpo": {"format", "id", "prompt", "privileged_context"},
-    "trl-sdft": {"format", "id", "prompt", "privileged_context"},
-    "dpo": {"format", "id", "prompt", "chosen", "rejected"},
-    "sft": {"format", "id", "messages", "tools"},
+             "feedback", "correction", "chosen", "teacher_prompt", "rendered"},
+    "trl-sdpo": {"format", "id", "prompt", "privileged_context", "tools", "ground_truth"},
+    "trl-sdft": {"format", "id", "prompt", "privileged_context", "tools"},
+    "dpo": {"format", "id", "prompt", "chosen", "rejected", "tools"},
+    "sft": {"format", "id", "prompt", "completion", "tools"},
+    "kto": {"format", "id", "prompt", "completion", "label", "tools"},
     "verl": {"format", "data_source", "prompt", "ability", "reward_model", "extra_info"},
 }
+VERSIONS = {"sdpo": 2, "trl-sdpo": 2, "trl-sdft": 2, "dpo": 2, "sft": 2, "kto": 1, "verl": 2}
+# 2 sessions x 4 automatic pairs + a hand correction + an unfixed read: every pair but the
+# unfixed read has a correction that fits its prompt; kto adds a true record for each of those 9.
+RECORDS = {"sdpo": 10, "trl-sdpo": 10, "verl": 10, "kto": 19, "trl-sdft": 9, "dpo": 9, "sft": 9}
 
 
 def write_db(path: Path, *sessions: FakeSession) -> Path:
@@ -57,12 +62,11 @@ def test_every_format_loads_with_datasets(fmt: str, db: Path, tmp_path: Path) ->
 
     out = tmp_path / ("out.parquet" if fmt == "verl" else "out.jsonl")
     result = export([db], fmt, out)
-    with_correction = 9  # 2 x 4 automatic pairs + the hand correction; the unfixed read has none
-    assert result.records == (10 if fmt in ("sdpo", "trl-sdpo", "verl") else with_correction)
+    assert result.records == RECORDS[fmt]
     loaded = datasets.load_dataset("parquet" if fmt == "verl" else "json", data_files=str(out), split="train")
     assert len(loaded) == result.records
     assert FIELDS[fmt] <= set(loaded.column_names)
-    assert set(loaded["format"]) == {f"teachback-{fmt}-1"}
+    assert set(loaded["format"]) == {f"teachback-{fmt}-{VERSIONS[fmt]}"}
 
 
 def test_sdpo_teacher_prompt_holds_the_hindsight_and_the_prompt_does_not(db: Path, tmp_path: Path) -> None:
@@ -86,7 +90,7 @@ def test_trl_columns_carry_the_hindsight(db: Path, tmp_path: Path) -> None:
     assert "Available tools" in record["privileged_context"] and record["prompt"][0]["role"] == "system"
     export([db], "trl-sdft", out, source="schema")
     record = json.loads(out.read_text().splitlines()[0])
-    assert record["privileged_context"].startswith("Example response: read_file(")
+    assert record["privileged_context"].startswith("Example response:\n<tool_call>\n{\"name\": \"read_file\"")
 
 
 def test_dpo_and_sft_use_the_correction(db: Path, tmp_path: Path) -> None:
@@ -97,13 +101,13 @@ def test_dpo_and_sft_use_the_correction(db: Path, tmp_path: Path) -> None:
     assert record["chosen"][0]["tool_calls"][0]["id"] == "call_2"
     export([db], "sft", out, source="tool")
     record = json.loads(out.read_text().splitlines()[0])
-    assert record["messages"][-1]["tool_calls"][0]["id"] == "call_2"
-    assert all(m.get("tool_calls", [{}])[0].get("id") != "call_1" for m in record["messages"])
+    assert record["completion"][0]["tool_calls"][0]["function"]["arguments"]["old_text"] == "print('Hello')\n"
+    assert all(m.get("tool_calls", [{}])[0].get("id") != "call_1" for m in record["prompt"])
 
 
 def test_exporters_are_pure_functions(db: Path) -> None:
     pair = open_store(db).pairs(source="lint")[0]
-    assert sdpo(pair) == sdpo(pair)
+    assert sdpo(Example(pair)) == sdpo(Example(pair))
     assert pair.feedback in hindsight(pair)
 
 
@@ -136,8 +140,47 @@ def test_split_by_session_keeps_each_conversation_on_one_side(tmp_path: Path) ->
 def test_filters_reach_the_export(db: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     assert export([db], "sdpo", out, source="user").records == 1
-    assert export([db], "sdpo", out, model="nobody/none").records == 0
-    assert export([db], "sdpo", out, since="2999-01-01").records == 0
+    with pytest.raises(EmptyExport, match="--model nobody/none"):
+        export([db], "sdpo", tmp_path / "none.jsonl", model="nobody/none")
+    with pytest.raises(EmptyExport, match="--since 2999-01-01"):
+        export([db], "sdpo", tmp_path / "none.jsonl", since="2999-01-01")
+    assert not (tmp_path / "none.jsonl").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".none.jsonl")]  # no temporary file left
+
+
+def test_an_empty_selection_writes_no_file_and_says_what_to_change(db: Path, tmp_path: Path) -> None:
+    with pytest.raises(EmptyExport) as caught:
+        export([db], "dpo", tmp_path / "dpo.jsonl", source="monitor")
+    text = str(caught.value)
+    assert "0 matching pairs (10 pairs in the database; filters: --source monitor)" in text
+    assert "Change the filters" in text and "No file was written" in text and not (tmp_path / "dpo.jsonl").exists()
+    unfixed = FakeSession().start().user("read it")
+    unfixed.call("read_file", {"path": "gone.txt"}, ok=False, error_kind="not_found", target="gone.txt",
+                 result="gone.txt does not exist.")
+    only_unfixed = write_db(tmp_path / "unfixed.db", unfixed.finish())
+    with pytest.raises(EmptyExport) as caught:
+        export([only_unfixed], "sft", tmp_path / "sft.jsonl")
+    assert "1 no correction" in str(caught.value) and "export sdpo, trl-sdpo or kto" in str(caught.value)
+    assert not (tmp_path / "sft.jsonl").exists()
+    out = tmp_path / "x.jsonl"
+    code = subprocess.run([sys.executable, "-m", "agent.cli", "export", "--db", str(only_unfixed), "--format", "sft",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert code.returncode == 2 and "Nothing to export" in code.stderr and not out.exists()
+
+
+def test_near_duplicates_are_exported_once(tmp_path: Path) -> None:
+    s = FakeSession().start().user("read app.py")
+    for call_id in range(3):  # the same call and feedback three times (only the call ids differ)
+        s.call("read_file", {"path": "app.py"}, ok=False, error_kind="repeated_call", target="app.py",
+               result=f"You already sent this exact call (call_{call_id}a). Do not repeat it.")
+    s.call("read_file", {"path": "util.py"}, target="util.py", result="x = 1")
+    db = write_db(tmp_path / "dups.db", s.finish())
+    assert len(open_store(db).pairs()) == 3
+    result = export([db], "sdpo", tmp_path / "out.jsonl")
+    assert result.records == 1 and result.near_duplicates == 2
+    assert result.left_out["near-duplicates (same call and feedback in a session)"] == 2
+    card = result.card.read_text()
+    assert "near-duplicates (same call and feedback in a session): 2" in card
 
 
 def test_progress_is_reported(db: Path, tmp_path: Path) -> None:

@@ -1,0 +1,197 @@
+"""Corrections that fit their prompt: a replacement for the failed turn that is valid at the same
+prefix, for the formats that train on it (dpo `chosen`, sft and kto completions, trl-sdft's
+demonstration).
+
+The recorded correction was written later, after the failure and its feedback: an edit in it may
+rely on text that exists only after the failed edit was applied. So a correction that changes a
+file is re-derived as the net change from the file as it was at the failure's prefix to the file
+as the fix left it, written as one call (`edit_file` with an `old_text` found exactly once in the
+prefix's file, or `create_file` when the file did not exist yet). A fix that changed other files
+too, or a file whose state at the prefix was never recorded, has no single-call replacement: the
+pair is left out of those formats, with the reason counted in the export's report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from feedback_store.rows import Pair
+from feedback_store.store import Store
+from feedback_store.views import canonical_call, parse_arguments, tool_names
+
+Message = dict[str, Any]
+EDIT_TOOLS = ("edit_file", "create_file")
+PATH_ARGUMENTS = ("path", "src", "dst")
+
+
+@dataclass(frozen=True)
+class Fit:
+    message: Message | None  # the replacement (canonical assistant message with one call), or None
+    reason: str | None = None  # why there is none
+
+
+@dataclass(frozen=True)
+class _Edit:
+    seq: int
+    ts: float
+    path: str
+    new_path: str | None
+    kind: str
+    before: str | None
+    after: str | None
+
+    def touches(self, path: str) -> bool:
+        return path in (self.path, self.new_path)
+
+    def state_after(self, path: str) -> str | None:
+        return None if self.kind == "move" and self.path == path else self.after
+
+
+class Workspace:
+    """The recorded file states of a store's sessions, one session at a time."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.session: str | None = None
+        self.edits: list[_Edit] = []
+        self.fixes: dict[str, dict[str, Any]] = {}  # pair id -> completion_seq, fix time, fixing call id
+
+    def _load(self, session_id: str) -> None:
+        if session_id == self.session:
+            return
+        self.session = session_id
+        rows = self.store.query(
+            """
+            SELECT e.message_seq AS seq, e.ts, e.path, e.new_path, e.kind, b.content AS before, a.content AS after
+            FROM edits e LEFT JOIN blobs b ON b.hash = e.before_hash LEFT JOIN blobs a ON a.hash = e.after_hash
+            WHERE e.session_id = ? AND e.message_seq IS NOT NULL ORDER BY e.message_seq, e.ts, e.rowid
+            """,
+            (session_id,),
+        )
+        self.edits = [_Edit(**row) for row in rows]
+        fixes = self.store.query(
+            """
+            SELECT p.id, p.completion_seq, v.ts AS fixed_at, v.json AS event FROM pairs p
+            LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
+            """,
+            (session_id,),
+        )
+        self.fixes = {row["id"]: row for row in fixes}
+
+    def state_at_prefix(self, session_id: str, path: str, seq: int) -> tuple[bool, str | None]:
+        """(known, content) of `path` just before message `seq`; content None: no such file."""
+        self._load(session_id)
+        earlier = [e for e in self.edits if e.seq < seq and e.touches(path)]
+        if earlier:
+            return True, earlier[-1].state_after(path)
+        later = [e for e in self.edits if e.seq >= seq and e.touches(path)]
+        if later:
+            return True, later[0].before if later[0].path == path else None
+        return False, None
+
+    def state_at(self, session_id: str, path: str, ts: float) -> str | None:
+        self._load(session_id)
+        done = [e for e in self.edits if e.ts <= ts and e.touches(path)]
+        return done[-1].state_after(path) if done else None
+
+    def changed_between(self, session_id: str, seq: int, ts: float) -> set[str]:
+        self._load(session_id)
+        return {p for e in self.edits if e.seq >= seq and e.ts <= ts for p in (e.path, e.new_path) if p}
+
+    def absent_at_prefix(self, session_id: str, path: str, seq: int) -> bool:
+        known, content = self.state_at_prefix(session_id, path, seq)
+        return known and content is None
+
+    def paths_edited_by(self, session_id: str, seq: int) -> list[str]:
+        """The files the assistant message `seq` changed."""
+        self._load(session_id)
+        return sorted({e.new_path or e.path for e in self.edits if e.seq == seq})
+
+    def fix(self, pair: Pair) -> dict[str, Any]:
+        self._load(pair.session_id)
+        return self.fixes.get(pair.id) or {}
+
+
+def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
+    """A replacement for `pair`'s failed turn that is valid at its prefix, or why there is none."""
+    if pair.correction is None:
+        return Fit(None, "no correction")
+    seq = len(pair.prompt)
+    if pair.source == "user" and pair.error_kind == "corrected":  # the user's version of the file is the fix
+        return _net_change(ws, pair, pair.target or "", seq, None, pair.correction.get("content") or "")
+    fix = ws.fix(pair)
+    if fix.get("fixed_at") is None:
+        return Fit(None, "fix not recorded")
+    call_id = json.loads(fix["event"]).get("call_id") if fix.get("event") else None
+    if pair.source in ("lint", "test"):
+        paths = ws.paths_edited_by(pair.session_id, seq) if pair.source == "test" else [pair.target or ""]
+        if len(paths) != 1:
+            return Fit(None, "failed reply edited several files")
+        return _net_change(ws, pair, paths[0], seq, fix["fixed_at"], None, call_id if pair.source == "lint" else None)
+    call = next((c for c in pair.correction.get("tool_calls") or [] if c.get("id") == call_id), None)
+    if call is None:
+        return Fit(None, "fixing call not found")
+    arguments = parse_arguments(call["function"].get("arguments"))
+    name = call["function"].get("name")
+    if name in EDIT_TOOLS and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
+        return _net_change(ws, pair, arguments["path"], seq, fix["fixed_at"], None, call_id)
+    paths = [arguments.get(k) for k in PATH_ARGUMENTS if isinstance(arguments, dict) and isinstance(arguments.get(k), str)]
+    if any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
+        return Fit(None, "fix uses a file created later")
+    return Fit(_reply(canonical_call(call)))
+
+
+def _net_change(
+    ws: Workspace, pair: Pair, path: str, seq: int, fixed_at: float | None, after: str | None, call_id: str | None = None
+) -> Fit:
+    known, before = ws.state_at_prefix(pair.session_id, path, seq)
+    if not known:
+        return Fit(None, "file state at the prefix not recorded")
+    if fixed_at is not None:
+        if ws.changed_between(pair.session_id, seq, fixed_at) - {path}:
+            return Fit(None, "fix changed other files too")
+        after = ws.state_at(pair.session_id, path, fixed_at)
+    if after == before:
+        return Fit(None, "no net change")
+    if after is None:
+        call = {"name": "delete_file", "arguments": {"path": path}}
+    elif before is None:
+        call = {"name": "create_file", "arguments": {"path": path, "content": after}}
+    else:
+        edit = minimal_edit(before, after)
+        if edit is None:
+            return Fit(None, "no unique old_text")
+        call = {"name": "edit_file", "arguments": {"path": path, "old_text": edit[0], "new_text": edit[1]}}
+    if call["name"] not in tool_names(pair.tools):
+        return Fit(None, f"no {call['name']} tool")
+    return Fit(_reply({"id": call_id or f"call_fix_{seq}", "type": "function", "function": call}))
+
+
+def minimal_edit(before: str, after: str) -> tuple[str, str] | None:
+    """(old_text, new_text): whole lines around the change, widened until old_text occurs exactly
+    once in `before`; applying it to `before` gives `after`. None when no such span exists."""
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    start, end_a, end_b = head, len(a) - tail, len(b) - tail
+    while True:
+        old = "".join(a[start:end_a])
+        if old and before.count(old) == 1:
+            new = "".join(b[start:end_b])
+            return (old, new) if before.replace(old, new, 1) == after else None
+        if start > 0:
+            start -= 1
+        elif end_a < len(a):
+            end_a, end_b = end_a + 1, end_b + 1
+        else:
+            return None
+
+
+def _reply(call: dict[str, Any]) -> Message:
+    return {"role": "assistant", "content": "", "tool_calls": [call]}

