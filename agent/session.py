@@ -249,8 +249,25 @@ class Session(Reviewer):
                 stopped = error(f"Stopped before this call completed: {exit_.summary}", "interrupted")
                 self._finish_call(call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000)
                 raise
+            except Exception as exc:  # no input may end the turn: the model reads what went wrong
+                result = self._tool_crashed(name, exc, started.id)
         self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000)
         return result
+
+    def _tool_crashed(self, name: str, exc: Exception, cause: str) -> ToolResult:
+        """A tool raised instead of returning an error result: a teachback bug, logged and reported,
+        and a result for the model so that the turn goes on."""
+        log.exception("tool %s raised", name)
+        detail = f"{type(exc).__name__}: {exc}"
+        detail = detail if len(detail) <= 300 else detail[:297] + "..."
+        self.emit(ErrorEvent(session_id=self.id, cause_id=cause, kind="internal",
+                             message=f"The {name} tool failed unexpectedly ({detail}); details in the log."))
+        return error(
+            f"{name} failed inside teachback ({detail}). This is a fault in the tool, not in the form of your "
+            "call. Check with read_file or session_diff what it changed, if anything, then reach the goal "
+            "another way (other arguments or another tool).",
+            "failed",
+        )
 
     async def _execute(self, tool: Tool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float) -> ToolResult:
         verdict = self.policy.decide(tool.action, kwargs.get("command"))
