@@ -55,17 +55,17 @@ def map_main(workspace: Path, focus: list[str], tokens: int) -> int:
 
 @contextmanager
 def _progress_bar() -> Iterator[Callable[[int, int], None]]:
-    """A progress callback that draws a bar on stderr for a long scan (or any, on a terminal)."""
-    from rich.console import Console
-    from rich.progress import Progress
-
-    console = Console(stderr=True)
-    bar: Progress | None = None
-    task = None
+    """A progress callback that draws a bar on stderr for a long scan (or any, on a terminal).
+    rich is imported only when a scan parses something: a map read from the cache needs none."""
+    console = bar = task = None
 
     def update(done: int, total: int) -> None:
-        nonlocal bar, task
+        nonlocal console, bar, task
         if bar is None:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            console = console or Console(stderr=True)
             if total < LARGE_SCAN and not console.is_terminal:
                 return
             # On a terminal the bar disappears when done; in a log, its final state stays.

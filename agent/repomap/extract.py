@@ -6,11 +6,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 
 from agent.repomap.files import readable_source
 from agent.repomap.tags import EMPTY_TAGS, FileTags, Tagger
@@ -44,6 +41,9 @@ def extract_many(jobs: Sequence[Job], *, workers: int = 1) -> Iterator[tuple[Fil
     """(tags, tags as JSON) for each job, in order."""
     done = 0
     if workers > 1:
+        # Imported here: a warm map, whose tags are all cached, starts no processes.
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             for result in _in_pool(jobs, workers):
                 yield result
@@ -59,6 +59,9 @@ def extract_many(jobs: Sequence[Job], *, workers: int = 1) -> Iterator[tuple[Fil
 
 
 def _in_pool(jobs: Sequence[Job], workers: int) -> Iterator[tuple[FileTags, str]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         chunks = [jobs[i:i + _CHUNK] for i in range(0, len(jobs), _CHUNK)]

@@ -11,7 +11,7 @@ in source order, each with its line number and the headers of its enclosing scop
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from agent.repomap.tags import FileTags, header_line
 
@@ -33,16 +33,16 @@ def estimate_tokens(text: str) -> int:
 
 def render_map(
     ranked: Iterable[tuple[str, int]],
-    tags: Mapping[str, FileTags],
     budget: int,
-    read: Callable[[str], bytes | None],
+    read: Callable[[str], tuple[bytes, FileTags] | None],
 ) -> str:
     """The best-ranked definitions (with their scopes) whose lines fit in `budget` tokens.
 
-    `read(path)` gives the content the tags were extracted from, or None when it is gone or has
-    changed since (its definitions are then left out until the next scan).
+    `read(path)` gives the content and the tags extracted from it, or None when it is gone or has
+    changed since (its definitions are then left out until the next scan). It is called once per
+    file the ranking reaches, so tags need only be loaded for those.
     """
-    sources: dict[str, bytes | None] = {}
+    sources: dict[str, tuple[bytes, FileTags] | None] = {}
     shown: dict[str, dict[int, str]] = {}  # path -> line -> header; files in the order they rank
     used = 0
     misses = 0
@@ -51,10 +51,10 @@ def render_map(
             break
         if path not in sources:
             sources[path] = read(path)
-        source = sources[path]
-        if source is None:
+        found = sources[path]
+        if found is None:
             continue
-        entries = tags[path].entries
+        source, entries = found[0], found[1].entries
         lines = shown.get(path)
         new: dict[int, str] = {}
         while index >= 0:

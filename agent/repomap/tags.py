@@ -101,6 +101,14 @@ def query_source(language: str) -> str:
 
 
 @functools.cache
+def query_fingerprint(language: str) -> str:
+    """"<language>:<digest>" of the query text and TAGS_FORMAT: names cached tags without
+    loading the grammar or compiling the query."""
+    digest = hashlib.sha1(f"{TAGS_FORMAT}\n{query_source(language)}".encode()).hexdigest()[:16]
+    return f"{language}:{digest}"
+
+
+@functools.cache
 def tag_queries(language: str) -> TagQueries:
     """The compiled query for `language`; compiled once per process."""
     source = query_source(language)
@@ -118,8 +126,7 @@ def tag_queries(language: str) -> TagQueries:
     for index in range(query.capture_count):
         if query.capture_name(index).startswith("reference."):
             query.disable_capture(query.capture_name(index))
-    digest = hashlib.sha1(f"{TAGS_FORMAT}\n{source}".encode()).hexdigest()[:16]
-    return TagQueries(query, kinds, f"{language}:{digest}")
+    return TagQueries(query, kinds, query_fingerprint(language))
 
 
 def _pattern_kind(pattern: str) -> str | None:

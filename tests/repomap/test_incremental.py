@@ -134,7 +134,7 @@ def test_old_versions_are_pruned_from_the_cache(tmp_path: Path, teachback_home: 
         repo_map.render(tokens=50)
     db = sqlite3.connect(teachback_home / "repomap.db")
     assert db.execute("SELECT count(*) FROM tags").fetchone()[0] > 100
-    RepoMap(root).render(tokens=50)  # a new map prunes on first use
+    RepoMap(root).scan()  # a new map prunes on its first scan (a map read back scans nothing)
     assert db.execute("SELECT count(*) FROM tags").fetchone()[0] == PYTHON_FILES
 
 
