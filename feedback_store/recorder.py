@@ -277,10 +277,8 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None
         (event.id, event.session_id, event.call_id, event.name, event.arguments, event.step, event.session_id,
          event.ts),
     ).fetchone()[0]
-    if event.name == pairs.COMMAND_TOOL and seq is not None:
-        command = _command_of(event.arguments)
-        if command:
-            _flag(conn, event, seq, monitor.check_command(command))
+    if seq is not None:  # every tool's arguments: command lines, and the paths read, listed or searched
+        _flag(conn, event, seq, monitor.check_call(event.name, event.arguments))
 
 
 def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
@@ -434,15 +432,6 @@ def _turn_finished(conn: sqlite3.Connection, event: TurnFinished) -> None:
             event.turn,
         ),
     )
-
-
-def _command_of(arguments: str) -> str | None:
-    try:
-        data = json.loads(arguments)
-    except (ValueError, TypeError):
-        return None
-    command = data.get("command") if isinstance(data, dict) else None
-    return command if isinstance(command, str) else None
 
 
 HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event], None]] = {
