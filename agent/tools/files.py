@@ -94,10 +94,8 @@ class _Page:
         return self.start <= number <= self.end and not self.full
 
     def feed(self, chunk: str) -> None:
-        breaks = chunk.count("\n")
-        if not any(self._wanted(n) for n in (self._number, self._number + breaks)) and not (
-            self._number < self.start < self._number + breaks
-        ):  # nothing in this chunk is shown: count it only
+        breaks = chunk.count("\n")  # the chunk holds lines _number .. _number + breaks
+        if self.full or self._number > self.end or self._number + breaks < self.start:  # none shown: count only
             self._number += breaks
             self._length = len(chunk) - chunk.rfind("\n") - 1 if breaks else self._length + len(chunk)
             return
