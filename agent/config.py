@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 APPROVAL_MODES = ("read-only", "ask", "auto-edit", "full-auto")
-TOOL_MODES = ("native", "text", "grammar")
+# grammar: a JSON-schema response_format (OpenAI json_schema form); json_object: the same schema in the
+# {"type": "json_object", "schema": ...} form that llama-cpp-python's server takes.
+TOOL_MODES = ("native", "text", "grammar", "json_object")
 SANDBOX_MODES = ("none", "auto", "bwrap", "sandbox-exec")  # run_command confinement: agent/sandbox.py
 EMBEDDED_MODEL = "local/smollm2"
 CONFIG_FILE = "teachback.toml"

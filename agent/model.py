@@ -14,24 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.llm import load_litellm
-from agent.providers import ProviderSetupError
+from agent.llm import ModelError, check_model, classify, describe, load_litellm, server_message
 
 log = logging.getLogger(__name__)
 
 # Models without native tool calls. The embedded model follows a JSON grammar far better than a
 # prompt-only format (12 of 12 captured replies held a call, against 0 of 12 in text mode).
 GRAMMAR_MODE_PREFIXES = ("local/",)
-
-
-class ModelError(Exception):
-    """The model could not answer: `kind` is setup (one of teachback's own providers is not set up),
-    auth, not_found, context_window, bad_request or unavailable (transient failures that outlasted
-    the retries)."""
-
-    def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 @dataclass
@@ -72,7 +61,9 @@ class LiteLLMModel:
         on_delta: Callable[[str], None] | None = None,
     ) -> ModelReply:
         litellm = load_litellm()
-        request: dict[str, Any] = {"model": self.name, "stream": True, "drop_params": True, **self.extra}
+        # max_retries=0: the provider SDK's own retries (openai's: 2 per call) would multiply the ones below.
+        request: dict[str, Any] = {"model": self.name, "stream": True, "drop_params": True, "max_retries": 0,
+                                   **self.extra}
         if self.api_base:
             request["api_base"] = self.api_base
         mode = self.mode
@@ -82,10 +73,11 @@ class LiteLLMModel:
             from agent import textcalls
 
             request["messages"] = textcalls.to_text_messages(_raw_text_messages(messages), tools)
-            if mode == "grammar":
-                request.update(textcalls.grammar_kwargs(tools))
+            if mode in ("grammar", "json_object"):
+                request.update(_response_format(tools, mode))
+        check_model(litellm, self.name, self.api_base)
         started = time.perf_counter()
-        attempt = 0
+        attempt, last_answer = 0, None
         while True:
             attempt += 1
             try:
@@ -93,11 +85,16 @@ class LiteLLMModel:
                 content, calls, usage, logprobs = await _collect(stream, on_delta)
                 break
             except Exception as exc:  # classified below; anything unknown is re-raised
-                kind = _classify(litellm, exc)
+                kind = classify(litellm, exc, self.name, self.api_base)
                 if kind is None:
                     raise
+                answer = (getattr(exc, "status_code", None), server_message(exc))
+                if kind == "unavailable" and answer[0] == 500 and answer == last_answer:
+                    kind = "bad_request"  # the server answered, twice in the same words: it refuses this request
+                last_answer = answer
                 if kind != "unavailable" or attempt > self.max_retries:
-                    raise ModelError(_describe(self.name, kind, exc), kind) from exc
+                    text = describe(litellm, self.name, kind, exc, mode=mode, api_base=self.api_base)
+                    raise ModelError(text, kind) from exc
                 delay = self.backoff_s * 2 ** (attempt - 1)
                 log.warning("model %s failed (%s); retry %d in %.1fs", self.name, exc, attempt, delay)
                 await asyncio.sleep(delay)
@@ -170,59 +167,16 @@ def _raw_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _setup_error(exc: BaseException) -> ProviderSetupError | None:
-    """Our own provider's configuration error, wherever litellm's wrapping put it."""
-    seen: set[int] = set()
-    stack: list[BaseException | None] = [exc]
-    while stack:
-        current = stack.pop()
-        if current is None or id(current) in seen:
-            continue
-        if isinstance(current, ProviderSetupError):
-            return current
-        seen.add(id(current))
-        stack += [getattr(current, "original_exception", None), current.__cause__, current.__context__]
-    return None
+def _response_format(tools: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    """The grammar mode's response_format: OpenAI's json_schema form, or the json_object form with
+    a schema that llama-cpp-python's server takes."""
+    from agent import textcalls
 
-
-def _classify(litellm: Any, exc: Exception) -> str | None:
-    if _setup_error(exc) is not None:
-        return "setup"
-    permanent = (
-        (getattr(litellm, "ContextWindowExceededError", ()), "context_window"),
-        (getattr(litellm, "AuthenticationError", ()), "auth"),
-        (getattr(litellm, "PermissionDeniedError", ()), "auth"),
-        (getattr(litellm, "NotFoundError", ()), "not_found"),
-        (getattr(litellm, "BadRequestError", ()), "bad_request"),
-    )
-    for cls, kind in permanent:
-        if isinstance(exc, cls):
-            return kind
-    transient = tuple(
-        getattr(litellm, name)
-        for name in ("RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
-                     "ServiceUnavailableError", "BadGatewayError", "APIError")
-        if hasattr(litellm, name)
-    )
-    if isinstance(exc, transient) or isinstance(exc, (ConnectionError, asyncio.TimeoutError)):
-        return "unavailable"
-    return None
-
-
-def _describe(model: str, kind: str, exc: Exception) -> str:
-    setup = _setup_error(exc)
-    if setup is not None:
-        return f"Model {model} cannot run: {setup}"
-    # litellm appends the provider's traceback to some messages; the person needs the first part.
-    text = str(exc).split(" Traceback (most recent call last)")[0].strip()
-    advice = {
-        "auth": "Check the provider's API key environment variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY).",
-        "not_found": "Check the model name: it must be a litellm model string such as anthropic/claude-sonnet-4-5.",
-        "context_window": "The conversation no longer fits the model's context window; start a new session.",
-        "bad_request": "The provider rejected the request; check the model name and api_base.",
-        "unavailable": "The provider could not be reached after retries; check the network or api_base.",
-    }[kind]
-    return f"Model {model} failed ({kind}): {text[:500]}\n{advice}"
+    kwargs = textcalls.grammar_kwargs(tools)
+    if mode == "json_object":
+        return {"response_format": {"type": "json_object",
+                                    "schema": kwargs["response_format"]["json_schema"]["schema"]}}
+    return kwargs
 
 
 def _cost(litellm: Any, model: str, prompt_tokens: int, completion_tokens: int) -> float:
