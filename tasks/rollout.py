@@ -1,0 +1,249 @@
+"""One graded attempt at a task: a fresh sealed workspace, the agent headless in full-auto, then the
+task's own tests.
+
+The agent runs through the same session-opening path as `teachback run`, recorded in the feedback
+store. The session carries the task in its config (`config.task`: instance id, attempt, and after
+grading the reward and the pass fractions). The grader's test run is reported to the recorder as a
+`run_command` call after the agent's last step, so a failing run after the agent's edits becomes a
+`test` pair through the store's normal pair path, with the test output as its feedback. The model
+never sees that call: it is not part of the conversation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config import Settings, load_settings
+from agent.protocol import Event, SessionStarted, ToolCallFinished, ToolCallStarted, TurnFinished, UserInput
+
+log = logging.getLogger(__name__)
+
+# Commands no task attempt may run, whatever the configuration says: each fetches from the network
+# (the monitor flags the attempt too). A task file narrows this further with its own deny rules.
+TASK_DENY_COMMANDS = (
+    "curl *", "*[ /;&|]curl *", "wget *", "*[ /;&|]wget *", "*pip install*", "*pip3 install*", "*pip download*",
+    "*uv pip install*", "*uv add *", "*git clone*", "*git fetch*", "*git pull*", "*git submodule update*",
+    "ssh *", "scp *",
+)
+GRADER_CALL_PREFIX = "grader_"
+FAILING_SHOWN = 20  # failing test ids named in the grader's feedback
+
+
+@dataclass(frozen=True)
+class AttemptSpec:
+    """Everything one attempt needs; plain data, so it travels to a pool worker or a Ray task."""
+
+    task: Any  # tasks.records.Task
+    task_file: str
+    attempt: int
+    model: str
+    db: str
+    work_dir: str | None = None  # where sealed workspaces are made (default: the system temp dir)
+    tests: str = "visible"
+    overrides: dict[str, Any] = field(default_factory=dict)  # settings: max_steps, max_time, ...
+    grade_timeout: float | None = None
+    keep_workspace: bool = False
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.task.instance_id, self.attempt, self.model)
+
+
+def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
+    """The user's settings for this workspace, headless: full-auto, nothing asked, recorded to
+    `spec.db`, with the task deny rules added to the configured ones."""
+    base = load_settings(workspace)
+    deny = (*base.deny_commands, *TASK_DENY_COMMANDS, *task_deny_rules(spec.task))
+    return base.replace(model=spec.model, approval="full-auto", ask_commands=(), deny_commands=deny,
+                        db=spec.db, record=True, **spec.overrides)
+
+
+def task_deny_rules(task: Any) -> tuple[str, ...]:
+    """Command rules the task file adds (`deny_commands`: shell-style globs on the command line)."""
+    return tuple(getattr(task, "deny_commands", None) or ())
+
+
+class AttemptMetrics:
+    """Counts what the bench reports, from the session's own events (the grader's call excluded)."""
+
+    def __init__(self) -> None:
+        from feedback_store.pairs import SCHEMA_KINDS
+
+        self._schema_kinds = SCHEMA_KINDS
+        self.tool_calls = self.tool_errors = self.malformed_calls = self.repeated_errors = 0
+        self.finished: TurnFinished | None = None
+        self._errors_seen: set[tuple[str, str | None, str | None]] = set()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TurnFinished):
+            self.finished = event
+        if not isinstance(event, ToolCallFinished) or event.error_kind == "interrupted":
+            return
+        self.tool_calls += 1
+        if event.ok:
+            return
+        if event.error_kind in self._schema_kinds:
+            self.malformed_calls += 1
+        else:
+            self.tool_errors += 1
+        kind = (event.name, event.error_kind, event.target)
+        if kind in self._errors_seen:  # the same kind of error on the same tool and target again
+            self.repeated_errors += 1
+        self._errors_seen.add(kind)
+
+    def as_dict(self) -> dict[str, Any]:
+        done = self.finished
+        return {
+            "finish_reason": done.reason if done else "error",
+            "steps": done.steps if done else 0,
+            "prompt_tokens": done.prompt_tokens if done else 0,
+            "completion_tokens": done.completion_tokens if done else 0,
+            "cost_usd": done.cost_usd if done else 0.0,
+            "tool_calls": self.tool_calls,
+            "tool_errors": self.tool_errors,
+            "malformed_calls": self.malformed_calls,
+            "repeated_errors": self.repeated_errors,
+        }
+
+
+def run_attempt(spec: AttemptSpec) -> dict[str, Any]:
+    """Run one attempt and return its result record (a JSON object). A failure of the harness
+    itself (the workspace, the database) is returned as a record with `error` set, never raised."""
+    started = time.perf_counter()
+    record: dict[str, Any] = {"instance_id": spec.task.instance_id, "attempt": spec.attempt, "model": spec.model}
+    scratch = Path(tempfile.mkdtemp(prefix=f"teachback-task-{spec.attempt}-", dir=spec.work_dir))
+    try:
+        record.update(_attempt(spec, scratch / "workspace"))
+    except Exception as exc:  # reported in the results file; the run goes on with the next attempt
+        log.exception("attempt %s #%d failed", spec.task.instance_id, spec.attempt)
+        record.update(reward=0.0, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        if spec.keep_workspace:
+            record["workspace"] = str(scratch / "workspace")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    record["wall_s"] = round(time.perf_counter() - started, 3)
+    return record
+
+
+def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
+    from feedback_store import Recorder, open_store
+    from tasks.grade import grade
+    from tasks.seal import make_workspace
+
+    workspace = make_workspace(spec.task, Path(spec.task_file), dest, tests=spec.tests)
+    settings = attempt_settings(workspace, spec)
+    store = open_store(settings.db_path(), timeout=settings.db_wait)
+    try:
+        problems: list[str] = []
+        recorder = Recorder(store, on_error=lambda e: problems.append(str(e)))
+        task_meta = {"instance_id": spec.task.instance_id, "attempt": spec.attempt, "repo": spec.task.repo}
+        session_id, metrics, agent_s = _run_agent(workspace, settings, spec.task.problem_statement, recorder, task_meta)
+        clock = time.perf_counter()
+        timeout = {} if spec.grade_timeout is None else {"timeout": spec.grade_timeout}
+        result = grade(spec.task, Path(spec.task_file), workspace, **timeout)
+        grade_s = time.perf_counter() - clock
+        for event in grader_events(session_id, spec.task, result, step=metrics.get("steps", 0) + 1):
+            recorder(event)
+        unrecorded = recorder.flush() + recorder.lost
+        outcome = {
+            "reward": float(result.reward),
+            "f2p_pass_fraction": result.f2p_pass_fraction,
+            "p2p_pass_fraction": result.p2p_pass_fraction,
+        }
+        mark_session(store, session_id, {**task_meta, **outcome})
+        flags = sorted({row["rule"] for row in store.flags(session_id)})
+    finally:
+        store.close()
+    record = {"session_id": session_id, **outcome, "flags": flags, **metrics,
+              "agent_s": round(agent_s, 3), "grade_s": round(grade_s, 3),
+              "failing_tests": failing_tests(spec.task, result)}
+    if unrecorded or problems:
+        record["error"] = f"{len(unrecorded)} event(s) not recorded: {'; '.join(problems) or 'see the log'}"
+    return record
+
+
+def _run_agent(
+    workspace: Path, settings: Settings, instruction: str, recorder: Any, task_meta: dict[str, Any]
+) -> tuple[str, dict[str, Any], float]:
+    from agent.runtime import open_session
+
+    session = open_session(workspace, settings, frontend="tasks")
+    metrics = AttemptMetrics()
+    session.subscribe(_with_task(recorder, task_meta))
+    session.subscribe(metrics)
+    clock = time.perf_counter()
+    asyncio.run(session.run(UserInput(text=instruction)))
+    return session.id, metrics.as_dict(), time.perf_counter() - clock
+
+
+def _with_task(recorder: Any, task_meta: dict[str, Any]):
+    """Forward events to the recorder, the session's config carrying the task from its start (so
+    even an attempt killed midway says which task it was)."""
+
+    def forward(event: Event) -> None:
+        if isinstance(event, SessionStarted):
+            event = dataclasses.replace(event, config={**event.config, "task": task_meta})
+        recorder(event)
+
+    return forward
+
+
+def task_command(task: Any) -> str:
+    command = task.test_cmd
+    return command if isinstance(command, str) else " ".join(str(part) for part in command)
+
+
+def failing_tests(task: Any, result: Any) -> list[str]:
+    """FAIL_TO_PASS tests still failing and PASS_TO_PASS tests broken, in task order."""
+    outcomes = result.outcomes or {}
+    wanted = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+    return [test for test in wanted if outcomes.get(test) != "passed"]
+
+
+def grader_events(session_id: str, task: Any, result: Any, *, step: int) -> tuple[Event, Event]:
+    """The grader's run as a `run_command` call after the agent's last step (not in the conversation)."""
+    command = task_command(task)
+    call_id = f"{GRADER_CALL_PREFIX}{session_id}"
+    passed = result.reward >= 1
+    start = ToolCallStarted(session_id=session_id, call_id=call_id, name="run_command",
+                            arguments=json.dumps({"command": command}), step=step)
+    return start, ToolCallFinished(
+        session_id=session_id, cause_id=start.id, call_id=call_id, name="run_command", ok=passed,
+        result=grader_feedback(command, task, result), step=step, error_kind=None if passed else "exit_status",
+        target=command, duration_ms=round(result.seconds * 1000, 1), message=None,
+    )
+
+
+def grader_feedback(command: str, task: Any, result: Any) -> str:
+    """What the task's tests said after the agent finished: counts, the failing tests, the output."""
+    from agent.tools.commands import cap_output
+
+    failing = failing_tests(task, result)
+    f2p, p2p = len(task.FAIL_TO_PASS), len(task.PASS_TO_PASS)
+    head = (f"The task's tests, run after you finished (with the original test files): "
+            f"{round(result.f2p_pass_fraction * f2p)} of {f2p} tests that had to start passing pass, "
+            f"{round(result.p2p_pass_fraction * p2p)} of {p2p} tests that passed before still pass.")
+    if failing:
+        more = f" (and {len(failing) - FAILING_SHOWN} more)" if len(failing) > FAILING_SHOWN else ""
+        head += "\nFailing: " + ", ".join(failing[:FAILING_SHOWN]) + more
+    code = 0 if result.reward >= 1 else 1
+    return f"{head}\n$ {command}\n[exit code {code}]\n{cap_output(result.output or '')}"
+
+
+def mark_session(store: Any, session_id: str, task_meta: dict[str, Any]) -> None:
+    """Set the session's `config.task` (instance id, attempt, reward, pass fractions)."""
+    with store.write() as conn:
+        conn.execute(
+            "UPDATE sessions SET config = json_set(coalesce(config, '{}'), '$.task', json(?)) WHERE id = ?",
+            (json.dumps(task_meta), session_id),
+        )
