@@ -95,7 +95,12 @@ def style_of(ex: Example) -> str:
 
 
 def prompt_of(ex: Example) -> list[Message]:
+    """The prompt in the example's view. The text view is the recorded render when there is one
+    (exactly what the model was given: the stored tool schemas have lost their key order), else
+    rendered now as teachback renders for a text-mode model."""
     if template_of(ex) == "text":
+        if ex.render is not None and ex.render.messages is not None and not ex.options.compact_tools:
+            return ex.render.messages
         return text_view(ex.pair.prompt, tools_of(ex))
     return canonical(ex.pair.prompt, ex.pair.tools)
 
