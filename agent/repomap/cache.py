@@ -3,9 +3,10 @@
 `tags` holds extracted tags keyed by content hash and query fingerprint, so identical content is
 parsed once wherever it appears; `files` remembers, per repository root, each file's size, mtime
 and content hash, so an unchanged file is recognised without reading it. `graphs` keeps the
-latest ranking graph of each root and `maps` the latest rendered maps, both keyed by a hash of
-every file's content, so a new process finds the map of unchanged content without rebuilding it.
-The file is a cache: a version change drops and rebuilds it, and a database error degrades to
+latest ranking graph of each root, keyed by a hash of every file's content (its state), and `maps`
+the latest rendered maps of each root, keyed by focus and budget and by the state or by a hash of
+every file's size and mtime (its listing), so a new process finds the map of unchanged files
+without rebuilding it. The file is a cache: a version change drops and rebuilds it, and a database error degrades to
 re-parsing, never to a failed map.
 """
 

@@ -138,16 +138,16 @@ class RepoMap:
         graph = self._ranking_graph(keep)
         focus, edited = self._expand(focus_paths), self._expand(edited_paths)
         ranked = rank_definitions(graph, focus=focus, edited=edited, mentioned=names)
-        complete = True
+        changed: list[str] = []
 
         def read(rel: str) -> tuple[bytes, FileTags] | None:
-            nonlocal complete
             found = self._shown(rel)
-            complete = complete and found is not None
+            if found is None:
+                changed.append(rel)
             return found
 
         text = render_map(ranked, tokens, read)
-        return text, complete
+        return text, not changed
 
     def _state_key(self) -> str:
         if self._state is None:
@@ -165,7 +165,7 @@ class RepoMap:
             try:
                 self._graph = Graph.from_bytes(data)
                 return self._graph
-            except (ValueError, EOFError) as exc:
+            except (ValueError, EOFError, TypeError) as exc:
                 log.warning("stored repo map graph unreadable (%s); building it again", exc)
         self._load_all_tags()
         for known in self._known.values():
@@ -195,7 +195,7 @@ class RepoMap:
                 known.tags = FileTags.from_json(text)
         if lost:
             self._changed()
-            self._refresh_from_disk(lost)
+            self._refresh_from_disk(self._listing(lost))
 
     def _shown(self, rel: str) -> tuple[bytes, FileTags] | None:
         """The content and tags of a file the map reaches; None if it changed since the scan."""
@@ -232,7 +232,7 @@ class RepoMap:
         self._load()
         if text is None:
             self._editor_text.pop(rel, None)
-            self._refresh_from_disk([rel])
+            self._refresh_from_disk(self._listing([rel]))
             return
         data = text.encode("utf-8")
         digest = content_hash(data)
@@ -262,7 +262,7 @@ class RepoMap:
         if gone:
             self._changed()
             self._cache.store(self._key, [], removed=gone)
-        self._refresh_from_disk([p for p in candidates if p not in self._editor_text], progress, listing)
+        self._refresh_from_disk({p: listing[p] for p in candidates if p not in self._editor_text}, progress)
 
     def close(self) -> None:
         self._cache.close()
@@ -277,10 +277,8 @@ class RepoMap:
                 listing[rel] = None
         return listing
 
-    def _refresh_from_disk(
-        self, paths: list[str], progress: Progress | None = None, listing: Listing | None = None
-    ) -> None:
-        stale = self._stale(paths, self._listing(paths) if listing is None else listing)
+    def _refresh_from_disk(self, listing: Listing, progress: Progress | None = None) -> None:
+        stale = self._stale(listing)
         if not stale:
             return
         rows: list[FileRow] = []
@@ -290,11 +288,10 @@ class RepoMap:
             self._adopt(changed, rows, progress)
         self._cache.store(self._key, rows)
 
-    def _stale(self, paths: list[str], listing: Listing) -> list[tuple[str, os.stat_result]]:
-        """Paths whose size or mtime (in `listing`) differ from what is known (the cheap pre-check)."""
+    def _stale(self, listing: Listing) -> list[tuple[str, os.stat_result]]:
+        """Paths whose size or mtime differ from what is known (the cheap pre-check)."""
         stale: list[tuple[str, os.stat_result]] = []
-        for rel in paths:
-            stat = listing.get(rel)
+        for rel, stat in listing.items():
             if stat is None:
                 if self._known.pop(rel, None) is not None:
                     self._changed()
