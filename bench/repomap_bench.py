@@ -4,9 +4,11 @@
 
 Builds under .bench/: a git repository made from this Python's standard library (~2,400 files),
 a ~600-file repository for the per-turn update, and a virtual environment with aider-chat from
-PyPI (.bench/aider-venv). Each figure is the median of --repeats runs, each in a fresh process
-(timed around the map call, not the interpreter start); runs of different kinds are interleaved
-so that a busy machine slows them alike. Prints wall-clock medians, CPU medians and ratios.
+the package index (.bench/aider-venv). Each figure is the median of --repeats runs, each in a
+fresh process, timed around the map call; the "whole command" rows time the whole process from
+outside (interpreter start, imports, map, exit). Runs of different kinds are interleaved so that
+a busy machine slows them alike. Prints wall-clock medians, CPU medians and ratios, and checks
+that every warm map is byte-identical to the cold one.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 
 from agent.repomap import estimate_tokens
@@ -48,19 +51,20 @@ for rel in paths:
 print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "files": len(paths)}))
 """
 
+# argv: root, tokens, workers, renders, map file (the first render's map), identifiers to mention
 OURS = """
 import json, sys, time
 from pathlib import Path
 from agent.repomap import RepoMap
-root, tokens, workers, out = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+root, tokens, workers, renders, out = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 repo_map = RepoMap(root, workers=workers)
-times = []
-for _ in range(2):
+times, texts = [], []
+for _ in range(renders):
     wall, cpu = time.perf_counter(), time.process_time()
-    text = repo_map.render(tokens=tokens)
+    texts.append(repo_map.render(tokens=tokens, mentioned=sys.argv[6:]))
     times.append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
-                  "parsed": repo_map.parsed_files})
-Path(out).write_text(text)
+                  "parsed": repo_map.parsed_files, "same_as_first": texts[-1] == texts[0]})
+Path(out).write_text(texts[0])
 print(json.dumps(times))
 """
 
@@ -127,6 +131,7 @@ def main() -> int:
     print(f"corpus: {CORPUS} ({files} source files of {count_files(CORPUS)} files)\n")
 
     figures: dict[str, list[dict]] = {}
+    mismatches: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:
         map_file = Path(scratch) / "map.txt"
         for repeat in range(args.repeats):
@@ -134,31 +139,54 @@ def main() -> int:
             add(figures, "raw parse (1 process)", run_json(sys.executable, RAW_PARSE, CORPUS))
             for workers, label in ((1, "1 process"), (PROCESSES, f"{PROCESSES} processes")):
                 home = Path(scratch) / f"home-{repeat}-{workers}"
-                cold, warm_same = run_ours(home, args.tokens, workers, map_file)
-                add(figures, f"teachback cold ({label})", cold)
-                add(figures, "teachback warm, same process", warm_same)
-                warm_new, _ = run_ours(home, args.tokens, workers, map_file)
-                add(figures, "teachback warm, new process", warm_new)
+                run_ours(figures, mismatches, home, args.tokens, workers, label, map_file)
             if aider_python:
-                shutil.rmtree(CORPUS / ".aider.tags.cache.v4", ignore_errors=True)
-                result = run_json(aider_python, AIDER, CORPUS, args.tokens, 2, map_file)
-                add(figures, "aider cold", result["times"][0])
-                add(figures, "aider warm, same process", result["times"][1])
-                result = run_json(aider_python, AIDER, CORPUS, args.tokens, 1, map_file)
-                add(figures, "aider warm, new process", result["times"][0])
-                figures.setdefault("tiktoken", []).append(result["ours_tiktoken"])
+                run_aider(figures, aider_python, args.tokens, map_file)
         home = Path(scratch) / "home-update"
         update = run_json(sys.executable, UPDATE, SMALL, 15, env={"TEACHBACK_HOME": str(home)})
         ours_map = map_file.read_text()
 
     report(figures, update, ours_map, args.tokens)
-    return 0
+    print("\nwarm maps (same process, new process, `teachback map`) byte-identical to the cold map:",
+          "yes" if not mismatches else "NO: " + ", ".join(mismatches))
+    return 0 if not mismatches else 1
 
 
-def run_ours(home: Path, tokens: int, workers: int, map_file: Path) -> tuple[dict, dict]:
-    first, second = run_json(sys.executable, OURS, CORPUS, tokens, workers, map_file,
-                             env={"TEACHBACK_HOME": str(home)})
-    return first, second
+def run_ours(figures: dict[str, list], mismatches: list[str], home: Path, tokens: int, workers: int,
+             label: str, map_file: Path) -> None:
+    """Cold and warm in one process (the cold map into `map_file`), warm in a new one, warm with a
+    new focus in a new one (the stored graph, not the stored map), and the whole `teachback map`."""
+    env = {"TEACHBACK_HOME": str(home)}
+    warm_map = map_file.with_suffix(".warm.txt")
+    cold, warm_same = run_json(sys.executable, OURS, CORPUS, tokens, workers, 2, map_file, env=env)
+    add(figures, f"teachback cold ({label})", cold)
+    add(figures, "teachback warm, same process", warm_same)
+    if not warm_same["same_as_first"]:
+        mismatches.append(f"same process ({label})")
+    [warm_new] = run_json(sys.executable, OURS, CORPUS, tokens, workers, 1, warm_map, env=env)
+    add(figures, "teachback warm, new process", warm_new)
+    if warm_map.read_bytes() != map_file.read_bytes():
+        mismatches.append(f"new process ({label})")
+    [focus] = run_json(sys.executable, OURS, CORPUS, tokens, workers, 1, warm_map, "Popen", "urlopen", env=env)
+    add(figures, "teachback warm, new process, new focus", focus)
+    wall, cpu, out = timed_command(
+        [sys.executable, "-m", "agent.cli", "map", "--workspace", CORPUS, "--tokens", tokens], env
+    )
+    add(figures, "teachback map, whole command (warm)", {"wall": wall, "cpu": cpu})
+    if out != map_file.read_bytes():
+        mismatches.append(f"`teachback map` ({label})")
+
+
+def run_aider(figures: dict[str, list], aider_python: Path, tokens: int, map_file: Path) -> None:
+    shutil.rmtree(CORPUS / ".aider.tags.cache.v4", ignore_errors=True)
+    result = run_json(aider_python, AIDER, CORPUS, tokens, 2, map_file)
+    add(figures, "aider cold", result["times"][0])
+    add(figures, "aider warm, same process", result["times"][1])
+    wall, cpu, out = timed_command([aider_python, "-c", AIDER, CORPUS, tokens, 1, map_file])
+    result = json.loads(out.decode().strip().splitlines()[-1])
+    add(figures, "aider warm, new process", result["times"][0])
+    add(figures, "aider, whole script (warm)", {"wall": wall, "cpu": cpu})
+    figures.setdefault("tiktoken", []).append(result["ours_tiktoken"])
 
 
 def report(figures: dict[str, list], update: dict, ours_map: str, tokens: int) -> None:
@@ -175,12 +203,14 @@ def report(figures: dict[str, list], update: dict, ours_map: str, tokens: int) -
         print(f"  {label} / raw parse: wall {median(label) / median(raw):.2f}x,"
               f" cpu {median(label, 'cpu') / median(raw, 'cpu'):.2f}x   (target <= 2x)")
     if "aider cold" in figures:
+        targets = {"teachback warm, same process": "   (target >= 10x)",
+                   "teachback warm, new process": "   (target >= 20x)"}
         for ours, theirs in (("teachback warm, same process", "aider warm, same process"),
                              ("teachback warm, new process", "aider warm, new process"),
-                             ("teachback warm, new process", "aider warm, same process"),
+                             ("teachback warm, new process, new focus", "aider warm, new process"),
+                             ("teachback map, whole command (warm)", "aider, whole script (warm)"),
                              ("teachback cold (1 process)", "aider cold")):
-            print(f"  {theirs} / {ours}: {median(theirs) / median(ours):.1f}x faster"
-                  + ("   (target >= 10x)" if "warm" in ours else ""))
+            print(f"  {theirs} / {ours}: {median(theirs) / median(ours):.1f}x faster" + targets.get(ours, ""))
         estimate = estimate_tokens(ours_map)
         real = statistics.median(figures["tiktoken"])
         print(f"\nteachback map at --tokens {tokens}: estimated {estimate} tokens,"
@@ -199,13 +229,20 @@ def add(figures: dict[str, list], label: str, run: dict) -> None:
 
 
 def run_json(python: str | Path, code: str, *args: object, env: dict[str, str] | None = None):
-    result = subprocess.run(
-        [str(python), "-c", code, *map(str, args)], cwd=REPO, capture_output=True, text=True,
-        env={**os.environ, **(env or {})}, timeout=1800, check=False,
-    )
+    out = timed_command([python, "-c", code, *args], env)[2]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+def timed_command(command: list[object], env: dict[str, str] | None = None) -> tuple[float, float, bytes]:
+    """(wall seconds, CPU seconds, stdout) of a whole process, run from the repository."""
+    before, start = os.times(), time.perf_counter()
+    result = subprocess.run([str(part) for part in command], cwd=REPO, capture_output=True,
+                            env={**os.environ, **(env or {})}, timeout=1800, check=False)
+    wall, after = time.perf_counter() - start, os.times()
     if result.returncode != 0:
-        raise SystemExit(f"benchmark step failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+        raise SystemExit(f"benchmark step failed:\n{result.stderr.decode(errors='replace')[-3000:]}")
+    cpu = after.children_user + after.children_system - before.children_user - before.children_system
+    return wall, cpu, result.stdout
 
 
 def build_corpus() -> None:
