@@ -85,6 +85,15 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--max-steps", type=int, default=12)
     demo.set_defaults(handler=lambda a: __import__("agent.demo", fromlist=["run_demo"]).run_demo(
         a.dest, model=a.model, max_steps=a.max_steps))
+
+    # `tasks` and `bench` parse the rest of the line with their own parser (tasks.cli), imported only
+    # when one of them runs; prefix_chars keeps argparse from reading their options here.
+    for name, summary in (("tasks", "make graded tasks from a repository (synth) and run attempts at them (run)"),
+                          ("bench", "score a model on a task suite, or compare two bench runs")):
+        command = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
+        command.add_argument("arguments", nargs="*")
+        command.set_defaults(handler=lambda a, name=name: __import__("tasks.cli", fromlist=["main"]).main(
+            name, a.arguments))
     return parser
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from agent.config import Settings, load_settings
 from agent.protocol import Event, SessionStarted, ToolCallFinished, ToolCallStarted, TurnFinished, UserInput
+from tasks.records import TaskError
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ class AttemptSpec:
     model: str
     db: str
     work_dir: str | None = None  # where sealed workspaces are made (default: the system temp dir)
-    tests: str = "visible"
     overrides: dict[str, Any] = field(default_factory=dict)  # settings: max_steps, max_time, ...
     grade_timeout: float | None = None
     keep_workspace: bool = False
@@ -68,8 +68,12 @@ def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
 
 
 def task_deny_rules(task: Any) -> tuple[str, ...]:
-    """Command rules the task file adds (`deny_commands`: shell-style globs on the command line)."""
-    return tuple(getattr(task, "deny_commands", None) or ())
+    """The commands a task record denies besides (its `deny_commands` key: shell-style globs on the
+    command line, as in the `deny_commands` setting)."""
+    rules = task.extra.get("deny_commands") or []
+    if not isinstance(rules, list) or not all(isinstance(rule, str) for rule in rules):
+        raise TaskError(f"task {task.instance_id}: deny_commands must be a list of command globs, got {rules!r}")
+    return tuple(rules)
 
 
 class AttemptMetrics:
@@ -140,7 +144,7 @@ def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
     from tasks.grade import grade
     from tasks.seal import make_workspace
 
-    workspace = make_workspace(spec.task, Path(spec.task_file), dest, tests=spec.tests)
+    workspace = make_workspace(spec.task, Path(spec.task_file), dest, tests=spec.task.tests)
     settings = attempt_settings(workspace, spec)
     store = open_store(settings.db_path(), timeout=settings.db_wait)
     try:
