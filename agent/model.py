@@ -33,6 +33,10 @@ class ModelReply:
     attempts: int = 1
     logprobs: list[dict[str, Any]] | None = None
     format_error: str | None = None  # text mode: the reply tried to call a tool but did not parse
+    tool_mode: str = "native"
+    rendered_messages: list[dict[str, Any]] | None = None  # text/grammar modes: the messages as sent
+    prompt_token_ids: list[int] | None = None  # when the provider reports them (the embedded model)
+    completion_token_ids: list[int] | None = None
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
@@ -82,7 +86,7 @@ class LiteLLMModel:
             attempt += 1
             try:
                 stream = await litellm.acompletion(**request, stream_options={"include_usage": True})
-                content, calls, usage, logprobs = await _collect(stream, on_delta)
+                content, calls, usage, logprobs, token_ids = await _collect(stream, on_delta)
                 break
             except Exception as exc:  # classified below; anything unknown is re-raised
                 kind = classify(litellm, exc, self.name, self.api_base)
@@ -122,6 +126,10 @@ class LiteLLMModel:
             attempts=attempt,
             logprobs=logprobs or None,
             format_error=format_error,
+            tool_mode=mode,
+            rendered_messages=None if mode == "native" else request["messages"],
+            prompt_token_ids=token_ids.get("prompt"),
+            completion_token_ids=token_ids.get("completion"),
         )
 
 
@@ -130,6 +138,7 @@ async def _collect(stream: Any, on_delta: Callable[[str], None] | None):
     calls: dict[int, dict[str, Any]] = {}
     usage: dict[str, Any] = {}
     logprobs: list[dict[str, Any]] = []
+    token_ids: dict[str, list[int]] = {}
     async for chunk in stream:
         if getattr(chunk, "usage", None):
             usage = dict(chunk.usage)
@@ -137,6 +146,7 @@ async def _collect(stream: Any, on_delta: Callable[[str], None] | None):
             continue
         choice = chunk.choices[0]
         delta = choice.delta
+        token_ids.update((getattr(delta, "provider_specific_fields", None) or {}).get("token_ids") or {})
         if delta.content:
             text_parts.append(delta.content)
             if on_delta is not None:
@@ -155,7 +165,7 @@ async def _collect(stream: Any, on_delta: Callable[[str], None] | None):
     ordered = [calls[i] for i in sorted(calls)]
     for number, call in enumerate(ordered):
         call["id"] = call["id"] or f"call_{number}"
-    return "".join(text_parts), ordered, usage, logprobs
+    return "".join(text_parts), ordered, usage, logprobs, token_ids
 
 
 def _raw_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -178,7 +178,9 @@ class Session(Reviewer):
         self.emit(ModelUsage(session_id=self.id, cause_id=said.id, model=self.model.name, step=step,
                              prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
                              cost_usd=reply.cost_usd, latency_ms=reply.latency_ms, attempts=reply.attempts,
-                             logprobs=reply.logprobs))
+                             logprobs=reply.logprobs, tool_mode=reply.tool_mode,
+                             rendered_messages=reply.rendered_messages, prompt_token_ids=reply.prompt_token_ids,
+                             completion_token_ids=reply.completion_token_ids))
         totals["prompt_tokens"] += reply.prompt_tokens
         totals["completion_tokens"] += reply.completion_tokens
         totals["cost_usd"] += reply.cost_usd
