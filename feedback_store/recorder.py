@@ -80,9 +80,17 @@ class Recorder:
         return list(self.pending)
 
     def _write(self, wait: float | None) -> None:
+        refused: list[Event] = []
         try:
-            with self.store.write(wait=wait) as conn:
-                refused = _record_each(conn, self.pending)
+            try:
+                with self.store.write(wait=wait) as conn:
+                    for event in self.pending:
+                        record(conn, event)
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, REFUSALS):
+                    raise
+                with self.store.write(wait=wait) as conn:  # again, setting aside what is refused
+                    refused = _record_each(conn, self.pending)
         except StoreError as exc:
             self._failed(exc)
             return
@@ -125,16 +133,21 @@ class Recorder:
                     record(conn, event)
 
 
+# Errors that come from an event itself (a constraint, a type), not from the database file: a retry
+# would fail again, so such an event is set aside rather than kept pending.
+REFUSALS = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError, sqlite3.ProgrammingError)
+
+
 def _record_each(conn: sqlite3.Connection, events: Sequence[Event]) -> list[Event]:
-    """Record `events` in the open transaction; return those the database refused (a constraint or
-    a type), each undone on its own so it cannot keep the others out. Any other error (locked,
+    """Record `events` in the open transaction, each in a savepoint; return those the database
+    refused, each undone on its own so it cannot keep the others out. Any other error (locked,
     read-only, I/O) propagates and the transaction rolls back."""
     refused = []
     for event in events:
         conn.execute("SAVEPOINT recorder_event")
         try:
             record(conn, event)
-        except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError, sqlite3.ProgrammingError):
+        except REFUSALS:
             log.exception("the database refused %s %s", event.type, event.id)
             conn.execute("ROLLBACK TO recorder_event")
             refused.append(event)
