@@ -80,7 +80,7 @@ def check_model(litellm: ModuleType, model: str, api_base: str | None) -> None:
         litellm.get_llm_provider(model=model, api_base=api_base)
     except (litellm.BadRequestError, ValueError) as exc:
         raise ModelError(
-            f"Model {model} is not a model string litellm can route: {server_message(exc)}\n"
+            f"Model {model} is not a model string litellm can route: it names no provider litellm knows.\n"
             "Name the provider first, e.g. anthropic/claude-sonnet-4-5, openai/gpt-4o, ollama/llama3, or "
             f"openai/NAME or hosted_vllm/NAME with api_base for a local server ({MODEL_HELP}).",
             "not_found",
