@@ -73,7 +73,7 @@ def synthesize(repo: Path, out: Path, n: int | None = None, seed: int = 0, strat
 
         results = validate_all(mutations, check, worklog, baseline.passing, n, workers or default_workers(),
                                progress, registry)
-    kept = [m for m in mutations if is_valid(results[m.candidate.key], baseline.passing)][:n]
+    kept = _first_valid(mutations, results, baseline.passing, n)
     common = {"repo": repo_name, "base_hash": base_hash, "test_cmd": command.text,
               "timings": {"test_timeout": timeout}, "snapshot": snapshot, "packages": packages,
               "test_files": tuple(p for p in files if is_test_path(p)), "tests": tests}
@@ -121,6 +121,19 @@ def _mutations(tree: Path, files: list[str], strategy: str, baseline: Baseline,
             found.append(mutation)
     random.Random(seed).shuffle(found)
     return found
+
+
+def _first_valid(mutations: list[Mutation], results: dict[str, dict[str, Any]],
+                 passing: frozenset[str], n: int | None) -> list[Mutation]:
+    """The first `n` valid mutations in order (validation checked every one before the n-th)."""
+    kept: list[Mutation] = []
+    for mutation in mutations:
+        result = results.get(mutation.candidate.key)
+        if result is None or len(kept) == n:
+            break
+        if is_valid(result, passing):
+            kept.append(mutation)
+    return kept
 
 
 def _tasks(kept: list[Mutation], results: dict[str, dict[str, Any]], passing: frozenset[str],
