@@ -1,0 +1,119 @@
+"""Grading: the original tests decide; editing, deleting or adding tests gains nothing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks.grade import grade
+from tasks.records import Task, load_tasks
+from tasks.sample_suite import sample_suite_path
+from tasks.seal import make_workspace
+
+SUITE = sample_suite_path()
+TRUNCATE = "tests/test_wrap.py::test_long_text_ends_in_ellipsis"
+SHORT = "tests/test_wrap.py::test_short_text_is_not_truncated"
+
+
+@pytest.fixture
+def task() -> Task:
+    """The sample suite's `truncate` task: two FAIL_TO_PASS tests, eleven PASS_TO_PASS."""
+    return next(t for t in load_tasks(SUITE) if t.instance_id.endswith("wrap.truncate"))
+
+
+@pytest.fixture
+def workspace(task: Task, tmp_path: Path) -> Path:
+    return make_workspace(task, SUITE, tmp_path / "ws")
+
+
+def _apply_gold(task: Task, workspace: Path) -> None:
+    subprocess.run(["git", "apply", str(SUITE.parent / task.gold_patch)], cwd=workspace, check=True)
+
+
+def _fix_truncate_differently(workspace: Path) -> None:
+    path = workspace / "textkit" / "wrap.py"
+    path.write_text(path.read_text().replace(
+        "raise NotImplementedError",
+        "if len(text) <= width:\n        return text\n"
+        "    return (text[: max(0, width - len(ellipsis))] + ellipsis)[:width]",
+    ))
+
+
+def test_the_gold_patch_earns_the_reward(task: Task, workspace: Path) -> None:
+    _apply_gold(task, workspace)
+    result = grade(task, SUITE, workspace)
+    assert (result.reward, result.f2p_pass_fraction, result.p2p_pass_fraction) == (1.0, 1.0, 1.0)
+    assert set(result.outcomes) == {*task.FAIL_TO_PASS, *task.PASS_TO_PASS}
+    assert set(result.outcomes.values()) == {"passed"}
+
+
+def test_an_untouched_workspace_fails_only_the_deleted_feature(task: Task, workspace: Path) -> None:
+    result = grade(task, SUITE, workspace)
+    assert task.FAIL_TO_PASS == (TRUNCATE, SHORT)
+    assert (result.reward, result.f2p_pass_fraction, result.p2p_pass_fraction) == (0.0, 0.0, 1.0)
+    assert result.outcomes[TRUNCATE] == result.outcomes[SHORT] == "failed"
+    assert "NotImplementedError" in result.output
+
+
+def test_another_correct_implementation_also_passes(task: Task, workspace: Path) -> None:
+    _fix_truncate_differently(workspace)
+    assert grade(task, SUITE, workspace).reward == 1.0
+
+
+def test_edited_tests_gain_nothing(task: Task, workspace: Path) -> None:
+    (workspace / "tests" / "test_wrap.py").write_text(
+        "def test_long_text_ends_in_ellipsis():\n    pass\n\n\n"
+        "def test_short_text_is_not_truncated():\n    pass\n"
+    )
+    result = grade(task, SUITE, workspace)
+    assert result.reward == 0.0 and result.outcomes[TRUNCATE] == "failed"
+
+
+def test_deleted_tests_are_put_back(task: Task, workspace: Path) -> None:
+    (workspace / "tests" / "test_wrap.py").unlink()
+    (workspace / "pytest.ini").unlink()
+    result = grade(task, SUITE, workspace)
+    assert result.reward == 0.0 and result.outcomes[TRUNCATE] == "failed"
+
+
+def test_an_added_conftest_that_forces_passes_is_ignored(task: Task, workspace: Path) -> None:
+    forced = (
+        "import pytest\n\n@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+    )
+    (workspace / "conftest.py").write_text(forced)
+    (workspace / "tests" / "conftest.py").write_text(forced)
+    result = grade(task, SUITE, workspace)
+    assert result.reward == 0.0 and result.outcomes[TRUNCATE] == "failed"
+
+
+def test_files_that_run_before_the_tests_are_left_out(task: Task, workspace: Path) -> None:
+    (workspace / "sitecustomize.py").write_text("raise SystemExit(0)\n")
+    (workspace / "pytest.py").write_text("raise SystemExit(0)\n")
+    _fix_truncate_differently(workspace)
+    result = grade(task, SUITE, workspace)
+    assert result.reward == 1.0
+    assert "left out sitecustomize.py" in result.output
+    assert "left out pytest.py: it shadows the installed module `pytest`" in result.output
+
+
+def test_a_fix_that_breaks_another_feature_earns_nothing(task: Task, workspace: Path) -> None:
+    _apply_gold(task, workspace)
+    words = workspace / "textkit" / "words.py"
+    words.write_text(words.read_text().replace("len(text.split())", "len(text.split(' '))"))
+    result = grade(task, SUITE, workspace)
+    assert result.reward == 0.0 and result.f2p_pass_fraction == 1.0
+    assert 0.0 < result.p2p_pass_fraction < 1.0
+    assert result.outcomes["tests/test_words.py::test_counts_words"] == "failed"
+
+
+def test_a_run_past_the_time_limit_is_killed(task: Task, workspace: Path) -> None:
+    wrap = workspace / "textkit" / "wrap.py"
+    wrap.write_text(wrap.read_text().replace("raise NotImplementedError", "while True:\n        pass"))
+    result = grade(task, SUITE, workspace, timeout=3)
+    assert result.reward == 0.0 and result.seconds < 30
+    assert set(result.outcomes.values()) == {"error"}
+    assert "time limit of 3 s" in result.output
