@@ -124,16 +124,19 @@ def run_attempt(spec: AttemptSpec) -> dict[str, Any]:
     itself (the workspace, the database) is returned as a record with `error` set, never raised."""
     started = time.perf_counter()
     record: dict[str, Any] = {"instance_id": spec.task.instance_id, "attempt": spec.attempt, "model": spec.model}
-    scratch = Path(tempfile.mkdtemp(prefix=f"teachback-task-{spec.attempt}-", dir=spec.work_dir))
+    scratch: Path | None = None
     try:
+        if spec.work_dir:
+            Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f"teachback-task-{spec.attempt}-", dir=spec.work_dir))
         record.update(_attempt(spec, scratch / "workspace"))
     except Exception as exc:  # reported in the results file; the run goes on with the next attempt
         log.exception("attempt %s #%d failed", spec.task.instance_id, spec.attempt)
         record.update(reward=0.0, error=f"{type(exc).__name__}: {exc}")
     finally:
-        if spec.keep_workspace:
+        if scratch is not None and spec.keep_workspace:
             record["workspace"] = str(scratch / "workspace")
-        else:
+        elif scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     record["wall_s"] = round(time.perf_counter() - started, 3)
     return record
