@@ -64,7 +64,7 @@ def _bench_parser() -> argparse.ArgumentParser:
                         help="paired per-task difference B − A with a bootstrap confidence interval")
     _attempt_options(parser)
     parser.add_argument("--out", type=Path, help="the bench JSON (default: bench-<suite or tasks>-<model>.json); "
-                        "the attempts go to the same name with .jsonl, and a rerun resumes from it")
+                        "the attempts go beside it as <name>.attempts.jsonl, and a rerun resumes from them")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.set_defaults(handler=_bench)
     return parser
@@ -122,11 +122,12 @@ def _bench(args: argparse.Namespace) -> int:
     model = _model(args)
     name = args.suite or args.tasks.stem
     out = args.out or Path(f"bench-{name}-{_slug(model)}.json")
+    attempts = out.with_name(f"{out.stem}.attempts.jsonl")
     with _task_file(args) as task_file:
-        records, seconds = _rollouts(args, task_file, model, out.with_suffix(".jsonl"))
+        records, seconds = _rollouts(args, task_file, model, attempts)
     document = bench.bench_document(bench.summarize(records, args.attempts), model=model, suite=name,
                                     tasks_file=str(args.tasks or f"suite:{args.suite}"), run_s=round(seconds, 1),
-                                    results=str(out.with_suffix(".jsonl")))
+                                    results=str(attempts))
     bench.write_document(document, out)
     print(bench.render_table(document))
     print(f"\nPer-task results: {out}")
@@ -183,7 +184,8 @@ def _model(args: argparse.Namespace) -> str:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(text).name if text.startswith("scripted/") else text).strip("-")
+    """A file-name part for a model string (a scripted model by its script's name)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", Path(text).stem if text.startswith("scripted/") else text).strip("-")
 
 
 def _task_file(args: argparse.Namespace) -> contextlib.AbstractContextManager[Path]:

@@ -112,8 +112,14 @@ def _ray_results(specs: list[AttemptSpec], address: str | None, parallel: int) -
         raise ExecutorError("The Ray executor needs Ray: pip install 'teachback[ray]' (or use --executor local).") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, runtime_env=_runtime_env(), include_dashboard=False,
-                 logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            ray.init(address=address, runtime_env=_runtime_env(), include_dashboard=False,
+                     logging_level=logging.WARNING, log_to_driver=False)
+        except (ConnectionError, RuntimeError) as exc:
+            raise ExecutorError(
+                f"Cannot start or reach Ray{f' at {address}' if address else ''}: {str(exc).rstrip('.')}. Start a cluster with "
+                "`ray start --head` (then --address auto), or leave out --address to start one for this run."
+            ) from exc
     remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
     try:
         waiting = iter(specs)
