@@ -232,3 +232,98 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
             db.conn.execute("ROLLBACK")
             raise
     return done
+
+
+def m003_lessons(db: sqlite_utils.Database) -> None:
+    # Lessons (feedback_store/lessons.py): a full-text index over failures, kept current by triggers
+    # as the recorder writes pairs, and the lessons distilled from them. `lesson_pairs` gives each
+    # pair a stable integer key (the index's rowid) and says whether its lesson must be (re)distilled.
+    db.execute(
+        """CREATE TABLE lesson_pairs (
+            id INTEGER PRIMARY KEY, pair_id TEXT NOT NULL UNIQUE, session_id TEXT, lesson_id TEXT,
+            pending INTEGER NOT NULL DEFAULT 1)"""
+    )
+    db.execute("CREATE INDEX lesson_pairs_pending ON lesson_pairs (pending) WHERE pending = 1")
+    db.execute("CREATE INDEX lesson_pairs_lesson ON lesson_pairs (lesson_id)")
+    db.execute("CREATE INDEX lesson_pairs_session ON lesson_pairs (session_id)")
+    db.execute(
+        "CREATE VIRTUAL TABLE pair_search USING fts5(tool, error_kind, target, call, feedback, "
+        "tokenize = \"unicode61 tokenchars '_'\")"
+    )
+    db["pairs"].create_index(["tool", "error_kind", "target"], index_name="pairs_situation")
+    db.create_table(
+        "lessons",
+        {
+            "id": str,
+            "key": str,  # distilled: the situation [tool, error_kind, target] as canonical JSON; user: null
+            "origin": str,  # distilled | user
+            "tool": str,
+            "error_kind": str,
+            "target": str,
+            "text": str,  # what the model reads (redacted)
+            "feedback": str,  # the chosen failure's feedback (redacted, shortened), for `lessons show`
+            "correction": str,  # what worked (redacted, shortened) or null
+            "edited": int,  # the text was written by a person: distillation leaves it alone
+            "pinned": int,
+            "deleted": int,
+            "occurrences": int,  # pairs from sessions that are not flagged
+            "corrected": int,
+            "source_pair": str,
+            "source_session": str,
+            "workspace": str,  # user lessons: where it applies (null: everywhere)
+            "author": str,
+            "created_at": float,
+            "updated_at": float,
+            "last_seen": float,
+        },
+        pk="id",
+        not_null={"origin", "text"},
+        defaults={"edited": 0, "pinned": 0, "deleted": 0, "occurrences": 0, "corrected": 0},
+    )
+    db.execute("CREATE UNIQUE INDEX lessons_key ON lessons (key)")
+    db["lessons"].create_index(["tool", "error_kind", "target"], index_name="lessons_situation")
+    db["lessons"].create_index(["occurrences"], index_name="lessons_occurrences")
+    db.execute("CREATE INDEX lessons_pinned ON lessons (pinned) WHERE pinned = 1")
+    search_row = "(SELECT id FROM lesson_pairs WHERE pair_id = {0}.id)"
+    for trigger in (
+        f"""CREATE TRIGGER pairs_lessons_insert AFTER INSERT ON pairs BEGIN
+            INSERT OR IGNORE INTO lesson_pairs (pair_id, session_id) VALUES (NEW.id, NEW.session_id);
+            INSERT INTO pair_search (rowid, tool, error_kind, target, call, feedback) VALUES (
+                {search_row.format("NEW")}, NEW.tool, NEW.error_kind, NEW.target,
+                (SELECT substr(arguments, 1, 2000) FROM tool_calls
+                 WHERE session_id = NEW.session_id AND message_seq = NEW.completion_seq
+                 ORDER BY name IS NOT NEW.tool, started_at DESC LIMIT 1),
+                substr(NEW.feedback, 1, 4000));
+        END""",
+        f"""CREATE TRIGGER pairs_lessons_feedback AFTER UPDATE OF feedback ON pairs BEGIN
+            UPDATE pair_search SET feedback = substr(NEW.feedback, 1, 4000) WHERE rowid = {search_row.format("NEW")};
+            UPDATE lesson_pairs SET pending = 1 WHERE pair_id = NEW.id;
+        END""",
+        """CREATE TRIGGER pairs_lessons_corrected AFTER UPDATE OF correction_seq, correction ON pairs BEGIN
+            UPDATE lesson_pairs SET pending = 1 WHERE pair_id = NEW.id;
+        END""",
+        f"""CREATE TRIGGER pairs_lessons_delete AFTER DELETE ON pairs BEGIN
+            DELETE FROM pair_search WHERE rowid = {search_row.format("OLD")};
+            DELETE FROM lesson_pairs WHERE pair_id = OLD.id;
+        END""",
+        """CREATE TRIGGER flags_lessons AFTER INSERT ON flags BEGIN
+            UPDATE lesson_pairs SET pending = 1 WHERE session_id = NEW.session_id;
+        END""",
+    ):
+        db.execute(trigger)
+    # Pairs recorded before this migration: indexed now, distilled at the next refresh.
+    db.execute("INSERT INTO lesson_pairs (pair_id, session_id) SELECT id, session_id FROM pairs ORDER BY rowid")
+    db.execute(
+        """INSERT INTO pair_search (rowid, tool, error_kind, target, call, feedback)
+        SELECT lp.id, p.tool, p.error_kind, p.target,
+            coalesce(
+                (SELECT substr(arguments, 1, 2000) FROM tool_calls t WHERE t.session_id = p.session_id
+                 AND t.message_seq = p.completion_seq AND t.name = p.tool ORDER BY t.started_at DESC LIMIT 1),
+                (SELECT substr(arguments, 1, 2000) FROM tool_calls t WHERE t.session_id = p.session_id
+                 AND t.message_seq = p.completion_seq ORDER BY t.started_at DESC LIMIT 1)),
+            substr(p.feedback, 1, 4000)
+        FROM pairs p JOIN lesson_pairs lp ON lp.pair_id = p.id"""
+    )
+
+
+MIGRATIONS.append(("m003_lessons", m003_lessons))

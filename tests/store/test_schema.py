@@ -34,6 +34,16 @@ EXPECTED_COLUMNS = {
               "anchor_seq", "completion_seq", "correction_seq", "correction", "closes_on",
               "failure_event_id", "correction_event_id", "created_at", "corrected_at"],
     "flags": ["id", "session_id", "rule", "detail", "event_id", "created_at"],
+    "lesson_pairs": ["id", "pair_id", "session_id", "lesson_id", "pending"],
+    "pair_search": ["tool", "error_kind", "target", "call", "feedback"],
+    "pair_search_data": ["id", "block"],
+    "pair_search_idx": ["segid", "term", "pgno"],
+    "pair_search_content": ["id", "c0", "c1", "c2", "c3", "c4"],
+    "pair_search_docsize": ["id", "sz"],
+    "pair_search_config": ["k", "v"],
+    "lessons": ["id", "key", "origin", "tool", "error_kind", "target", "text", "feedback", "correction", "edited",
+                "pinned", "deleted", "occurrences", "corrected", "source_pair", "source_session", "workspace",
+                "author", "created_at", "updated_at", "last_seen"],
 }
 
 
