@@ -57,6 +57,16 @@ class Settings:
     deny_commands: tuple[str, ...] = ()
     ask_commands: tuple[str, ...] = ()
     repo_map_tokens: int = _number(1024)
+    # Lessons from recorded failures and their fixes (feedback_store/lessons.py): a block of at most
+    # lessons_tokens in the system prompt, and a few lessons after a failing tool call. lessons_scope:
+    # this workspace's only, the user's whole store, or that and the team stores named in lessons_db.
+    lessons: bool = True
+    lessons_tokens: int = _number(300)
+    lessons_scope: str = _choice("team", ("workspace", "user", "team"))
+    lessons_db: tuple[str, ...] = ()
+    # Where the language server runs a turn: "worker" (a child process at lower priority, so the
+    # editor never waits on the agent) or "inline" (in the server's own process).
+    turn_process: str = _choice("worker", ("worker", "inline"))
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"

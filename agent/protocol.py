@@ -44,6 +44,9 @@ class Op:
     id: str = field(default_factory=new_id)
     type: ClassVar[str] = "op"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **dataclasses.asdict(self)}
+
 
 @dataclass(frozen=True, kw_only=True)
 class UserInput(Op):
@@ -261,6 +264,43 @@ class TurnFinished(Event):
     type: ClassVar[str] = "turn_finished"
 
 
+@dataclass(frozen=True)
+class Lesson:
+    """One thing learned from earlier sessions (or pinned by a person), as the model is shown it."""
+
+    id: str
+    text: str  # the line the model reads
+    origin: str  # distilled (from recorded failures and their fixes) | user (pinned by a person)
+    scope: str  # where it came from: workspace | user (the rest of the user's store) | team
+    pinned: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Lessons:
+    """Lessons rendered for the model: `text` is exactly what is appended ('' when there are none)."""
+
+    text: str = ""
+    lessons: tuple[Lesson, ...] = ()
+    tokens: int = 0  # estimated
+
+
+@dataclass(frozen=True, kw_only=True)
+class LessonsShown(Event):
+    """Lessons from earlier sessions the model was shown: at session start (appended to the system
+    prompt) or after a failing tool call (appended to that call's tool message, whose `result`
+    stays the tool's own text). `text` is exactly what was appended."""
+
+    moment: Literal["session_start", "tool_result"]
+    lessons: list[dict[str, Any]]  # [{"id", "text", "origin", "scope", "pinned"}, ...]
+    text: str
+    tokens: int = 0  # estimated
+    call_id: str | None = None  # the failing call, for tool_result
+    type: ClassVar[str] = "lessons_shown"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ErrorEvent(Event):
     message: str
@@ -284,6 +324,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         EditReviewed,
         TurnFinished,
         ErrorEvent,
+        LessonsShown,
     )
 }
 
@@ -299,6 +340,21 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 
 def event_from_json(text: str) -> Event:
     return event_from_dict(json.loads(text))
+
+
+OP_TYPES: dict[str, type[Op]] = {cls.type: cls for cls in (UserInput, ApprovalDecision, Interrupt)}
+
+
+def op_from_dict(data: dict[str, Any]) -> Op:
+    """The inverse of `Op.to_dict` (a UserInput's context refs come back as ContextRefs)."""
+    data = dict(data)
+    kind = data.pop("type", None)
+    cls = OP_TYPES.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown op type {kind!r}; known: {', '.join(sorted(OP_TYPES))}")
+    if cls is UserInput:
+        data["context"] = tuple(ContextRef(**ref) for ref in data.get("context", ()))
+    return cls(**data)
 
 
 def conversation_from_events(events: list[Event]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

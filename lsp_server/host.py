@@ -1,10 +1,12 @@
 """The agent behind the language server: one session per workspace, one turn at a time.
 
-The session (and with it litellm and the feedback store) is opened lazily, in a worker thread, on
-the first request that needs it. Its events fan out to the editor: `teachback/event` notifications
-for rich clients, plain lines on `window/logMessage`, the turn's step on `$/progress`, and
-`window/showMessageRequest` for approvals. Everything runs on the server's event loop or in worker
-threads, so requests keep being served while a turn runs.
+The session (and with it litellm and the feedback store) is opened lazily, on the first request
+that needs it, in a worker process (`turn_process = "worker"`, see lsp_server.worker) or in this
+one (`"inline"`). Its events fan out to the editor: `teachback/event` notifications for rich
+clients, plain lines on `window/logMessage`, the turn's step on `$/progress`, and
+`window/showMessageRequest` for approvals. Nothing the agent does runs on the server's event loop
+for long, so requests keep being served while a turn runs; a worker that dies is reported and
+replaced by a new one at the next request.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from agent.remote import RemoteError, RemoteSession, WorkerStopped
 from agent.protocol import (
     ApprovalDecision,
     ApprovalRequested,
@@ -30,10 +33,10 @@ from lsp_server.commands import AskRequest, RequestFailed
 from lsp_server.corrections import CorrectionTracker
 from lsp_server.documents import Documents, OverlaySink
 from lsp_server.editor import Editor
-from lsp_server.mapfeed import MapFeeder, Tee
 from lsp_server.mirror import mirror_turn, resync_open
 from lsp_server.options import ServerOptions
 from lsp_server.prompting import user_input
+from lsp_server.worker import WORKER_ARGV, open_params, open_recorded, overlay_sink, warm_up_imports
 
 log = logging.getLogger(__name__)
 
@@ -64,48 +67,76 @@ class AgentHost:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._map_feeder: MapFeeder | None = None
+        self._sink: OverlaySink | None = None  # where open buffers go, once the session is open
+        self._worker: RemoteSession | None = None  # started ahead of the session, to warm up
+
+    @property
+    def in_worker(self) -> bool:
+        return self.options.settings.turn_process == "worker"
 
     # -- session ------------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Get the agent ready for the first turn without opening a session yet."""
+        if self.in_worker:
+            self._spawn(self._warm_worker())
+        else:  # a daemon thread: an editor that quits during the warm-up must not wait for it
+            threading.Thread(target=warm_up_imports, name="teachback-warm-up", daemon=True).start()
+
+    def _next_worker(self) -> RemoteSession:
+        """The worker the next session opens in (started ahead by warm_up, or now)."""
+        if self._worker is None or not self._worker.alive:
+            self._worker = RemoteSession(WORKER_ARGV, self.root, on_stop=self._worker_stopped)
+        return self._worker
+
+    async def _warm_worker(self) -> None:
+        try:
+            await self._next_worker().spawn()
+        except WorkerStopped as exc:  # the first request tries again, and reports it
+            log.warning("could not start the agent's process ahead of time: %s", exc)
 
     async def ensure_session(self) -> Any:
         async with self._open_lock:
             if self.session is None:
                 self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
                 try:
-                    self.session = await asyncio.to_thread(self._open)
+                    session, self._sink, warnings = await (self._open_worker() if self.in_worker else self._open())
                 except Exception as exc:  # any failure to start is the user's to see, with its reason
                     log.exception("could not start the agent")
                     raise RequestFailed(f"teachback could not start the agent: {exc}") from exc
-                self.session.subscribe(self._on_event)
-                self.documents.attach(self._sink(self.session))
+                for warning in warnings:
+                    self.editor.show(warning, types.MessageType.Warning)
+                session.subscribe(self._on_event)
+                self.session = session
+                self.documents.attach(self._sink)
         return self.session
 
-    def _open(self) -> Any:
-        from agent.runtime import open_session
+    async def _open(self) -> tuple[Any, OverlaySink, list[str]]:
+        session, _recorder, self.recording, warnings = await asyncio.to_thread(
+            open_recorded, self.root, self.options.settings
+        )
+        return session, overlay_sink(session), warnings
 
-        session = open_session(self.root, self.options.settings, frontend="lsp")
-        self.recording = self._attach_recorder(session)
-        return session
+    async def _open_worker(self) -> tuple[Any, OverlaySink, list[str]]:
+        worker, self._worker = self._next_worker(), None  # the session's now
+        try:
+            info = await worker.open(open_params(self.root, self.options.settings))
+        except BaseException:
+            await worker.close()
+            raise
+        self.recording = info["recording"]
+        return worker, worker.overlay, info["warnings"]
 
-    def _attach_recorder(self, session: Any) -> str:
-        settings = self.options.settings
-        if not settings.record:
-            return "off (record = false)"
-        try:
-            from feedback_store import Recorder, StoreError, open_store
-        except ImportError as exc:
-            self.editor.show(f"teachback is not recording feedback: {exc}", types.MessageType.Warning)
-            return f"off ({exc})"
-        try:
-            store = open_store(settings.db_path())
-        except StoreError as exc:
-            self.editor.show(f"teachback is not recording feedback: {exc}", types.MessageType.Warning)
-            return f"off ({exc})"
-        session.subscribe(Recorder(store))
-        return str(settings.db_path())
+    def _worker_stopped(self, how: str) -> None:
+        if isinstance(self.session, RemoteSession) and not self.session.alive:
+            self.session = None
+        if self.turn is None:  # during a turn, the turn's answer says it
+            self.editor.show(f"teachback: {how}. The next request starts a new one; the server's log has "
+                             "the details.", types.MessageType.Warning)
 
     async def close(self) -> None:
+        if self._worker is not None:
+            await self._worker.close()
         if self.session is None:
             return
         if self.turn is None:
@@ -123,17 +154,7 @@ class AgentHost:
             await self.flush_corrections()
             op = user_input(request, self.documents)
             self.turn.progress = await self.editor.progress_begin("teachback", request.instruction[:80])
-            try:
-                finished = await session.run(op)
-            except Exception as exc:  # a crash in the loop must reach the user as an answer, not a hang
-                log.exception("the turn failed")
-                raise RequestFailed(f"the turn failed: {exc}. The log has the details.") from exc
-            finally:
-                changes = session.last_turn_changes()
-                mirrored = await mirror_turn(
-                    changes, workspace=session.workspace, documents=self.documents, editor=self.editor,
-                    label=f"teachback: {request.instruction[:60]}",
-                )
+            finished, changes, mirrored = await self._run(session, op, request.instruction)
         finally:
             turn, self.turn = self.turn, None
             self.pending.clear()
@@ -154,6 +175,36 @@ class AgentHost:
             "applied": mirrored.applied,
             "leftOnDisk": list(mirrored.left_on_disk),
         }
+
+    async def _run(self, session: Any, op: Any, instruction: str) -> tuple[Any, Any, Any]:
+        """Run the turn and bring the editor in step with what it changed."""
+        try:
+            finished = await session.run(op)
+        except WorkerStopped as exc:
+            raise await self._turn_lost(session, str(exc)) from exc
+        except Exception as exc:  # a crash in the loop must reach the user as an answer, not a hang
+            log.exception("the turn failed")
+            changes = session.last_turn_changes()
+            await mirror_turn(changes, workspace=session.workspace, documents=self.documents,
+                              editor=self.editor, label=f"teachback: {instruction[:60]}")
+            raise RequestFailed(f"the turn failed: {exc}. The log has the details.") from exc
+        changes = session.last_turn_changes()
+        mirrored = await mirror_turn(changes, workspace=session.workspace, documents=self.documents,
+                                     editor=self.editor, label=f"teachback: {instruction[:60]}")
+        return finished, changes, mirrored
+
+    async def _turn_lost(self, session: Any, how: str) -> RequestFailed:
+        """The worker died mid-turn: its edits stay on disk; open buffers follow them; say so."""
+        assert self.turn is not None
+        paths = sorted({p for e in self.turn.edits for p in (e.path, e.new_path) if p})
+        self.session = None
+        self.last_edits = []
+        await resync_open(paths, workspace=session.workspace, documents=self.documents, editor=self.editor,
+                          label="teachback: edits of a stopped turn")
+        kept = f"the edits it made stay on disk ({', '.join(paths)}); teachback.undo takes them back" if paths \
+            else "it had changed no file"
+        return RequestFailed(f"the turn stopped: {how}; {kept}. The next request starts a new agent process "
+                             "(a new session); the server's log has the details.")
 
     def cancel(self) -> bool:
         """Stop the running turn at its next step; False when none is running."""
@@ -176,12 +227,12 @@ class AgentHost:
     async def review(self, ident: str, accepted: bool, reason: str | None) -> dict[str, Any]:
         """Answer a pending approval, or review an edit (by id) or a file (by URI or path)."""
         if ident in self.pending:
-            await self.session.submit(ApprovalDecision(request_id=ident, approved=accepted, comment=reason))
+            try:
+                await self.session.submit(ApprovalDecision(request_id=ident, approved=accepted, comment=reason))
+            except (WorkerStopped, KeyError) as exc:
+                raise RequestFailed(f"approval {ident} is no longer pending ({exc}).") from exc
             return {"approval": ident, "approved": accepted}
         session = await self.ensure_session()
-        from agent.review import ReviewError
-        from agent.workspace import WorkspaceError
-
         edit = next((e for e in self.last_edits if e.edit_id == ident), None)
         try:
             if edit is not None:
@@ -191,7 +242,7 @@ class AgentHost:
                 if path is None:
                     raise RequestFailed(f"{ident} is not a file in the workspace; send an edit id or a file URI.")
                 reviewed = await session.review_file(path, accepted, comment=reason)
-        except (ReviewError, WorkspaceError) as exc:
+        except _refusals() as exc:
             raise RequestFailed(f"{exc} Ids come from the teachback.ask result or the log.") from exc
         self.corrections.forget(reviewed.path)
         if not accepted:
@@ -205,11 +256,9 @@ class AgentHost:
         if self.turn is not None:
             raise RequestFailed("a turn is running; run teachback.cancel first, then undo.")
         session = await self.ensure_session()
-        from agent.checkpoint import UndoError
-
         try:
             restored = await session.undo()
-        except UndoError as exc:
+        except _refusals() as exc:
             raise RequestFailed(str(exc)) from exc
         for path in restored:
             self.corrections.forget(path)
@@ -219,16 +268,9 @@ class AgentHost:
         )
         # undo dropped the restored files from the overlay; the editor's next change re-adds
         # them, and buffers the editor did not update go back now.
-        self.documents.attach(self._sink(session), skip=set(restored) if applied else set())
+        assert self._sink is not None
+        self.documents.attach(self._sink, skip=set(restored) if applied else set())
         return {"restored": restored}
-
-    def _sink(self, session: Any) -> OverlaySink:
-        """Where open buffers go: the agent's overlay, and the repo map when there is one."""
-        if self._map_feeder is None and session.context.repo_map is not None:
-            self._map_feeder = MapFeeder(session.context.repo_map)
-        if self._map_feeder is None:
-            return session.workspace.overlay
-        return Tee(session.workspace.overlay, self._map_feeder)
 
     def document_changed(self, path: str | None, text: str) -> None:
         if path is not None:
@@ -243,8 +285,6 @@ class AgentHost:
         else:
             taken = self.corrections.take(path)
             pending = {path: taken} if taken else {}
-        from agent.review import ReviewError
-
         for rel, tracked in pending.items():
             assert tracked.pending is not None
             try:
@@ -253,7 +293,7 @@ class AgentHost:
                     await self.session.review_file(rel, False, comment="undone in the editor")
                 else:
                     await self.session.record_correction(rel, tracked.pending)
-            except ReviewError as exc:
+            except _refusals() as exc:
                 log.info("not recording the user's edit to %s: %s", rel, exc)
 
     def status(self) -> dict[str, Any]:
@@ -267,6 +307,8 @@ class AgentHost:
             "lastEdits": [{"id": e.edit_id, "path": e.path, "kind": e.kind} for e in self.last_edits],
             "recording": self.recording,
             "openDocuments": len(self.documents),
+            "turnProcess": self.options.settings.turn_process,
+            "agentPid": self.session.pid if isinstance(self.session, RemoteSession) else None,
         }
 
     # -- events -------------------------------------------------------------------------------
@@ -311,9 +353,22 @@ class AgentHost:
                 types.MessageType.Warning,
             )
             return
-        await self.session.submit(ApprovalDecision(request_id=request.request_id, approved=answer == ALLOW))
+        try:
+            await self.session.submit(ApprovalDecision(request_id=request.request_id, approved=answer == ALLOW))
+        except (WorkerStopped, KeyError) as exc:  # the turn ended meanwhile
+            log.info("approval %s no longer pending: %s", request.request_id, exc)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    """What a review, correction or undo raises when it cannot be done. Called in `except` clauses,
+    so the agent's modules are imported only once such an error has happened."""
+    from agent.checkpoint import UndoError
+    from agent.review import ReviewError
+    from agent.workspace import WorkspaceError
+
+    return ReviewError, WorkspaceError, UndoError, WorkerStopped, RemoteError

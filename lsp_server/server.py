@@ -1,7 +1,8 @@
 """The teachback language server: one module-level pygls server, one short function per handler.
 
 `initialize` only reads settings (the agent, litellm and the feedback store load later, off that
-path); `initialized` warms those imports up in a worker thread so the first turn starts sooner.
+path); `initialized` starts the agent's worker process, which warms those imports up, so the first
+turn starts sooner (see lsp_server.worker).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,8 +87,8 @@ def initialize(ls: TeachbackServer, params: types.InitializeParams) -> None:
 
 @server.feature(types.INITIALIZED)
 def initialized(ls: TeachbackServer, params: types.InitializedParams) -> None:
-    # A daemon thread: an editor that quits during the warm-up must not wait for it.
-    threading.Thread(target=warm_up, name="teachback-warm-up", daemon=True).start()
+    if ls.host is not None:
+        ls.host.warm_up()
 
 
 @server.feature(types.SHUTDOWN)
@@ -105,14 +105,6 @@ def workspace_root(params: types.InitializeParams) -> Path:
     if params.root_path and Path(params.root_path).is_dir():
         return Path(params.root_path)
     return Path(os.getcwd())
-
-
-def warm_up() -> None:
-    """Import the agent and litellm ahead of the first turn (seconds of work, in a worker thread)."""
-    import agent.runtime  # noqa: F401
-    from agent.llm import load_litellm
-
-    load_litellm()
 
 
 # -- documents ----------------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+"""Serve one session over JSON lines: the child side of `agent.remote`.
+
+A frontend that must never wait on the agent (the language server) runs its turns in a child
+process that speaks this protocol on its stdin and stdout, one JSON object per line:
+
+- parent -> child requests `{"id", "method", "params"}`: `open` (the opener's parameters), `run`
+  (`{"op"}`: a UserInput; answers the TurnFinished and the turn's net file changes), `submit`
+  (`{"op"}`), `review_edit`, `review_file`, `record_correction` (answer an EditReviewed or null),
+  `undo` (answers the restored paths) and `close`;
+- parent -> child notifications `{"method", "params"}`: `interrupt`, and `overlay_set` /
+  `overlay_remove` (the editor's unsaved buffers, which the turn's tools read);
+- child -> parent: `{"event"}` for every event the session emits, in order, and
+  `{"id", "result"}` or `{"id", "error": {"type", "message", "kind"?}}` for each request.
+
+Requests are served concurrently (approvals and reviews arrive while `run` is in flight);
+notifications are applied in the order they arrive. End of input closes the session and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Protocol
+
+from agent.protocol import Event, UserInput, op_from_dict
+
+log = logging.getLogger(__name__)
+
+LINE_LIMIT = 2**30  # one event can carry whole files and conversations
+# Errors whose type the parent re-raises as the same class (see agent.remote); any other is a bug.
+EXPECTED_ERRORS = ("ReviewError", "WorkspaceError", "UndoError", "KeyError", "RuntimeError")
+
+
+class OverlaySink(Protocol):
+    def set(self, path: str, text: str, version: int | None = None) -> None: ...
+
+    def remove(self, path: str) -> None: ...
+
+
+@dataclass
+class Opened:
+    """What an opener built: the session, where the editor's buffers go, and facts for the parent."""
+
+    session: Any  # agent.session.Session
+    sink: OverlaySink
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
+    on_close: Callable[[], None] | None = None  # e.g. flush the recorder
+
+
+Opener = Callable[[dict[str, Any]], Awaitable[Opened]]
+
+
+class LineWriter:
+    """One JSON object per line on a binary stream, whole lines only, from any thread."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, ensure_ascii=False).encode() + b"\n"
+        with self._lock:
+            self._out.write(data)
+            self._out.flush()
+
+
+class SessionServer:
+    def __init__(self, opener: Opener, writer: LineWriter) -> None:
+        self._opener = opener
+        self._writer = writer
+        self._opened: Opened | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = asyncio.Event()
+
+    async def serve(self, reader: asyncio.StreamReader) -> None:
+        reading = asyncio.ensure_future(self._read(reader))
+        closing = asyncio.ensure_future(self._closed.wait())
+        await asyncio.wait({reading, closing}, return_when=asyncio.FIRST_COMPLETED)
+        reading.cancel()
+        closing.cancel()
+        await self.close()
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        while line := await reader.readline():
+            try:
+                message = json.loads(line)
+            except json.JSONDecodeError as exc:
+                log.error("dropped a line that is not JSON from the parent: %s", exc)
+                continue
+            if "id" in message:
+                task = asyncio.ensure_future(self._answer(message))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                self._notified(message.get("method"), message.get("params") or {})
+
+    def _notified(self, method: str | None, params: dict[str, Any]) -> None:
+        if self._opened is None:
+            log.warning("ignored %s before open", method)
+        elif method == "interrupt":
+            self._opened.session.interrupt()
+        elif method == "overlay_set":
+            self._opened.sink.set(params["path"], params["text"], params.get("version"))
+        elif method == "overlay_remove":
+            self._opened.sink.remove(params["path"])
+        else:
+            log.warning("ignored the unknown notification %r", method)
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        msg_id, method = message["id"], message.get("method")
+        try:
+            result = await self._call(method, message.get("params") or {})
+        except Exception as exc:  # every request gets an answer; the parent raises it again
+            kind = type(exc).__name__
+            if kind not in EXPECTED_ERRORS:
+                log.exception("request %s failed", method)
+            error = {"type": kind, "message": exc.args[0] if exc.args else str(exc)}
+            if hasattr(exc, "kind"):
+                error["kind"] = exc.kind
+            self._writer.send({"id": msg_id, "error": error})
+        else:
+            self._writer.send({"id": msg_id, "result": result})
+
+    async def _call(self, method: str | None, params: dict[str, Any]) -> Any:
+        if method == "open":
+            return await self._open(params)
+        if method == "close":
+            self._closed.set()  # serve() closes the session once this answer is out
+            return None
+        if self._opened is None:
+            raise RuntimeError(f"{method} before open: send open first")
+        session = self._opened.session
+        if method == "run":
+            op = op_from_dict(params["op"])
+            if not isinstance(op, UserInput):
+                raise RuntimeError(f"run takes a user_input op, got {op.type}")
+            finished = await session.run(op)
+            changes = [dataclasses.asdict(c) for c in session.last_turn_changes()]
+            return {"finished": finished.to_dict(), "changes": changes}
+        if method == "submit":
+            await session.submit(op_from_dict(params["op"]))
+            return None
+        if method == "review_edit":
+            return _plain(await session.review_edit(params["edit_id"], params["accepted"], params.get("comment")))
+        if method == "review_file":
+            return _plain(await session.review_file(params["path"], params["accepted"], params.get("comment")))
+        if method == "record_correction":
+            return _plain(await session.record_correction(params["path"], params["user_content"]))
+        if method == "undo":
+            return await session.undo()
+        raise RuntimeError(f"unknown method {method!r}")
+
+    async def _open(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self._opened is not None:
+            raise RuntimeError("the session is already open")
+        opened = await self._opener(params)
+        opened.session.subscribe(lambda event: self._writer.send({"event": event.to_dict()}))
+        self._opened = opened
+        return {"session_id": opened.session.id, **opened.info}
+
+    async def close(self, wait: float = 10.0) -> None:
+        """Stop a running turn (it still emits its TurnFinished), then close the session."""
+        opened, self._opened = self._opened, None
+        if opened is None:
+            return
+        opened.session.interrupt()
+        running = [t for t in self._tasks if t is not asyncio.current_task()]
+        if running:
+            await asyncio.wait(running, timeout=wait)
+        await opened.session.close()
+        for task in running:
+            task.cancel()
+        if opened.on_close is not None:
+            opened.on_close()
+
+
+def _plain(event: Event | None) -> dict[str, Any] | None:
+    return event.to_dict() if event is not None else None
+
+
+async def serve(opener: Opener, inp: BinaryIO, out: BinaryIO) -> None:
+    """Serve until the parent sends `close` or closes our input."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), inp)
+    await SessionServer(opener, LineWriter(out)).serve(reader)

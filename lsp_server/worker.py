@@ -1,0 +1,122 @@
+"""Where the language server's agent runs, and the worker process that runs it.
+
+With `turn_process = "worker"` (the default) the session lives in a child process,
+`python -m lsp_server.worker`, that speaks agent.session_server's JSON lines: the model, the tools,
+the repo map and the recorder then never hold the server's interpreter, and the child runs at
+lower priority, so the editor's requests are answered first. The child starts when the editor
+sends `initialized` and warms up its imports (litellm among them) while it waits for the first
+request that needs the agent. With `turn_process = "inline"` the session lives in the server's own
+process, as it used to.
+
+Either way the session is opened here, the same way: with the feedback recorder attached, and
+the editor's buffers flowing into the workspace overlay and the repo map.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from agent.config import Settings, settings_dict
+from lsp_server.documents import OverlaySink
+from lsp_server.mapfeed import MapFeeder, Tee
+
+log = logging.getLogger(__name__)
+
+NICE = 5  # added to the worker's niceness: the editor's requests come first (weight 1024 : 335)
+WORKER_ARGV = (sys.executable, "-m", "lsp_server.worker")
+
+
+def warm_up_imports() -> None:
+    """Import the agent, litellm and the store ahead of the first turn (seconds of work)."""
+    import agent.runtime  # noqa: F401
+    import feedback_store.recorder  # noqa: F401
+    from agent.llm import load_litellm
+
+    load_litellm()
+
+
+def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[str]]:
+    """A session on `root` with the recorder attached: (session, recorder or None, where it records,
+    warnings for the user). Blocking: call it in a thread."""
+    from agent.runtime import open_session
+
+    session = open_session(root, settings, frontend="lsp")
+    if not settings.record:
+        return session, None, "off (record = false)", []
+    try:
+        from feedback_store import Recorder, StoreError, open_store
+    except ImportError as exc:
+        return session, None, f"off ({exc})", [f"teachback is not recording feedback: {exc}"]
+    try:
+        store = open_store(settings.db_path())
+    except StoreError as exc:
+        return session, None, f"off ({exc})", [f"teachback is not recording feedback: {exc}"]
+    recorder = Recorder(store)
+    session.subscribe(recorder)
+    return session, recorder, str(settings.db_path()), []
+
+
+def overlay_sink(session: Any) -> OverlaySink:
+    """Where open buffers go: the session's overlay, and its repo map when it has one."""
+    if session.context.repo_map is None:
+        return session.workspace.overlay
+    return Tee(session.workspace.overlay, MapFeeder(session.context.repo_map))
+
+
+def open_params(root: Path, settings: Settings) -> dict[str, Any]:
+    """What the parent sends the worker to open its session."""
+    return {"workspace": str(root), "settings": settings_dict(settings)}
+
+
+# -- the worker process ---------------------------------------------------------------------------
+
+
+async def _open(params: dict[str, Any]) -> Any:
+    from agent.session_server import Opened
+
+    settings = Settings().replace(**params["settings"])
+    session, recorder, recording, warnings = await asyncio.to_thread(open_recorded, Path(params["workspace"]), settings)
+    on_close = (lambda: recorder.flush()) if recorder is not None else None
+    return Opened(session, overlay_sink(session), {"recording": recording, "warnings": warnings}, on_close)
+
+
+def _protocol_stream() -> BinaryIO:
+    """The real stdout, for the protocol alone; anything else written to fd 1 (a library's print,
+    native code's logging) goes to stderr instead of corrupting it."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+def _lower_priority() -> None:
+    # Before any thread starts: on Linux each thread inherits its creator's niceness.
+    try:
+        os.nice(NICE)
+    except (AttributeError, OSError) as exc:  # no os.nice on Windows; a sandbox may refuse it
+        log.info("the agent's process keeps its priority: %s", exc)
+
+
+def main() -> int:
+    _lower_priority()
+    out = _protocol_stream()
+    logging.basicConfig(
+        stream=sys.stderr, level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s worker %(name)s %(levelname)s %(message)s",
+    )
+    threading.Thread(target=warm_up_imports, name="teachback-warm-up", daemon=True).start()
+    from agent.session_server import serve
+
+    asyncio.run(serve(_open, sys.stdin.buffer, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
