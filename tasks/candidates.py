@@ -21,7 +21,7 @@ from tasks.snapshot import is_test_path
 FUNCTION_KINDS = frozenset({"function", "method"})
 CLASS_KINDS = frozenset({"class"})
 MAX_MODULE_LINES = 200
-# Files that hold no feature of their own, however small.
+# Modules the file strategy never removes: they hold no feature of their own, however small.
 SKIPPED_MODULES = frozenset({"__init__.py", "__main__.py", "setup.py", "conftest.py", "noxfile.py"})
 MODULE_LINE = 0  # a trace entry (path, 0): the module was imported
 
@@ -51,10 +51,12 @@ def find_candidates(root: Path, files: Iterable[str], strategy: str, trace: Trac
     found: list[Candidate] = []
     for path in files:
         language = language_for_path(path)
-        if language is None or is_test_path(path) or path.rsplit("/", 1)[-1] in SKIPPED_MODULES:
+        if language is None or is_test_path(path):
             continue
         source = (root / path).read_bytes()
         if strategy == "file":
+            if path.rsplit("/", 1)[-1] in SKIPPED_MODULES:
+                continue
             module = _module_candidate(path, language, source)
             if module is not None and (trace is None or (path, MODULE_LINE) in trace):
                 found.append(module)

@@ -171,8 +171,6 @@ def validate_all(mutations: Sequence[Mutation], check: Check, worklog: WorkLog, 
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
-    if progress is not None:
-        progress(total, total)
     return results
 
 

@@ -205,3 +205,14 @@ def test_a_test_command_that_is_not_pytest_must_take_the_report_path() -> None:
     command = TestCommand.parse("CI=1 tox -e py -- --junitxml={junit_xml}")
     assert command.env == (("CI", "1"),) and not command.is_pytest
     assert command.argv_for("/bin/python", Path("/r.xml"))[-1] == "--junitxml=/r.xml"
+
+
+def test_a_task_file_loads_with_datasets(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    rows = datasets.load_dataset("json", data_files=str(sample_suite_path()), split="train",
+                                 cache_dir=str(tmp_path))
+    first = load_tasks(sample_suite_path())[0]
+    assert rows.num_rows == len(load_tasks(sample_suite_path()))
+    assert rows[0]["instance_id"] == first.instance_id
+    assert rows[0]["deleted"][0]["path"] == first.deleted[0].path
+    assert rows[0]["FAIL_TO_PASS"] == list(first.FAIL_TO_PASS)
