@@ -24,7 +24,8 @@ from tasks.records import STRATEGIES, TEST_VISIBILITY, Task, TaskError, write_ta
 from tasks.snapshot import (extract_snapshot, is_test_path, list_files, project_packages,
                             write_snapshot)
 from tasks.statement import problem_statement
-from tasks.testrun import DEFAULT_TEST_CMD, ProcessRegistry, TestCommand, ensure_not_installed
+from tasks.testrun import (DEFAULT_TEST_CMD, ProcessRegistry, TestCommand, ensure_not_installed,
+                           ensure_runner)
 from tasks.validate import (Baseline, Progress, check_mutation, default_workers, is_valid,
                             run_baseline, validate_all)
 from tasks.worklog import WorkLog
@@ -49,6 +50,7 @@ def synthesize(repo: Path, out: Path, n: int | None = None, seed: int = 0, strat
     command = TestCommand.parse(test_cmd or detect_test_cmd(repo, files))
     packages = project_packages(files)
     ensure_not_installed(packages, python)
+    ensure_runner(command, python)
     out.mkdir(parents=True, exist_ok=True)
     base_hash, snapshot = write_snapshot(repo, files, out)
     repo_name = re.sub(r"[^A-Za-z0-9_.-]", "_", name or repo.resolve().name)

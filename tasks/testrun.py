@@ -257,6 +257,15 @@ def importable_elsewhere(names: Sequence[str], python: str | None = None) -> dic
     return json.loads(result.stdout)
 
 
+def ensure_runner(command: TestCommand, python: str | None = None) -> None:
+    """Refuse a pytest command when the interpreter the tests run with has no pytest."""
+    if command.is_pytest and "pytest" not in importable_elsewhere(["pytest"], python):
+        interpreter = python or sys.executable
+        raise TaskError(f"pytest is not installed for {interpreter}, which runs the tests: install it "
+                        f"there (`{interpreter} -m pip install pytest`) with the project's other test "
+                        f"dependencies, but not the project itself")
+
+
 def ensure_not_installed(packages: Sequence[str], python: str | None = None) -> None:
     """Refuse to run tests where the project itself is importable from outside the task tree: an
     installed copy still holds the code a task deletes."""

@@ -168,6 +168,12 @@ def test_an_installed_copy_of_the_project_is_refused(tmp_path: Path) -> None:
         synthesize(project, tmp_path / "out", test_cmd=FAST_CMD, python=python)
 
 
+def test_an_interpreter_without_pytest_is_named(tmp_path: Path) -> None:
+    python = venv_with_project_installed(tmp_path / "venv", tmp_path / "nothing")
+    with pytest.raises(TaskError, match=r"pytest is not installed for .*venv/bin/python"):
+        synthesize(SAMPLE_PROJECT, tmp_path / "out", test_cmd=FAST_CMD, python=python)
+
+
 def test_junit_outcomes_become_pytest_node_ids(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     (tree / "tests").mkdir(parents=True)
