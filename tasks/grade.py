@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.records import Task
+from tasks.records import Task, test_file
 from tasks.snapshot import extract_snapshot, is_build_output, is_test_path
 from tasks.testrun import (ERROR, PASSED, TestCommand, cap_output, ensure_not_installed,
                            importable_elsewhere, run_tests)
@@ -44,7 +43,7 @@ def grade(task: Task, task_file: Path, workspace: Path, timeout: float | None = 
     with tempfile.TemporaryDirectory(prefix="teachback-grade-") as scratch:
         pristine, tree = Path(scratch, "pristine"), Path(scratch, "tree")
         extract_snapshot(Path(task_file).parent, task.snapshot, task.base_hash, pristine)
-        protected = set(task.test_files) | {t.split("::", 1)[0] for t in task.FAIL_TO_PASS + task.PASS_TO_PASS}
+        protected = _protected(task)
         left_out = _copy_code(Path(workspace), tree, protected, pristine, python)
         for path in sorted(protected):
             source = pristine / path
@@ -60,6 +59,15 @@ def grade(task: Task, task_file: Path, workspace: Path, timeout: float | None = 
     return Grade(reward=1.0 if f2p == 1.0 and p2p == 1.0 else 0.0, f2p_pass_fraction=f2p,
                  p2p_pass_fraction=p2p, outcomes=outcomes, output=cap_output(note + run.output),
                  seconds=time.monotonic() - started)
+
+
+def _protected(task: Task) -> set[str]:
+    """The files grading takes from the snapshot: test files and test configuration. Never a file
+    the task deleted code from (that would hand back the answer), nor a module whose doctests are
+    among the task's tests."""
+    test_ids = task.FAIL_TO_PASS + task.PASS_TO_PASS
+    files = set(task.test_files) | {f for f in map(test_file, test_ids) if is_test_path(f)}
+    return files - {item.path for item in task.deleted}
 
 
 def _fraction(outcomes: dict[str, str], tests: tuple[str, ...]) -> float:

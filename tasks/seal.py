@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 from tasks.mutate import apply_deleted
-from tasks.records import TEST_VISIBILITY, Task, TaskError, test_file
-from tasks.snapshot import extract_snapshot, strip_build_outputs
+from tasks.records import TEST_VISIBILITY, Task, TaskError
+from tasks.snapshot import extract_snapshot, is_test_path, strip_build_outputs
 
 COMMIT_MESSAGE = "Task workspace"
 # Fixed identity and dates: the workspace commit says nothing about where or when it was made.
@@ -38,8 +38,9 @@ def make_workspace(task: Task, task_file: Path, dest: Path, tests: str = "visibl
     apply_deleted(dest, task.deleted)
     strip_build_outputs(dest)
     if tests == "hidden":
-        for path in sorted({test_file(t) for t in task.FAIL_TO_PASS}):
-            (dest / path).unlink(missing_ok=True)
+        for path in task.f2p_files:
+            if is_test_path(path):  # a doctest's node id names a source module: it stays
+                (dest / path).unlink(missing_ok=True)
     commit_tree(dest)
     return dest
 

@@ -11,6 +11,8 @@ from tasks.grade import grade
 from tasks.records import Task, load_tasks
 from tasks.sample_suite import sample_suite_path
 from tasks.seal import make_workspace
+from tasks.synth import synthesize
+from tests.tasks.synth_helpers import FAST_CMD
 
 SUITE = sample_suite_path()
 TRUNCATE = "tests/test_wrap.py::test_long_text_ends_in_ellipsis"
@@ -117,3 +119,25 @@ def test_a_run_past_the_time_limit_is_killed(task: Task, workspace: Path) -> Non
     assert result.reward == 0.0 and result.seconds < 30
     assert set(result.outcomes.values()) == {"error"}
     assert "time limit of 3 s" in result.output
+
+
+def test_doctests_in_the_changed_module_never_bring_back_the_original(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "pytest.ini").write_text("[pytest]\naddopts = --doctest-modules\n")
+    (project / "pkg" / "__init__.py").write_text("")
+    (project / "pkg" / "mod.py").write_text(
+        'def double(x):\n    """Twice x.\n\n    >>> double(2)\n    4\n    """\n    return x * 2\n')
+    (project / "tests" / "test_mod.py").write_text(
+        "from pkg.mod import double\n\n\ndef test_double():\n    assert double(3) == 6\n")
+    (project / "tests" / "test_other.py").write_text("def test_ok():\n    pass\n")
+    out = tmp_path / "out"
+    (doctested,) = synthesize(project, out, test_cmd=FAST_CMD)
+    assert doctested.FAIL_TO_PASS == ("pkg/mod.py::pkg.mod.double", "tests/test_mod.py::test_double")
+    hidden = make_workspace(doctested, out / "tasks.jsonl", tmp_path / "ws", tests="hidden")
+    assert (hidden / "pkg" / "mod.py").is_file() and not (hidden / "tests" / "test_mod.py").exists()
+    untouched = grade(doctested, out / "tasks.jsonl", hidden)
+    assert untouched.reward == 0.0 and untouched.f2p_pass_fraction == 0.0
+    subprocess.run(["git", "apply", str(out / doctested.gold_patch)], cwd=hidden, check=True)
+    assert grade(doctested, out / "tasks.jsonl", hidden).reward == 1.0
