@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
@@ -23,14 +22,14 @@ from typing import Any
 from feedback_store.card import CardInfo, write_card
 from feedback_store.corrections import Workspace, fitting_correction
 from feedback_store.errors import StoreError
-from feedback_store.export_io import Sink, SessionMessages, accepted_edits, near_key, scrub_render
+from feedback_store.export_io import Sink, SessionMessages, accepted_edits, near_key, redact_record, scrub_render
 from feedback_store.formats import FORMATS, Example, Left, Options, template_of
 from feedback_store.lengths import LengthReport, TokenCounter
 from feedback_store.redact import Redactor
 from feedback_store.renders import Renders
 from feedback_store.rows import Pair
 from feedback_store.store import Store, open_store
-from feedback_store.views import TEMPLATES
+from feedback_store.views import TEMPLATES, Memo
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
@@ -108,17 +107,20 @@ def export(
     counter = TokenCounter(tokenizer)
     report = LengthReport(counter.name, max_tokens)
     tally = _Tally()
+    session, redacted, measured = None, Memo(), Memo()
     with ExitStack() as stack:
         stores = [stack.enter_context(open_store(path)) for path in db_paths]
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
         for example in _examples(stores, filters, options, redactor, tally, progress, fmt == "kto"):
+            if example.pair.session_id != session:  # messages are shared within a session only
+                session, redacted, measured = example.pair.session_id, Memo(), Memo()
             built = form.build(example)
             if isinstance(built, Left):
                 tally.left_out[built.reason] += 1
                 continue
             for record in built:
-                record = _redact_record(record, redactor)
-                if not report.admit(record, counter):
+                record = redact_record(record, redactor, redacted)
+                if not report.admit(record, counter, measured):
                     continue
                 split = split_of(example.pair.session_id, test_fraction)
                 sinks[split].add(record)
@@ -186,7 +188,10 @@ def _examples(
     messages = SessionMessages(redactor)
     seen: set[str] = set()
     near: set[tuple[str, ...]] = set()
+    session, memo = None, Memo()
     for store, pair in _merged(stores, filters):
+        if pair.session_id != session:
+            session, memo = pair.session_id, Memo()
         tally.matched += 1
         if progress is not None and (tally.matched % PROGRESS_EVERY == 0 or tally.matched == total):
             progress(tally.matched, total)
@@ -202,7 +207,8 @@ def _examples(
         fit = fitting_correction(workspaces[id(store)], pair)
         render = renders[id(store)].at(pair.session_id, len(pair.prompt))
         clean = messages.scrub(pair)
-        yield Example(pair=clean, fit=fit, render=scrub_render(render, pair, clean, redactor), options=options)
+        yield Example(pair=clean, fit=fit, render=scrub_render(render, pair, clean, redactor), options=options,
+                      memo=memo)
     if with_accepted:
         for store in stores:
             for pair in accepted_edits(store, filters):
@@ -219,13 +225,6 @@ def _merged(stores: list[Store], filters: dict[str, Any]) -> Iterator[tuple[Stor
 
     return heapq.merge(*(tagged(s) for s in stores),
                        key=lambda sp: (sp[1].session_id, len(sp[1].prompt), sp[1].source, sp[1].id))
-
-
-def _redact_record(record: dict[str, Any], redactor: Redactor | None) -> dict[str, Any]:
-    """Every text field of the whole record, redacted (most was already, message by message)."""
-    if redactor is None:
-        return record
-    return redactor.redact_value(record, serialized=json.dumps(record, ensure_ascii=False))
 
 
 def _templates(template: str, tally: _Tally) -> str:

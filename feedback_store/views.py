@@ -13,12 +13,28 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from agent import textcalls
 
 Message = dict[str, Any]
 TEMPLATES = ("auto", "native", "text")
+
+
+class Memo:
+    """Results per object (a message), for the pairs of one session, whose prompts share their
+    messages. It holds each object, so an id cannot be reused while its result is kept."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, tuple[Any, Any]] = {}
+
+    def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
+        hit = self.items.get(id(obj))
+        if hit is None or hit[0] is not obj:
+            hit = (obj, make(obj))
+            self.items[id(obj)] = hit
+        return hit[1]
 
 
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:
@@ -57,9 +73,11 @@ def canonical_message(message: Message, names: list[str]) -> Message:
     return out
 
 
-def canonical(messages: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
+def canonical(messages: list[Message], tools: list[dict[str, Any]], memo: Memo | None = None) -> list[Message]:
     names = tool_names(tools)
-    return [canonical_message(m, names) for m in messages]
+    if memo is None:
+        return [canonical_message(m, names) for m in messages]
+    return [memo.get(m, lambda m: canonical_message(m, names)) for m in messages]
 
 
 def as_sent(messages: list[Message]) -> list[Message]:
