@@ -64,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.choices["export"].set_defaults(handler=_store_command("export_main"))
     add_stats_arguments(sub.add_parser("stats", help="summarise the feedback store"))
     sub.choices["stats"].set_defaults(handler=_store_command("stats_main"))
+    from feedback_store.lessons_cli import add_lessons_arguments
+
+    add_lessons_arguments(sub.add_parser("lessons", help="see, pin, edit and delete the lessons sessions are shown"))
+    sub.choices["lessons"].set_defaults(handler=lambda a: __import__(
+        "feedback_store.lessons_cli", fromlist=["lessons_main"]).lessons_main(a))
 
     lsp = sub.add_parser("lsp", help="run the language server (stdio unless --tcp)")
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
@@ -120,8 +125,9 @@ def _run(args: argparse.Namespace) -> int:
     from agent.workspace import WorkspaceError
 
     settings = settings_for(args)
+    lessons = open_lessons(settings)
     try:
-        session = open_session(args.workspace, settings, frontend="cli")
+        session = open_session(args.workspace, settings, frontend="cli", lessons=lessons)
     except WorkspaceError as exc:
         print(f"teachback: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -136,11 +142,23 @@ def _run(args: argparse.Namespace) -> int:
     session.subscribe(lambda event: errors.append(event.kind) if isinstance(event, ErrorEvent) else None)
     TerminalApprover(session)
     finished = _drive(session, UserInput(text=args.instruction))
+    if lessons is not None:
+        lessons.close()
     if any(kind in MODEL_USAGE_ERRORS for kind in errors):
         code = EXIT_USAGE
     else:
         code = EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
     return recording.finish(session.id, code) if recording else code
+
+
+def open_lessons(settings: Settings):
+    """The lessons a session is shown (feedback_store.lessons), or None when they are off or nothing
+    has been recorded yet."""
+    if not settings.lessons:
+        return None
+    from feedback_store.lessons import open_lessons as open_book
+
+    return open_book(settings.db_path(), scope=settings.lessons_scope, team=settings.lessons_db, wait=settings.db_wait)
 
 
 def _drive(session, op):

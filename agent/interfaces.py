@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from agent.model import ModelReply
+from agent.protocol import Lessons
 
 
 class Model(Protocol):
@@ -17,3 +18,17 @@ class Model(Protocol):
         tools: list[dict[str, Any]],
         on_delta: Callable[[str], None] | None = None,
     ) -> ModelReply: ...
+
+
+class LessonSource(Protocol):
+    """Where a session finds lessons: a short block for the system prompt at the start, and a few
+    lessons from similar past failures to follow a failing tool result."""
+
+    def session_block(self, workspace: str, model: str, budget_tokens: int) -> Lessons: ...
+
+    def for_failure(
+        self, *, tool: str, error_kind: str | None, target: str | None, call: str, feedback: str,
+        workspace: str, session_id: str, shown: frozenset[str],
+    ) -> Lessons: ...
+
+    def close(self) -> None: ...

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import Settings
+from agent.interfaces import LessonSource
 from agent.model import LiteLLMModel
 from agent.protocol import UserInput
 from agent.session import Session
@@ -24,9 +25,11 @@ def open_session(
     frontend: str = "cli",
     session_id: str | None = None,
     history: list[dict[str, Any]] | None = None,
+    lessons: LessonSource | None = None,
 ) -> Session:
     """A session on `workspace` with the configured model. Nothing slow happens here: litellm is
-    imported at the first model call, and the system prompt (with its repo map) is built at start."""
+    imported at the first model call, and the system prompt (with its repo map) is built at start.
+    `lessons` (from the feedback store, wired by the frontend) adds lessons from earlier sessions."""
     space = Workspace(workspace)
     context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root))
     sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature}
@@ -41,6 +44,7 @@ def open_session(
         session_id=session_id,
         history=history,
         git_head=git_head(space.root),
+        lessons=lessons,
     )
 
 

@@ -15,11 +15,11 @@ from agent.changes import TurnChanges
 from agent.checkpoint import Checkpoint
 from agent.config import settings_dict
 from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
-from agent.interfaces import Model
+from agent.interfaces import LessonSource, Model
 from agent.model import ModelError
 from agent.protocol import (
     ApprovalDecision, ApprovalRequested, ApprovalResolved, AssistantDelta, AssistantMessage, EditApplied,
-    ErrorEvent, Event, Interrupt, ModelUsage, Op, SessionStarted, ToolCallFinished, ToolCallStarted,
+    ErrorEvent, Event, Interrupt, Lessons, LessonsShown, ModelUsage, Op, SessionStarted, ToolCallFinished, ToolCallStarted,
     TurnFinished, TurnStarted, UserInput, new_id,
 )
 from agent.review import Reviewer
@@ -31,12 +31,14 @@ from agent.workspace import FileChange, WorkspaceError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_REPEATS = 3  # consecutive repeated calls, each answered with feedback, before the turn stops
+NO_LESSONS = ("interrupted", "repeated_call")  # failures that earlier sessions have nothing to say about
 
 
 class Session(Reviewer):
     def __init__(self, *, model: Model, toolbox: Toolbox, context: ToolContext, frontend: str,
                  system_prompt: Callable[[UserInput], str], session_id: str | None = None,
-                 history: list[dict[str, Any]] | None = None, git_head: str | None = None) -> None:
+                 history: list[dict[str, Any]] | None = None, git_head: str | None = None,
+                 lessons: LessonSource | None = None) -> None:
         self.id = session_id or new_id()
         self.model = model
         self.toolbox = toolbox
@@ -60,6 +62,8 @@ class Session(Reviewer):
         self._edit_count = 0
         self._repeats = 0
         self._running = False
+        self.lessons = lessons
+        self._lessons_shown: set[str] = set()  # ids shown after failing calls, not shown again
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -106,12 +110,15 @@ class Session(Reviewer):
         if self.messages:
             return
         prompt = await asyncio.to_thread(self._system_prompt, first)
+        block = await asyncio.to_thread(self._lessons_block)
+        prompt += block.text if block else ""
         self.messages.append({"role": "system", "content": prompt})
-        self.emit(SessionStarted(
+        started = self.emit(SessionStarted(
             session_id=self.id, workspace=str(self.workspace.root), model=self.model.name,
             frontend=self.frontend, system_prompt=prompt, tools=self.toolbox.schemas(),
             git_head=self.git_head, config=settings_dict(self.settings),
         ))
+        self._show_lessons(block, "session_start", started.id)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -253,7 +260,7 @@ class Session(Reviewer):
                 raise
             except Exception as exc:  # no input may end the turn: the model reads what went wrong
                 result = self._tool_crashed(name, exc, started.id)
-        self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000)
+        self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000, arguments)
         return result
 
     def _tool_crashed(self, name: str, exc: Exception, cause: str) -> ToolResult:
@@ -368,12 +375,53 @@ class Session(Reviewer):
         self.turn_changes.note(change)
         self.workspace.write(change)
 
-    def _finish_call(self, call_id: str, name: str, result: ToolResult, step: int, cause: str, ms: float) -> None:
-        message = {"role": "tool", "tool_call_id": call_id, "content": result.output}
+    def _finish_call(self, call_id: str, name: str, result: ToolResult, step: int, cause: str, ms: float,
+                     arguments: str = "") -> None:
+        lessons = self._failure_lessons(name, arguments, result)
+        # The message carries the lessons; `result` stays the tool's own text (the pair's feedback).
+        content = result.output + lessons.text if lessons else result.output
+        message = {"role": "tool", "tool_call_id": call_id, "content": content}
         self.messages.append(message)
-        self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name=name, ok=result.ok,
-                                   result=result.output, step=step, error_kind=result.error_kind,
-                                   target=result.target, duration_ms=ms, message=message))
+        finished = self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name=name,
+                                              ok=result.ok, result=result.output, step=step,
+                                              error_kind=result.error_kind, target=result.target, duration_ms=ms,
+                                              message=message))
+        self._show_lessons(lessons, "tool_result", finished.id, call_id)
+
+    # -- lessons from earlier sessions --------------------------------------------------------
+
+    def _lessons_block(self) -> Lessons | None:
+        """The start-of-session block (runs in a worker thread, before SessionStarted)."""
+        if self.lessons is None or not self.settings.lessons or self.settings.lessons_tokens <= 0:
+            return None
+        source = self.lessons
+        return self._ask_lessons(lambda: source.session_block(
+            str(self.workspace.root), self.model.name, self.settings.lessons_tokens))
+
+    def _failure_lessons(self, name: str, arguments: str, result: ToolResult) -> Lessons | None:
+        if result.ok or self.lessons is None or not self.settings.lessons or result.error_kind in NO_LESSONS:
+            return None
+        source = self.lessons
+        return self._ask_lessons(lambda: source.for_failure(
+            tool=name, error_kind=result.error_kind, target=result.target, call=arguments, feedback=result.output,
+            workspace=str(self.workspace.root), session_id=self.id, shown=frozenset(self._lessons_shown)))
+
+    def _ask_lessons(self, ask: Callable[[], Lessons]) -> Lessons | None:
+        """Lessons help the model; they must never stop it: a failing source is logged and skipped."""
+        try:
+            return ask()
+        except Exception:
+            log.exception("reading lessons failed in session %s; going on without them", self.id)
+            return None
+
+    def _show_lessons(self, shown: Lessons | None, moment: str, cause: str, call_id: str | None = None) -> None:
+        if not shown or not shown.lessons:
+            return
+        if moment == "tool_result":
+            self._lessons_shown.update(lesson.id for lesson in shown.lessons)
+        self.emit(LessonsShown(session_id=self.id, cause_id=cause, moment=moment, call_id=call_id,  # type: ignore[arg-type]
+                               lessons=[lesson.to_dict() for lesson in shown.lessons], text=shown.text,
+                               tokens=shown.tokens))
 
     def _skip_calls(self, calls: list[dict[str, Any]], step: int, cause: str) -> None:
         # Every tool call needs a result, or the next request is malformed for most providers.

@@ -1,0 +1,426 @@
+"""Lessons: what earlier sessions got wrong and what fixed it, told to the model when it matters.
+
+The recorder's pair writes keep a full-text index current (`pair_search`, triggers of migration
+m003) and mark each pair for distillation (`lesson_pairs.pending`). `refresh` distils pending pairs
+into `lessons`: one per situation (tool, error kind, target), short, secrets redacted, with what
+worked when a correction was recorded. Pairs of flagged sessions and monitor pairs never count.
+
+A `LessonBook` serves sessions (it satisfies `agent.interfaces.LessonSource`): a block for the system
+prompt, within a token budget and in a stable order, and after a failing call at most
+MAX_FAILURE_LESSONS lessons: the same situation first, then similar failures found through the
+index. The user's own store is read first (this workspace, then the rest), then team stores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from agent.protocol import Lesson, Lessons
+from feedback_store.errors import StoreError
+from feedback_store.hashing import canonical_json, content_hash
+from feedback_store.redact import Redactor
+from feedback_store.store import Store, open_store
+
+log = logging.getLogger(__name__)
+
+MAX_FAILURE_LESSONS = 2
+GIST_CHARS, FIX_CHARS, VALUE_CHARS = 180, 220, 80
+REFRESH_LIMIT = 5000  # pending pairs distilled when a session starts; the rest the next time
+REFRESH_BATCH = 200  # situations per write transaction, so recorders of other sessions wait little
+SIMILAR_CANDIDATES = 40  # newest index hits scored for similarity
+BLOCK_CANDIDATES = 300
+BLOCK_HEADER = "\nLessons from earlier sessions (mistakes made before, and what fixed them):\n"
+FAILURE_HEADER = "\n\nLessons from earlier sessions about failures like this one:\n"
+SCOPES = ("workspace", "user", "team")
+# Words of the tools' own error texts and plain English: they say nothing about the situation.
+BOILERPLATE = frozenset(
+    "the and for not was were with from that this file text send again copied exactly read_file shows current "
+    "nothing changed closest lines similar old_text new_text call tool exit code failed error you your use "
+    "path line lines into does did has have are can cannot should".split()
+)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_TOKEN = re.compile(r"[A-Za-z]{1,10}|\d{1,3}|[^\sA-Za-z\d]{1,2}")  # the repo map's estimate
+_PROBLEM = re.compile(r"(?i)error|failed|exception|not found|no such|denied")
+
+
+def estimate_tokens(text: str) -> int:
+    """The same cheap, deterministic estimate the repo map budgets with (errs on the high side)."""
+    return len(_TOKEN.findall(text)) + text.count("\n")
+
+
+def lesson_id(situation: tuple[str | None, str | None, str | None]) -> str:
+    return "L" + content_hash(canonical_json(list(situation))).split(":", 1)[1][:12]
+
+
+# -- distillation -------------------------------------------------------------------------------
+
+ELIGIBLE = """p.tool IS ? AND p.error_kind IS ? AND p.target IS ? AND p.source != 'monitor'
+    AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id)"""
+CORRECTED = "(p.correction_seq IS NOT NULL OR p.correction IS NOT NULL)"
+
+
+def refresh(store: Store, redactor: Redactor | None = None, limit: int | None = REFRESH_LIMIT) -> int:
+    """Distil pending pairs into lessons; return how many pairs were processed."""
+    pending = store.query(
+        "SELECT lp.pair_id, p.tool, p.error_kind, p.target FROM lesson_pairs lp JOIN pairs p ON p.id = lp.pair_id"
+        " WHERE lp.pending = 1 ORDER BY lp.id LIMIT ?",
+        (-1 if limit is None else limit,),
+    )
+    if not pending:
+        return 0
+    redactor = redactor or Redactor()
+    by_situation: dict[tuple, list[str]] = {}
+    for row in pending:
+        by_situation.setdefault((row["tool"], row["error_kind"], row["target"]), []).append(row["pair_id"])
+    situations = sorted(by_situation, key=repr)
+    for start in range(0, len(situations), REFRESH_BATCH):
+        with store.write() as conn:
+            now = time.time()
+            for situation in situations[start : start + REFRESH_BATCH]:
+                _distill(conn, situation, by_situation[situation], redactor, now)
+    return len(pending)
+
+
+def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], redactor: Redactor, now: float) -> None:
+    ident = lesson_id(situation)
+    marks = ",".join("?" * len(pair_ids))
+    conn.execute(f"UPDATE lesson_pairs SET pending = 0, lesson_id = ? WHERE pair_id IN ({marks})", (ident, *pair_ids))
+    count, corrected, last = conn.execute(
+        f"SELECT count(*), sum({CORRECTED}), max(p.created_at) FROM pairs p WHERE {ELIGIBLE}", situation
+    ).fetchone()
+    if not count:  # every source is flagged (or a monitor finding): nothing to teach
+        conn.execute("UPDATE lessons SET occurrences = 0, corrected = 0, updated_at = ? WHERE id = ?", (now, ident))
+        return
+    best = conn.execute(
+        f"""SELECT p.id, p.session_id, p.feedback, p.correction, p.correction_seq FROM pairs p WHERE {ELIGIBLE}
+        ORDER BY {CORRECTED} DESC, p.created_at DESC, p.id DESC LIMIT 1""",
+        situation,
+    ).fetchone()
+    tool, kind, target = situation
+    feedback = redactor.redact(best[2][:2000])
+    fix = _fix(conn, best, tool, redactor)
+    text = redactor.redact(lesson_text(tool, kind, target, count, gist(feedback), fix))  # the target too
+    conn.execute(
+        """INSERT INTO lessons (id, key, origin, tool, error_kind, target, text, feedback, correction,
+            occurrences, corrected, source_pair, source_session, created_at, updated_at, last_seen)
+        VALUES (?, ?, 'distilled', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (id) DO UPDATE SET text = CASE WHEN lessons.edited THEN lessons.text ELSE excluded.text END,
+            feedback = excluded.feedback, correction = excluded.correction, occurrences = excluded.occurrences,
+            corrected = excluded.corrected, source_pair = excluded.source_pair,
+            source_session = excluded.source_session, updated_at = excluded.updated_at, last_seen = excluded.last_seen""",
+        (ident, canonical_json(list(situation)), tool, kind, target, text, feedback[:1000], fix, count,
+         corrected or 0, best[0], best[1], now, now, last),
+    )
+
+
+def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, redactor: Redactor) -> str | None:
+    """What worked, in one line: the correcting call (arguments redacted and shortened)."""
+    _, session_id, _, correction, correction_seq = best
+    if correction is not None:
+        message = json.loads(correction)
+    elif correction_seq is not None:
+        row = conn.execute(
+            "SELECT message FROM messages WHERE session_id = ? AND seq = ?", (session_id, correction_seq)
+        ).fetchone()
+        message = json.loads(row[0]) if row else None
+    else:
+        return None
+    if not message:
+        return None
+    calls = [c.get("function") or {} for c in message.get("tool_calls") or []]
+    if not calls:
+        content = (message.get("content") or "").strip()
+        return "the user changed the file by hand" if correction is not None else one_line(redactor.redact(content), FIX_CHARS) or None
+    call = next((c for c in calls if c.get("name") == tool), calls[0])
+    return one_line(f"{call.get('name')} {_short_arguments(call.get('arguments') or '', redactor)}", FIX_CHARS)
+
+
+def _short_arguments(arguments: str, redactor: Redactor) -> str:
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return redactor.redact(arguments)
+    if not isinstance(value, dict):
+        return redactor.redact(arguments)
+    value = redactor.redact_value(value)
+    shown = {k: (v if not isinstance(v, str) or len(v) <= VALUE_CHARS else v[: VALUE_CHARS - 1] + "…")
+             for k, v in value.items()}
+    return json.dumps(shown, ensure_ascii=False)
+
+
+def lesson_text(tool: str | None, kind: str | None, target: str | None, count: int, what: str, fix: str | None) -> str:
+    where = f"{tool or 'a reply'} on {target}" if target else (tool or "a reply")
+    times = f", {count} times" if count > 1 else ""
+    text = f"{where} failed ({kind or 'error'}{times}): {what}"
+    return text + (f" What worked: {fix}" if fix else " No fix was recorded.")
+
+
+def gist(feedback: str) -> str:
+    """The part of a failure's feedback that says what went wrong, in one short line."""
+    lines = [line.strip() for line in feedback.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith("$ ") and len(lines) > 1:  # a command: its exit code and first problem line
+        problem = next((line for line in lines[2:] if _PROBLEM.search(line)), lines[2] if len(lines) > 2 else "")
+        return one_line(f"{lines[1]} {problem}", GIST_CHARS)
+    return one_line(lines[0], GIST_CHARS)
+
+
+def one_line(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2 :] else cut) + "…"
+
+
+# -- serving sessions ---------------------------------------------------------------------------
+
+
+class Shelf:
+    """One database lessons are read from: the user's own store, or a team store (read-only)."""
+
+    def __init__(self, scope: str, store: Store | None = None, path: Path | None = None) -> None:
+        self.scope = scope
+        self.store = store
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        if self.store is not None:
+            return self.store.query(sql, tuple(params))
+        with self._lock:
+            if self._conn is None:
+                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            cursor = self._conn.execute(sql, tuple(params))
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+LESSON_COLUMNS = "l.id, l.text, l.origin, l.pinned, l.tool, l.error_kind, l.target, l.occurrences, l.corrected, " \
+                 "l.source_session, l.created_at"
+USABLE = """l.deleted = 0 AND (l.origin = 'user' OR (l.occurrences > 0
+    AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = l.source_session)))"""
+IN_WORKSPACE = """EXISTS (SELECT 1 FROM lesson_pairs lp JOIN sessions s ON s.id = lp.session_id
+    WHERE lp.lesson_id = l.id AND s.workspace = ?)"""
+
+
+class LessonBook:
+    """Lessons for sessions, from the user's store and any team stores. Reading never raises for a
+    database problem: it is logged and the session goes on without lessons."""
+
+    def __init__(self, store: Store, *, scope: str = "team", team: Iterable[str | Path] = (),
+                 owns_store: bool = False, refresh_limit: int | None = REFRESH_LIMIT) -> None:
+        if scope not in SCOPES:
+            raise ValueError(f"lessons_scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+        self.scope = scope
+        self.store = store
+        self.shelves = [Shelf("user", store=store)]
+        if scope == "team":
+            self.shelves += [Shelf("team", path=Path(p).expanduser()) for p in team]
+        self.owns_store = owns_store
+        self.refresh_limit = refresh_limit
+
+    def close(self) -> None:
+        for shelf in self.shelves[1:]:
+            shelf.close()
+        if self.owns_store:
+            self.store.close()
+
+    # -- the start of a session ------------------------------------------------------------------
+
+    def session_block(self, workspace: str, model: str, budget_tokens: int) -> Lessons:
+        self._refresh()
+        chosen: dict[str, tuple[tuple, Lesson]] = {}
+        for rank, shelf in enumerate(self.shelves):
+            for order, lesson in self._block_candidates(shelf, workspace, model):
+                if lesson.id not in chosen:
+                    chosen[lesson.id] = ((order[0], rank, *order[1:]), lesson)
+        ordered = [lesson for _, lesson in sorted(chosen.values(), key=lambda item: item[0])]
+        return render(BLOCK_HEADER, ordered, budget_tokens)
+
+    def _block_candidates(self, shelf: Shelf, workspace: str, model: str) -> list[tuple[tuple, Lesson]]:
+        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, s.model, {IN_WORKSPACE} AS here FROM lessons l
+            LEFT JOIN sessions s ON s.id = l.source_session
+            WHERE {USABLE} AND (l.origin != 'user' OR l.workspace IS NULL OR l.workspace = ?)
+              AND l.id IN (SELECT id FROM lessons WHERE pinned = 1
+                UNION SELECT * FROM (SELECT id FROM lessons ORDER BY occurrences DESC, id LIMIT ?)
+                UNION SELECT lp.lesson_id FROM sessions s2 JOIN lesson_pairs lp ON lp.session_id = s2.id
+                    WHERE s2.workspace = ?)""", (workspace, workspace, BLOCK_CANDIDATES, workspace))
+        root = Path(workspace)
+        found = []
+        for row in rows:
+            tier = _tier(row, root, model)
+            if tier is None or (self.scope == "workspace" and tier > 1):
+                continue
+            order = (tier, row["model"] != model, not row["corrected"], -row["occurrences"],
+                     row["created_at"] or 0, row["id"])
+            found.append((order, _lesson(row, shelf, bool(row["here"]))))
+        return found
+
+    # -- a failing call --------------------------------------------------------------------------
+
+    def for_failure(self, *, tool: str, error_kind: str | None, target: str | None, call: str, feedback: str,
+                    workspace: str, session_id: str, shown: frozenset[str] = frozenset()) -> Lessons:
+        found: dict[str, Lesson] = {}
+        for shelf in self.shelves:
+            for lesson in self._same_situation(shelf, tool, error_kind, target, workspace, session_id):
+                found.setdefault(lesson.id, lesson)
+        if len(found) < MAX_FAILURE_LESSONS + len(shown):
+            terms = search_terms(target, call, feedback)
+            for shelf in self.shelves:
+                for lesson in self._similar(shelf, tool, error_kind, terms, workspace, session_id):
+                    found.setdefault(lesson.id, lesson)
+        picked = [lesson for lesson in found.values() if lesson.id not in shown][:MAX_FAILURE_LESSONS]
+        return render(FAILURE_HEADER, picked)
+
+    def _same_situation(self, shelf: Shelf, tool: str, kind: str | None, target: str | None, workspace: str,
+                        session_id: str) -> list[Lesson]:
+        only_here = f" AND {IN_WORKSPACE}" if self.scope == "workspace" else ""
+        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, {IN_WORKSPACE} AS here FROM lessons l
+            WHERE l.tool IS ? AND l.error_kind IS ? AND l.target IS ? AND l.origin = 'distilled'
+              AND l.source_session IS NOT ? AND {USABLE}{only_here}
+            UNION ALL SELECT {LESSON_COLUMNS}, 0 AS here FROM lessons l
+            WHERE l.pinned = 1 AND l.origin = 'user' AND l.deleted = 0 AND (l.tool IS NULL OR l.tool = ?)
+              AND (l.target IS NULL OR l.target = ?) AND (l.tool IS NOT NULL OR l.target IS NOT NULL)
+              AND (l.workspace IS NULL OR l.workspace = ?)""",
+            (workspace, tool, kind, target, session_id, *([workspace] if only_here else []), tool, target, workspace))
+        rows.sort(key=lambda row: (row["origin"] != "user", row["id"]))
+        return [_lesson(row, shelf, bool(row["here"])) for row in rows]
+
+    def _similar(self, shelf: Shelf, tool: str, kind: str | None, terms: list[str], workspace: str,
+                 session_id: str) -> list[Lesson]:
+        if not terms:
+            return []
+        match = " AND ".join(f"{column} : {_quote(value)}" for column, value in (("tool", tool), ("error_kind", kind))
+                             if value and _WORD.search(value))
+        match = (match + " AND " if match else "") + "(" + " OR ".join(_quote(term) for term in terms) + ")"
+        only_here = " AND s.workspace = ?" if self.scope == "workspace" else ""
+        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, hit.target AS hit_target, hit.feedback AS hit_feedback,
+                s.workspace = ? AS here
+            FROM (SELECT rowid, target, substr(feedback, 1, 400) AS feedback FROM pair_search
+                  WHERE pair_search MATCH ? ORDER BY rowid DESC LIMIT ?) hit
+            JOIN lesson_pairs lp ON lp.id = hit.rowid JOIN lessons l ON l.id = lp.lesson_id
+            JOIN sessions s ON s.id = lp.session_id
+            WHERE lp.session_id != ? AND l.source_session IS NOT ? AND {USABLE}
+              AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = lp.session_id){only_here}""",
+            (workspace, match, SIMILAR_CANDIDATES, session_id, session_id, *([workspace] if only_here else [])))
+        wanted = set(terms)
+        scored: dict[str, tuple[float, dict]] = {}
+        for row in rows:
+            words = {w.lower() for w in _WORD.findall(f"{row['hit_target'] or ''} {row['hit_feedback'] or ''}")}
+            score = len(wanted & words) + (1 if row["here"] else 0)
+            if score > scored.get(row["id"], (-1, None))[0]:
+                scored[row["id"]] = (score, row)
+        ranked = sorted(scored.values(), key=lambda item: (-item[0], item[1]["id"]))
+        return [_lesson(row, shelf, bool(row["here"])) for _, row in ranked]
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        try:
+            refresh(self.store, limit=self.refresh_limit)
+        except (StoreError, sqlite3.Error) as exc:  # locked or read-only: what is distilled still serves
+            log.warning("could not distil new lessons in %s: %s", self.store.path, exc)
+
+    def _read(self, shelf: Shelf, sql: str, params: Iterable[Any]) -> list[dict[str, Any]]:
+        try:
+            return shelf.query(sql, params)
+        except (StoreError, sqlite3.Error) as exc:  # a damaged, old or missing (team) store
+            log.warning("lessons from %s skipped: %s", shelf.path or self.store.path, exc)
+            return []
+
+
+def _tier(row: dict[str, Any], root: Path, model: str) -> int | None:
+    """0: pinned; 1: learned in this workspace; 2: about a file that exists here, or a habit of this
+    model (no target); None: about somewhere else."""
+    if row["pinned"]:
+        return 0
+    if row["here"]:
+        return 1
+    target = row["target"]
+    if target is None:
+        return 2 if row["model"] == model else None
+    if row["tool"] != "run_command" and _exists(root, target):
+        return 2
+    return None
+
+
+def _exists(root: Path, target: str) -> bool:
+    if target.startswith(("/", "..")) or "\0" in target:
+        return False
+    try:
+        return (root / target).exists()
+    except (OSError, ValueError):  # a name too long, or not a path at all
+        return False
+
+
+def _lesson(row: dict[str, Any], shelf: Shelf, here: bool) -> Lesson:
+    scope = "team" if shelf.scope == "team" else ("workspace" if here else "user")
+    return Lesson(id=row["id"], text=row["text"], origin=row["origin"], scope=scope, pinned=bool(row["pinned"]))
+
+
+def render(header: str, lessons: list[Lesson], budget_tokens: int | None = None) -> Lessons:
+    """The lessons as one block, keeping (in order) those that fit the budget."""
+    if not lessons:
+        return Lessons()
+    used = estimate_tokens(header)
+    kept, lines = [], []
+    for lesson in lessons:
+        line = f"- {'(from the user) ' if lesson.origin == 'user' else ''}{lesson.text}\n"
+        cost = estimate_tokens(line)
+        if budget_tokens is not None and used + cost > budget_tokens:
+            continue
+        kept.append(lesson)
+        lines.append(line)
+        used += cost
+    if not kept:
+        return Lessons()
+    return Lessons(text=header + "".join(lines), lessons=tuple(kept), tokens=used)
+
+
+def search_terms(target: str | None, call: str, feedback: str, limit: int = 8) -> list[str]:
+    """Words that say what this failure is about: the target's parts, then names from the call and
+    the feedback (not the tools' boilerplate), in order of appearance."""
+    terms: list[str] = []
+    for text in (target or "", call[:500], feedback[:500]):
+        for word in _WORD.findall(text):
+            word = word.lower()
+            if word not in BOILERPLATE and word not in terms and not word.isdigit():
+                terms.append(word)
+            if len(terms) == limit:
+                return terms
+    return terms
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def open_lessons(db: str | Path, *, scope: str = "team", team: Iterable[str] = (), wait: float = 30.0) -> LessonBook | None:
+    """A LessonBook on the database at `db`, or None when it does not exist yet (nothing to learn
+    from) or cannot be opened (logged: the session runs without lessons)."""
+    path = Path(db).expanduser()
+    if not path.is_file():
+        return None
+    try:
+        store = open_store(path, timeout=wait)
+    except StoreError as exc:  # damaged, locked or another program's file
+        log.warning("lessons are off for this session: %s", exc)
+        return None
+    return LessonBook(store, scope=scope, team=team, owns_store=True)

@@ -1,0 +1,197 @@
+"""`teachback lessons list|show|pin|unpin|edit|delete`: see and steer what sessions are told.
+
+Registered at start-up, so nothing heavy is imported at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+TEXT_WIDTH = 110
+
+
+class LessonNotFound(Exception):
+    """No lesson (or more than one) matches the id given; the message says what to do."""
+
+
+class LessonUsageError(Exception):
+    """The command cannot be done as given; the message says what to give instead."""
+
+
+def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", metavar="PATH", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = sub.add_parser("list", parents=[common], help="lessons, pinned first, then the most frequent")
+    listing.add_argument("--limit", type=int, default=50, help="how many (default 50; 0: all)")
+    listing.add_argument("--json", action="store_true", help="print JSON lines")
+    show = sub.add_parser("show", parents=[common], help="one lesson with where it came from")
+    show.add_argument("id", help="a lesson id (or a unique prefix of one)")
+    pin = sub.add_parser("pin", parents=[common], help="always show a lesson at session start; with --text, add your own")
+    pin.add_argument("id", nargs="?", help="the lesson to pin (omit with --text)")
+    pin.add_argument("--text", help="your own lesson, in the words the model should read")
+    pin.add_argument("--tool", help="also show it when this tool fails (with --text)")
+    pin.add_argument("--target", help="also show it when a call on this path fails (with --text)")
+    where = pin.add_mutually_exclusive_group()
+    where.add_argument("--workspace", type=Path, default=Path.cwd(), help="the project it applies to (default: cwd)")
+    where.add_argument("--everywhere", action="store_true", help="apply it in every workspace")
+    unpin = sub.add_parser("unpin", parents=[common], help="stop pinning a lesson")
+    unpin.add_argument("id")
+    edit = sub.add_parser("edit", parents=[common], help="rewrite a lesson's text (new failures will not overwrite it)")
+    edit.add_argument("id")
+    edit.add_argument("--text", required=True, help="the new text")
+    delete = sub.add_parser("delete", parents=[common], help="never show a lesson again")
+    delete.add_argument("id")
+
+
+def lessons_main(args: argparse.Namespace) -> int:
+    from feedback_store.errors import StoreError
+    from feedback_store.lessons import refresh
+    from feedback_store.store import default_db_path, open_store
+
+    try:
+        with open_store(args.db or default_db_path()) as store:
+            refresh(store, limit=None)
+            return ACTIONS[args.action](store, args)
+    except LessonNotFound as exc:
+        print(f"teachback lessons: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except LessonUsageError as exc:
+        print(f"teachback lessons: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreError as exc:
+        print(f"teachback lessons: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def find_lesson(store: Any, ident: str) -> dict[str, Any]:
+    """The lesson whose id is `ident` or starts with it (deleted ones included)."""
+    rows = store.query("SELECT * FROM lessons WHERE id = ?", (ident,))
+    if not rows:
+        rows = store.query("SELECT * FROM lessons WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 3",
+                           (ident.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))
+    if not rows:
+        raise LessonNotFound(f"no lesson {ident!r}. See the ids with `teachback lessons list`.")
+    if len(rows) > 1:
+        raise LessonNotFound(f"{ident!r} starts several lesson ids ({', '.join(r['id'] for r in rows)}, ...): "
+                             "give more of it.")
+    return rows[0]
+
+
+def _list(store: Any, args: argparse.Namespace) -> int:
+    rows = store.query(
+        """SELECT * FROM lessons WHERE deleted = 0 AND (origin = 'user' OR occurrences > 0)
+        ORDER BY pinned DESC, origin = 'user' DESC, occurrences DESC, id LIMIT ?""",
+        (args.limit or -1,),
+    )
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, ensure_ascii=False, sort_keys=True))
+        return EXIT_OK
+    if not rows:
+        print("No lessons yet: they come from failures recorded in sessions and the fixes that followed "
+              "(or add your own with `teachback lessons pin --text ...`).")
+        return EXIT_OK
+    for row in rows:
+        marks = ("P" if row["pinned"] else "-") + ("U" if row["origin"] == "user" else "-") + ("E" if row["edited"] else "-")
+        text = row["text"] if len(row["text"]) <= TEXT_WIDTH else row["text"][: TEXT_WIDTH - 1] + "…"
+        print(f"{row['id']}  {marks}  {row['occurrences'] or 0:>4}  {text}")
+    print("\nP pinned, U your own, E edited; the number is how many recorded failures it was learned from. "
+          "`teachback lessons show ID` for details.")
+    return EXIT_OK
+
+
+def _show(store: Any, args: argparse.Namespace) -> int:
+    row = find_lesson(store, args.id)
+    sources = store.query(
+        """SELECT lp.session_id, s.workspace, s.model, s.started_at,
+            EXISTS (SELECT 1 FROM flags f WHERE f.session_id = lp.session_id) AS flagged
+        FROM lesson_pairs lp LEFT JOIN sessions s ON s.id = lp.session_id WHERE lp.lesson_id = ?
+        GROUP BY lp.session_id ORDER BY s.started_at DESC LIMIT 10""",
+        (row["id"],),
+    )
+    state = "deleted" if row["deleted"] else ("pinned" if row["pinned"] else "active")
+    lines = [f"{row['id']} ({row['origin']}, {state}{', edited' if row['edited'] else ''})", "", row["text"], ""]
+    if row["origin"] == "user":
+        lines.append(f"Pinned by {row['author']} on {_date(row['created_at'])} for "
+                     f"{row['workspace'] or 'every workspace'}.")
+    else:
+        lines.append(f"Situation: {row['tool']} on {row['target'] or '(no target)'}, error {row['error_kind']}; "
+                     f"{row['occurrences']} failure(s), {row['corrected']} with a recorded fix; last seen "
+                     f"{_date(row['last_seen'])}.")
+        lines += ["", "Feedback of the failure it was distilled from (redacted):", row["feedback"] or ""]
+        if row["correction"]:
+            lines += ["", f"What worked: {row['correction']}"]
+    if sources:
+        lines += ["", "Sessions (newest first; flagged ones are never used):"]
+        lines += [f"  {s['session_id']}  {_date(s['started_at'])}  {s['model']}  {s['workspace']}"
+                  f"{'  FLAGGED' if s['flagged'] else ''}" for s in sources]
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+def _pin(store: Any, args: argparse.Namespace) -> int:
+    if args.text is None and args.id is None:
+        raise LessonUsageError("give the id of a lesson to pin, or --text with a lesson of your own.")
+    if args.text is None:
+        return _set(store, args.id, "pinned = 1", "pinned: shown at the start of every session it applies to")
+    if args.id is not None:
+        raise LessonUsageError("give either an id (to pin that lesson) or --text (a new lesson), not both.")
+    if not args.text.strip():
+        raise LessonUsageError("--text is empty: write the lesson the model should read.")
+    ident = "U" + uuid.uuid4().hex[:12]
+    workspace = None if args.everywhere else str(args.workspace.resolve())
+    now = time.time()
+    with store.write() as conn:
+        conn.execute(
+            """INSERT INTO lessons (id, origin, tool, target, text, pinned, workspace, author, created_at, updated_at)
+            VALUES (?, 'user', ?, ?, ?, 1, ?, ?, ?, ?)""",
+            (ident, args.tool, args.target, " ".join(args.text.split()), workspace, _author(), now, now),
+        )
+    print(f"{ident} pinned for {workspace or 'every workspace'}.")
+    return EXIT_OK
+
+
+def _unpin(store: Any, args: argparse.Namespace) -> int:
+    return _set(store, args.id, "pinned = 0", "unpinned: shown only when it is relevant")
+
+
+def _edit(store: Any, args: argparse.Namespace) -> int:
+    text = " ".join(args.text.split())
+    if not text:
+        raise LessonUsageError("--text is empty: to stop a lesson being shown, use `teachback lessons delete`.")
+    return _set(store, args.id, "text = ?, edited = 1", "edited", (text,))
+
+
+def _delete(store: Any, args: argparse.Namespace) -> int:
+    return _set(store, args.id, "deleted = 1, pinned = 0", "deleted: no session will be shown it again")
+
+
+def _set(store: Any, ident: str, assignments: str, done: str, values: tuple = ()) -> int:
+    row = find_lesson(store, ident)
+    with store.write() as conn:
+        conn.execute(f"UPDATE lessons SET {assignments}, updated_at = ? WHERE id = ?", (*values, time.time(), row["id"]))
+    print(f"{row['id']} {done}.")
+    return EXIT_OK
+
+
+def _author() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name in the environment or the password database
+        return "unknown"
+
+
+def _date(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+ACTIONS = {"list": _list, "show": _show, "pin": _pin, "unpin": _unpin, "edit": _edit, "delete": _delete}
