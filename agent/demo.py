@@ -162,7 +162,7 @@ def _report(
     demo_dir: Path, project: Path, db_path: Path, finishes: list[TurnFinished], errors: Counter[str], say: _Writer
 ) -> int:
     from feedback_store import open_store
-    from feedback_store.export import export
+    from feedback_store.export import EmptyExport, export
 
     with open_store(db_path) as store:
         pairs = store.pairs()
@@ -172,15 +172,21 @@ def _report(
     say(f"\nFeedback pairs recorded: {len(pairs)}" + (f" ({_counts(by_source)}; {corrected} with a correction)" if pairs else ""))
     for pair in pairs[:5]:
         say(f"  [{pair.source}] {pair.tool or 'reply'}: {_short(pair.feedback, 100)}")
-    result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
-    say(f"\nExported {result.records} sdpo records to {', '.join(map(str, result.paths))}")
+    try:
+        result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
+    except EmptyExport:  # the model made no mistake this time: nothing to export
+        exported = "(none: no feedback pairs this run)"
+        say("\nNo sdpo export: this run recorded no feedback pairs.")
+    else:
+        exported = str(result.paths[0])
+        say(f"\nExported {result.records} sdpo records to {', '.join(map(str, result.paths))}")
     reasons = ", ".join(f.reason for f in finishes)
     command = _command_name()
     say(
         f"\nLook at:\n"
         f"  the project     {project}   (git diff shows what the model changed)\n"
         f"  the database    {db_path}\n"
-        f"  the export      {result.paths[0]}\n"
+        f"  the export      {exported}\n"
         f"  turn outcomes   {reasons}\n"
         f"\nNext:\n"
         f"  TEACHBACK_DB={db_path} {command} tui {project}   browse the session and its pairs\n"
