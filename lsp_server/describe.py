@@ -14,6 +14,7 @@ from agent.protocol import (
     EditReviewed,
     ErrorEvent,
     Event,
+    LessonsShown,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -71,6 +72,10 @@ def log_line(event: Event) -> tuple[str, types.MessageType] | None:
         return f"[turn {event.turn}] {event.reason} after {event.steps} step(s){cost}: {event.summary}", info
     if isinstance(event, ErrorEvent):
         return f"[error] {event.message}", error
+    if isinstance(event, LessonsShown):
+        where = "at session start" if event.moment == "session_start" else f"after the failed call {event.call_id}"
+        shown = "".join(f"\n- [{lesson['id']}] {lesson['text']}" for lesson in event.lessons)
+        return f"[lessons] {len(event.lessons)} shown to the model {where}:{shown}", info
     return None
 
 

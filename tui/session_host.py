@@ -28,15 +28,18 @@ class SessionHost:
         self.session: AgentSession | None = None
         self.relay: EventRelay | None = None
         self._unsubscribe: list[Callable[[], None]] = []
+        self._lessons: Any = None  # the LessonBook of the open session
 
     async def open(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> AgentSession:
         """Close the current session (if any) and open a new or resumed one."""
         from agent.runtime import open_session
 
         await self.close()
+        self._lessons = self._lesson_book()
         # Opening reads git and builds the repo map's index: off the event loop, so the UI keeps painting.
         session = await asyncio.to_thread(
-            open_session, self.workspace, self.settings, frontend="tui", session_id=session_id, history=history
+            open_session, self.workspace, self.settings, frontend="tui", session_id=session_id, history=history,
+            lessons=self._lessons,
         )
         self.relay = EventRelay(self.target)
         if self.store is not None and self.settings.record:
@@ -63,3 +66,14 @@ class SessionHost:
             self._unsubscribe.clear()
             if self.relay is not None:
                 self.relay.flush()
+            if self._lessons is not None:
+                self._lessons.close()
+                self._lessons = None
+
+    def _lesson_book(self) -> Any:
+        """Lessons from the store the app records to (None when lessons are off or nothing is recorded)."""
+        if self.store is None or not self.settings.lessons:
+            return None
+        from feedback_store.lessons import LessonBook
+
+        return LessonBook(self.store, scope=self.settings.lessons_scope, team=self.settings.lessons_db)

@@ -20,6 +20,7 @@ from agent.protocol import (
     AssistantMessage,
     EditApplied,
     ErrorEvent,
+    LessonsShown,
     ModelUsage,
     SessionStarted,
     ToolCallFinished,
@@ -187,6 +188,8 @@ class MainScreen(Screen[None]):
             await self.query_one(ToolLog).finished(event)
         elif isinstance(event, EditApplied):
             self.query_one(ToolLog).edit_applied(event)
+        elif isinstance(event, LessonsShown):
+            await self.query_one(ToolLog).lessons_shown(event)
         elif isinstance(event, ApprovalRequested):
             self.app.push_screen(ApprovalModal(event), lambda verdict: self._decide(event, verdict))
         elif isinstance(event, TurnFinished):

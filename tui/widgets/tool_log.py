@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from agent.protocol import EditApplied, ToolCallFinished, ToolCallStarted
+from agent.protocol import EditApplied, LessonsShown, ToolCallFinished, ToolCallStarted
 from tui.formatting import one_line, pretty_json
 
 MAX_RESULT_CHARS = 4000
@@ -46,6 +46,10 @@ class ToolEntry(Collapsible):
         self.title = _title("✗", self.name_, self.target, finished.error_kind or "error")
         # The feedback text is what the model is told and what the training pair holds: show it.
         self.collapsed = False
+
+    def add_lessons(self, event: LessonsShown) -> None:
+        """The lessons that followed this call's result in what the model read."""
+        self.mount(Static(Text(lessons_text(event)), classes="tool-lessons"))
 
     def mark_syntax_error(self, message: str) -> None:
         self.add_class("-error")
@@ -85,6 +89,19 @@ class ToolLog(VerticalScroll):
         if entry is not None and event.syntax_error:
             entry.mark_syntax_error(event.syntax_error)
 
+    async def lessons_shown(self, event: LessonsShown) -> None:
+        """Lessons the model was shown: under the failing call they followed, or (at the start of the
+        session) as an entry of their own."""
+        entry = self._entries.get(event.call_id or "")
+        if entry is not None:
+            entry.add_lessons(event)
+            return
+        count = len(event.lessons)
+        await self.mount(Collapsible(
+            Static(Text(lessons_text(event)), classes="tool-lessons"),
+            title=f"• {count} lesson{'s' * (count != 1)} from earlier sessions", collapsed=True, classes="tool-entry",
+        ))
+
     @property
     def entries(self) -> list[ToolEntry]:
         return list(self._entries.values())
@@ -92,6 +109,12 @@ class ToolLog(VerticalScroll):
     async def clear(self) -> None:
         self._entries.clear()
         await self.remove_children()
+
+
+def lessons_text(event: LessonsShown) -> str:
+    lines = [f"Lessons shown to the model ({event.tokens} tokens):"]
+    lines += [f"- [{lesson['id']}] {lesson['text']}" for lesson in event.lessons]
+    return "\n".join(lines)
 
 
 def _title(mark: str, name: str, target: str | None, problem: str | None = None) -> str:
