@@ -154,11 +154,9 @@ def _run(args: argparse.Namespace) -> int:
 def open_lessons(settings: Settings):
     """The lessons a session is shown (feedback_store.lessons), or None when they are off or nothing
     has been recorded yet."""
-    if not settings.lessons:
-        return None
-    from feedback_store.lessons import open_lessons as open_book
+    from feedback_store.lessons import book_for
 
-    return open_book(settings.db_path(), scope=settings.lessons_scope, team=settings.lessons_db, wait=settings.db_wait)
+    return book_for(settings)
 
 
 def _drive(session, op):

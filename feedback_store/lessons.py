@@ -412,6 +412,15 @@ def _quote(value: str) -> str:
     return '"' + value.replace('"', '""') + '"'
 
 
+def book_for(settings: Any) -> LessonBook | None:
+    """The LessonBook `agent.config.Settings` ask for (`lessons`, `lessons_scope`, `lessons_db`, the
+    database), or None when lessons are off or nothing has been recorded yet."""
+    if not settings.lessons:
+        return None
+    return open_lessons(settings.db_path(), scope=settings.lessons_scope, team=settings.lessons_db,
+                        wait=settings.db_wait)
+
+
 def open_lessons(db: str | Path, *, scope: str = "team", team: Iterable[str] = (), wait: float = 30.0) -> LessonBook | None:
     """A LessonBook on the database at `db`, or None when it does not exist yet (nothing to learn
     from) or cannot be opened (logged: the session runs without lessons)."""

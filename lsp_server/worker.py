@@ -46,7 +46,9 @@ def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[s
     warnings for the user). Blocking: call it in a thread."""
     from agent.runtime import open_session
 
-    session = open_session(root, settings, frontend="lsp")
+    from feedback_store.lessons import book_for
+
+    session = open_session(root, settings, frontend="lsp", lessons=book_for(settings))
     if not settings.record:
         return session, None, "off (record = false)", []
     try:
@@ -82,7 +84,12 @@ async def _open(params: dict[str, Any]) -> Any:
 
     settings = Settings().replace(**params["settings"])
     session, recorder, recording, warnings = await asyncio.to_thread(open_recorded, Path(params["workspace"]), settings)
-    on_close = (lambda: recorder.flush()) if recorder is not None else None
+    def on_close() -> None:
+        if recorder is not None:
+            recorder.flush()
+        if session.lessons is not None:
+            session.lessons.close()
+
     return Opened(session, overlay_sink(session), {"recording": recording, "warnings": warnings}, on_close)
 
 
