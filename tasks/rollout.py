@@ -22,8 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.cli import MODEL_USAGE_ERRORS
 from agent.config import Settings, load_settings
-from agent.protocol import Event, SessionStarted, ToolCallFinished, ToolCallStarted, TurnFinished, UserInput
+from agent.protocol import (
+    ErrorEvent, Event, SessionStarted, ToolCallFinished, ToolCallStarted, TurnFinished, UserInput,
+)
+from feedback_store.pairs import SCHEMA_KINDS
 from tasks.records import TaskError
 
 log = logging.getLogger(__name__)
@@ -80,22 +84,22 @@ class AttemptMetrics:
     """Counts what the bench reports, from the session's own events (the grader's call excluded)."""
 
     def __init__(self) -> None:
-        from feedback_store.pairs import SCHEMA_KINDS
-
-        self._schema_kinds = SCHEMA_KINDS
         self.tool_calls = self.tool_errors = self.malformed_calls = self.repeated_errors = 0
         self.finished: TurnFinished | None = None
+        self.model_unusable: str | None = None  # the model cannot be used at all (name, key, set-up)
         self._errors_seen: set[tuple[str, str | None, str | None]] = set()
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, TurnFinished):
             self.finished = event
+        if isinstance(event, ErrorEvent) and event.kind in MODEL_USAGE_ERRORS:
+            self.model_unusable = event.message
         if not isinstance(event, ToolCallFinished) or event.error_kind == "interrupted":
             return
         self.tool_calls += 1
         if event.ok:
             return
-        if event.error_kind in self._schema_kinds:
+        if event.error_kind in SCHEMA_KINDS:
             self.malformed_calls += 1
         else:
             self.tool_errors += 1
@@ -116,6 +120,7 @@ class AttemptMetrics:
             "tool_errors": self.tool_errors,
             "malformed_calls": self.malformed_calls,
             "repeated_errors": self.repeated_errors,
+            **({"error": f"the model cannot be used: {self.model_unusable}"} if self.model_unusable else {}),
         }
 
 
@@ -174,7 +179,7 @@ def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
     record = {"session_id": session_id, **outcome, "flags": flags, **metrics,
               "agent_s": round(agent_s, 3), "grade_s": round(grade_s, 3),
               "failing_tests": failing_tests(spec.task, result)}
-    if unrecorded or problems:
+    if unrecorded or problems:  # the attempt counts only once the store holds all of it
         record["error"] = f"{len(unrecorded)} event(s) not recorded: {'; '.join(problems) or 'see the log'}"
     return record
 

@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
+from agent.cli import main
 from feedback_store import open_store
 from tasks import bench
 from tasks.executors import ResultsFile, run_all, specs_for
@@ -118,6 +120,26 @@ def test_a_harness_failure_is_recorded_and_run_again(script, tmp_path: Path) -> 
     [again] = run_all([spec(script(*SOLVES), db)], results)
     assert again["reward"] == 1.0 and not again.get("error")
     assert len(results.path.read_text().splitlines()) == 2
+
+
+def test_a_model_that_cannot_be_used_is_a_harness_error(script, tmp_path: Path) -> None:
+    record = run_attempt(spec(script({"error": "auth"}), tmp_path / "feedback.db"))
+    assert record["error"].startswith("the model cannot be used: ") and record["finish_reason"] == "error"
+    assert not bench.summarize([record])["tasks"]  # left out of the figures, run again on resume
+
+
+@pytest.mark.timeout(300)
+def test_synth_then_run_from_the_command_line(script, tmp_path: Path, capsys) -> None:
+    sample = Path(str(resources.files("agent").joinpath("sample_project")))
+    out = tmp_path / "made"
+    assert main(["tasks", "synth", str(sample), "--out", str(out), "--n", "1", "--strategy", "body"]) == 0
+    assert "1 task(s) in" in capsys.readouterr().out
+    results = tmp_path / "results.jsonl"
+    assert main(["tasks", "run", str(out / "tasks.jsonl"), "--model", script(*DOES_NOTHING), "--out", str(results),
+                 "--db", str(tmp_path / "feedback.db")]) == 0
+    [record] = ResultsFile(results).records().values()
+    assert record["reward"] == 0.0 and record["finish_reason"] == "answered" and record["steps"] == 1
+    assert "pass@1 0.000" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(600)
