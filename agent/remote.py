@@ -157,6 +157,7 @@ class RemoteSession:
         return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
 
     async def run(self, op: UserInput) -> TurnFinished:
+        self._changes = []  # a run that fails leaves no stale changes behind
         answer = await self._request("run", {"op": op.to_dict()})
         self._changes = [FileChange(**c) for c in answer["changes"]]
         return event_from_dict(answer["finished"])  # type: ignore[return-value]

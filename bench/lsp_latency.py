@@ -6,7 +6,8 @@ in a loop, in four phases of one run:
 - start-up: the first seconds after `initialized` (the server is warming up the agent's imports);
 - idle: the same server once it has settled (no CPU used for a second);
 - turn: while a scripted turn of --steps steps streams (reads, searches, listings, edits and creates);
-- embedded: while the embedded model (`local/smollm2`) generates a turn (a second server).
+- embedded: while the embedded model (`local/smollm2`) generates a turn (a second server; the turn
+  is cancelled after --embedded-seconds, so the phase is all prompt processing and generation).
 
 The requests: `hover` (not implemented by the server, so it answers MethodNotFound: a pure round
 trip through the server's loop), `codeAction` (implemented), and `didChange`, a notification, timed
@@ -17,7 +18,8 @@ server handles messages in order, so that answer means the change was processed)
 Each phase runs once per turn process (`turn_process = "inline" | "worker"`, through
 TEACHBACK_TURN_PROCESS), so the printed ratios compare the two in the same run.
 
-Run: .venv/bin/python bench/lsp_latency.py [--steps 400] [--seconds 12] [--modes inline,worker]
+Run: .venv/bin/python bench/lsp_latency.py [--steps 400] [--seconds 12] [--embedded-seconds 30]
+     [--modes inline,worker]
 """
 
 from __future__ import annotations
@@ -102,11 +104,16 @@ class Client:
             elif "id" in message and message["id"] in self.pending:
                 self.pending.pop(message["id"]).set_result((now, message))
 
-    async def stop(self) -> None:
+    async def stop(self) -> float | None:
+        """Shut down and exit; the seconds that took, or None when the server had to be killed."""
+        started = time.perf_counter()
         try:
             await self.request("shutdown", None, timeout=30)
             self.send({"method": "exit"})
             await asyncio.wait_for(self.process.wait(), 30)
+            return time.perf_counter() - started
+        except TimeoutError:
+            return None
         finally:
             if self.process.returncode is None:
                 self.process.kill()
@@ -238,7 +245,7 @@ def phases() -> dict[str, dict[str, list[float]]]:
     return {p: {k: [] for k in KINDS} for p in ("start-up", "idle", "turn", "embedded")}
 
 
-async def run_mode(mode: str, tmp: Path, steps: int, seconds: float, embedded: bool) -> dict[str, Any]:
+async def run_mode(mode: str, tmp: Path, steps: int, seconds: float, embedded: float) -> dict[str, Any]:
     found = phases()
     report: dict[str, Any] = {"samples": found}
     root = tmp / mode / "repo"
@@ -261,7 +268,7 @@ async def run_mode(mode: str, tmp: Path, steps: int, seconds: float, embedded: b
     finally:
         await client.stop()
     if embedded:
-        report["embedded"] = await run_embedded(mode, tmp, seconds, found["embedded"])
+        report["embedded"] = await run_embedded(mode, tmp, embedded, found["embedded"])
     return report
 
 
@@ -273,9 +280,11 @@ async def run_embedded(mode: str, tmp: Path, seconds: float, into: dict[str, lis
         await initialize(client, root, options)
         uri = open_app(client, root)
         await settle(client)
-        return await ask_while_sampling(client, uri, into, "Explain what app.py does.", max(seconds * 4, 60))
+        report = await ask_while_sampling(client, uri, into, "Explain what app.py does.", seconds)
     finally:
-        await client.stop()
+        exited = await client.stop()
+    report["exit_s"] = round(exited, 1) if exited is not None else "killed: did not exit after shutdown"
+    return report
 
 
 def summary(label: str, values: list[float]) -> str:
@@ -326,12 +335,13 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=400, help="steps of the scripted turn")
     parser.add_argument("--seconds", type=float, default=12.0, help="seconds of sampling on the idle server")
     parser.add_argument("--modes", default="inline,worker", help="turn processes to measure, in order")
-    parser.add_argument("--no-embedded", action="store_true", help="skip the embedded-model phase")
+    parser.add_argument("--embedded-seconds", type=float, default=30.0,
+                        help="seconds of sampling while the embedded model generates (0: skip that phase)")
     args = parser.parse_args()
     reports = {}
     with tempfile.TemporaryDirectory() as tmp:
         for mode in args.modes.split(","):
-            reports[mode] = await run_mode(mode, Path(tmp), args.steps, args.seconds, not args.no_embedded)
+            reports[mode] = await run_mode(mode, Path(tmp), args.steps, args.seconds, args.embedded_seconds)
     print(f"lsp latency, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     show(reports)
 

@@ -119,10 +119,19 @@ def main() -> int:
         format="%(asctime)s worker %(name)s %(levelname)s %(message)s",
     )
     threading.Thread(target=warm_up_imports, name="teachback-warm-up", daemon=True).start()
+    asyncio.run(_serve(out))
+    return 0
+
+
+async def _serve(out: BinaryIO) -> None:
     from agent.session_server import serve
 
-    asyncio.run(serve(_open, sys.stdin.buffer, out))
-    return 0
+    await serve(_open, sys.stdin.buffer, out)
+    # The session is closed and its events recorded. A model call still computing in a thread (the
+    # embedded model stops only between tokens) must not hold the exit, as it would in asyncio.run.
+    out.flush()
+    logging.shutdown()
+    os._exit(0)
 
 
 if __name__ == "__main__":
