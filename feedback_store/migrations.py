@@ -327,3 +327,35 @@ def m003_lessons(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS.append(("m003_lessons", m003_lessons))
+
+
+def m004_learning_rounds(db: sqlite_utils.Database) -> None:
+    # `teachback learn` (trainer/learn.py): one row per round (action 'learn': the data it trained on,
+    # its evaluation, whether its adapter was promoted and why) and per rollback (action 'rollback':
+    # the adapter returned to, the one left in `parent`). adapter_id null means the base model.
+    db.create_table(
+        "learning_rounds",
+        {
+            "id": str,
+            "action": str,
+            "adapter_id": str,
+            "adapter_dir": str,
+            "parent": str,
+            "base": str,
+            "data_hash": str,
+            "records": int,
+            "since": float,
+            "metrics": str,
+            "promoted": int,
+            "reason": str,
+            "started_at": float,
+            "finished_at": float,
+        },
+        pk="id",
+        not_null={"action", "promoted", "started_at"},
+        defaults={"promoted": 0},
+    )
+    db["learning_rounds"].create_index(["started_at"], index_name="learning_rounds_started")
+
+
+MIGRATIONS.append(("m004_learning_rounds", m004_learning_rounds))

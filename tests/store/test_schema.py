@@ -44,6 +44,8 @@ EXPECTED_COLUMNS = {
     "lessons": ["id", "key", "origin", "tool", "error_kind", "target", "text", "feedback", "correction", "edited",
                 "pinned", "deleted", "occurrences", "corrected", "source_pair", "source_session", "workspace",
                 "author", "created_at", "updated_at", "last_seen"],
+    "learning_rounds": ["id", "action", "adapter_id", "adapter_dir", "parent", "base", "data_hash", "records",
+                        "since", "metrics", "promoted", "reason", "started_at", "finished_at"],
 }
 
 
