@@ -20,7 +20,6 @@ from typing import Any
 
 from lsprotocol import types
 
-from agent.remote import RemoteError, RemoteSession, WorkerStopped
 from agent.protocol import (
     ApprovalDecision,
     ApprovalRequested,
@@ -28,6 +27,7 @@ from agent.protocol import (
     EditApplied,
     Event,
 )
+from agent.remote import RemoteError, RemoteSession, WorkerStopped
 from lsp_server import describe
 from lsp_server.commands import AskRequest, RequestFailed
 from lsp_server.corrections import CorrectionTracker
@@ -57,7 +57,7 @@ class AgentHost:
         self.options = options
         self.documents = documents
         self.editor = editor
-        self.session: Any = None  # agent.session.Session, imported lazily
+        self.session: Any = None  # a Session (inline, imported lazily) or a RemoteSession (worker)
         self.turn: Turn | None = None
         self.last_edits: list[EditApplied] = []
         self.pending: dict[str, ApprovalRequested] = {}
@@ -178,20 +178,23 @@ class AgentHost:
 
     async def _run(self, session: Any, op: Any, instruction: str) -> tuple[Any, Any, Any]:
         """Run the turn and bring the editor in step with what it changed."""
+        label = f"teachback: {instruction[:60]}"
         try:
             finished = await session.run(op)
         except WorkerStopped as exc:
             raise await self._turn_lost(session, str(exc)) from exc
         except Exception as exc:  # a crash in the loop must reach the user as an answer, not a hang
             log.exception("the turn failed")
-            changes = session.last_turn_changes()
-            await mirror_turn(changes, workspace=session.workspace, documents=self.documents,
-                              editor=self.editor, label=f"teachback: {instruction[:60]}")
+            await self._mirror(session, label)
             raise RequestFailed(f"the turn failed: {exc}. The log has the details.") from exc
+        changes, mirrored = await self._mirror(session, label)
+        return finished, changes, mirrored
+
+    async def _mirror(self, session: Any, label: str) -> tuple[Any, Any]:
         changes = session.last_turn_changes()
         mirrored = await mirror_turn(changes, workspace=session.workspace, documents=self.documents,
-                                     editor=self.editor, label=f"teachback: {instruction[:60]}")
-        return finished, changes, mirrored
+                                     editor=self.editor, label=label)
+        return changes, mirrored
 
     async def _turn_lost(self, session: Any, how: str) -> RequestFailed:
         """The worker died mid-turn: its edits stay on disk; open buffers follow them; say so."""

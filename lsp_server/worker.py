@@ -45,7 +45,6 @@ def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[s
     """A session on `root` with the recorder attached: (session, recorder or None, where it records,
     warnings for the user). Blocking: call it in a thread."""
     from agent.runtime import open_session
-
     from feedback_store.lessons import book_for
 
     session = open_session(root, settings, frontend="lsp", lessons=book_for(settings))

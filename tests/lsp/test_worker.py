@@ -67,7 +67,8 @@ async def test_a_worker_killed_mid_turn_is_an_error_answer_and_the_server_keeps_
         assert status["turnProcess"] == "worker" and status["running"] is True
         os.kill(status["agentPid"], signal.SIGKILL)
 
-        with pytest.raises(JsonRpcException, match=r"the turn stopped: the agent's process stopped \(killed by SIGKILL\)") as stopped:
+        stopped_by = r"the turn stopped: the agent's process stopped \(killed by SIGKILL\)"
+        with pytest.raises(JsonRpcException, match=stopped_by) as stopped:
             await asyncio.wait_for(asking, 30)
         assert "stay on disk (app.py); teachback.undo takes them back" in str(stopped.value)
         # The edit made before the crash is on disk, and the open buffer was brought in step with it.
