@@ -61,7 +61,7 @@ class Settings:
     # lessons_tokens in the system prompt, and a few lessons after a failing tool call. lessons_scope:
     # this workspace's only, the user's whole store, or that and the team stores named in lessons_db.
     lessons: bool = True
-    lessons_tokens: int = _number(300)
+    lessons_tokens: int = _number(150)
     lessons_scope: str = _choice("team", ("workspace", "user", "team"))
     lessons_db: tuple[str, ...] = ()
     # Where the language server runs a turn: "worker" (a child process at lower priority, so the

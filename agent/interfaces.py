@@ -24,7 +24,7 @@ class LessonSource(Protocol):
     """Where a session finds lessons: a short block for the system prompt at the start, and a few
     lessons from similar past failures to follow a failing tool result."""
 
-    def session_block(self, workspace: str, model: str, budget_tokens: int) -> Lessons: ...
+    def session_block(self, workspace: str, model: str, budget_tokens: int, focus: str = "") -> Lessons: ...
 
     def for_failure(
         self, *, tool: str, error_kind: str | None, target: str | None, call: str, feedback: str,

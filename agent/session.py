@@ -110,7 +110,7 @@ class Session(Reviewer):
         if self.messages:
             return
         prompt = await asyncio.to_thread(self._system_prompt, first)
-        block = await asyncio.to_thread(self._lessons_block)
+        block = await asyncio.to_thread(self._lessons_block, first)
         prompt += block.text if block else ""
         self.messages.append({"role": "system", "content": prompt})
         started = self.emit(SessionStarted(
@@ -390,13 +390,14 @@ class Session(Reviewer):
 
     # -- lessons from earlier sessions --------------------------------------------------------
 
-    def _lessons_block(self) -> Lessons | None:
-        """The start-of-session block (runs in a worker thread, before SessionStarted)."""
+    def _lessons_block(self, first: UserInput) -> Lessons | None:
+        """The start-of-session block, lessons about what the first instruction names first (runs in
+        a worker thread, before SessionStarted)."""
         if self.lessons is None or not self.settings.lessons or self.settings.lessons_tokens <= 0:
             return None
-        source = self.lessons
+        source, focus = self.lessons, " ".join([first.text, *(ref.path for ref in first.context)])
         return self._ask_lessons(lambda: source.session_block(
-            str(self.workspace.root), self.model.name, self.settings.lessons_tokens))
+            str(self.workspace.root), self.model.name, self.settings.lessons_tokens, focus))
 
     def _failure_lessons(self, name: str, arguments: str, result: ToolResult) -> Lessons | None:
         if result.ok or self.lessons is None or not self.settings.lessons or result.error_kind in NO_LESSONS:

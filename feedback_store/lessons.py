@@ -32,7 +32,7 @@ from feedback_store.store import Store, open_store
 log = logging.getLogger(__name__)
 
 MAX_FAILURE_LESSONS = 2
-GIST_CHARS, FIX_CHARS, VALUE_CHARS = 180, 220, 80
+GIST_CHARS, FIX_CHARS, VALUE_CHARS = 140, 160, 60
 REFRESH_LIMIT = 5000  # pending pairs distilled when a session starts; the rest the next time
 REFRESH_BATCH = 200  # situations per write transaction, so recorders of other sessions wait little
 SIMILAR_CANDIDATES = 40  # newest index hits scored for similarity
@@ -48,6 +48,7 @@ BOILERPLATE = frozenset(
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _TOKEN = re.compile(r"[A-Za-z]{1,10}|\d{1,3}|[^\sA-Za-z\d]{1,2}")  # the repo map's estimate
+_PATHLIKE = re.compile(r"[\w.-]*[\w-]/[\w./-]+|[\w.-]+\.[A-Za-z]\w*")  # a/b, x.py
 _PROBLEM = re.compile(r"(?i)error|failed|exception|not found|no such|denied")
 
 
@@ -106,7 +107,7 @@ def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], re
     ).fetchone()
     tool, kind, target = situation
     feedback = redactor.redact(best[2][:2000])
-    fix = _fix(conn, best, tool, redactor)
+    fix = _fix(conn, best, tool, target, redactor)
     text = redactor.redact(lesson_text(tool, kind, target, count, gist(feedback), fix))  # the target too
     conn.execute(
         """INSERT INTO lessons (id, key, origin, tool, error_kind, target, text, feedback, correction,
@@ -121,7 +122,7 @@ def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], re
     )
 
 
-def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, redactor: Redactor) -> str | None:
+def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, target: str | None, redactor: Redactor) -> str | None:
     """What worked, in one line: the correcting call (arguments redacted and shortened)."""
     _, session_id, _, correction, correction_seq = best
     if correction is not None:
@@ -140,10 +141,12 @@ def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, redactor: Reda
         content = (message.get("content") or "").strip()
         return "the user changed the file by hand" if correction is not None else one_line(redactor.redact(content), FIX_CHARS) or None
     call = next((c for c in calls if c.get("name") == tool), calls[0])
-    return one_line(f"{call.get('name')} {_short_arguments(call.get('arguments') or '', redactor)}", FIX_CHARS)
+    arguments = _short_arguments(call.get("arguments") or "", redactor, same=target if call.get("name") == tool else None)
+    return one_line(f"{call.get('name')}({arguments})", FIX_CHARS)
 
 
-def _short_arguments(arguments: str, redactor: Redactor) -> str:
+def _short_arguments(arguments: str, redactor: Redactor, same: str | None) -> str:
+    """`key="value", ...` with long values cut; a value equal to `same` (the lesson's target) is left out."""
     try:
         value = json.loads(arguments)
     except json.JSONDecodeError:
@@ -151,9 +154,9 @@ def _short_arguments(arguments: str, redactor: Redactor) -> str:
     if not isinstance(value, dict):
         return redactor.redact(arguments)
     value = redactor.redact_value(value)
-    shown = {k: (v if not isinstance(v, str) or len(v) <= VALUE_CHARS else v[: VALUE_CHARS - 1] + "…")
-             for k, v in value.items()}
-    return json.dumps(shown, ensure_ascii=False)
+    shown = [(k, v if not isinstance(v, str) or len(v) <= VALUE_CHARS else v[: VALUE_CHARS - 1] + "…")
+             for k, v in value.items() if v != same]
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
 
 
 def lesson_text(tool: str | None, kind: str | None, target: str | None, count: int, what: str, fix: str | None) -> str:
@@ -244,31 +247,39 @@ class LessonBook:
 
     # -- the start of a session ------------------------------------------------------------------
 
-    def session_block(self, workspace: str, model: str, budget_tokens: int) -> Lessons:
+    def session_block(self, workspace: str, model: str, budget_tokens: int, focus: str = "") -> Lessons:
+        """Pinned lessons, then those about what `focus` (the first instruction) names, then those
+        learned in this workspace, then those about files that exist here or habits of this model."""
         self._refresh()
         chosen: dict[str, tuple[tuple, Lesson]] = {}
         for rank, shelf in enumerate(self.shelves):
-            for order, lesson in self._block_candidates(shelf, workspace, model):
+            for order, lesson in self._block_candidates(shelf, workspace, model, focus):
                 if lesson.id not in chosen:
-                    chosen[lesson.id] = ((order[0], rank, *order[1:]), lesson)
+                    chosen[lesson.id] = ((*order[:3], rank, *order[3:]), lesson)
         ordered = [lesson for _, lesson in sorted(chosen.values(), key=lambda item: item[0])]
         return render(BLOCK_HEADER, ordered, budget_tokens)
 
-    def _block_candidates(self, shelf: Shelf, workspace: str, model: str) -> list[tuple[tuple, Lesson]]:
+    def _block_candidates(self, shelf: Shelf, workspace: str, model: str, focus: str) -> list[tuple[tuple, Lesson]]:
+        named = sorted(set(_PATHLIKE.findall(focus)))
         rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, s.model, {IN_WORKSPACE} AS here FROM lessons l
             LEFT JOIN sessions s ON s.id = l.source_session
             WHERE {USABLE} AND (l.origin != 'user' OR l.workspace IS NULL OR l.workspace = ?)
               AND l.id IN (SELECT id FROM lessons WHERE pinned = 1
                 UNION SELECT * FROM (SELECT id FROM lessons ORDER BY occurrences DESC, id LIMIT ?)
                 UNION SELECT lp.lesson_id FROM sessions s2 JOIN lesson_pairs lp ON lp.session_id = s2.id
-                    WHERE s2.workspace = ?)""", (workspace, workspace, BLOCK_CANDIDATES, workspace))
+                    WHERE s2.workspace = ?
+                UNION SELECT id FROM lessons WHERE target IN ({",".join("?" * len(named))}))""",
+            (workspace, workspace, BLOCK_CANDIDATES, workspace, *named))
         root = Path(workspace)
         found = []
         for row in rows:
+            mentioned = bool(row["target"]) and row["target"] in focus
             tier = _tier(row, root, model)
+            if mentioned and tier is None:
+                tier = 2
             if tier is None or (self.scope == "workspace" and tier > 1):
                 continue
-            order = (tier, row["model"] != model, not row["corrected"], -row["occurrences"],
+            order = (tier > 0, not mentioned, tier, row["model"] != model, not row["corrected"], -row["occurrences"],
                      row["created_at"] or 0, row["id"])
             found.append((order, _lesson(row, shelf, bool(row["here"]))))
         return found

@@ -125,6 +125,9 @@ async def test_start_block_keeps_its_budget_and_is_byte_stable(git_repo, script,
     again = LessonBook(open_store(tmp_path / "f.db")).session_block(workspace, model, 400)
     assert again.text.encode() == big.text.encode() and [x.id for x in again.lessons] == [x.id for x in big.lessons]
     assert LessonBook(open_store(tmp_path / "f.db")).session_block(workspace, model, 5).lessons == ()
+    focused = LessonBook(open_store(tmp_path / "f.db")).session_block(workspace, model, 150, "Speed up mod27.py")
+    assert "edit_file on mod27.py failed" in focused.lessons[0].text  # what the instruction names comes first
+    assert "mod27.py" not in big.lessons[0].text
 
 
 async def test_pinned_lessons_of_your_own_come_first_with_provenance(git_repo, script, tmp_path, capsys):
