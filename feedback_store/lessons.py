@@ -36,7 +36,8 @@ GIST_CHARS, FIX_CHARS, VALUE_CHARS = 140, 160, 60
 REFRESH_LIMIT = 5000  # pending pairs distilled when a session starts; the rest the next time
 REFRESH_BATCH = 200  # situations per write transaction, so recorders of other sessions wait little
 SIMILAR_CANDIDATES = 40  # newest index hits scored for similarity
-BLOCK_CANDIDATES = 300
+BLOCK_CANDIDATES = 200  # most frequent lessons, and most frequent learned in the workspace, considered
+MIN_LINE_TOKENS = 15  # no lesson line is shorter: a block with less room left is full
 BLOCK_HEADER = "\nLessons from earlier sessions (mistakes made before, and what fixed them):\n"
 FAILURE_HEADER = "\n\nLessons from earlier sessions about failures like this one:\n"
 SCOPES = ("workspace", "user", "team")
@@ -197,13 +198,15 @@ class Shelf:
         self.path = path
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        self.unusable: str | None = None  # why a team store is skipped (it is not tried again)
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         if self.store is not None:
             return self.store.query(sql, tuple(params))
         with self._lock:
             if self._conn is None:
-                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
             cursor = self._conn.execute(sql, tuple(params))
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -219,8 +222,8 @@ LESSON_COLUMNS = "l.id, l.text, l.origin, l.pinned, l.tool, l.error_kind, l.targ
                  "l.source_session, l.created_at"
 USABLE = """l.deleted = 0 AND (l.origin = 'user' OR (l.occurrences > 0
     AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = l.source_session)))"""
-IN_WORKSPACE = """EXISTS (SELECT 1 FROM lesson_pairs lp JOIN sessions s ON s.id = lp.session_id
-    WHERE lp.lesson_id = l.id AND s.workspace = ?)"""
+LEARNED_HERE = """SELECT lp.lesson_id FROM sessions s JOIN lesson_pairs lp ON lp.session_id = s.id
+    WHERE s.workspace = ? AND lp.lesson_id IS NOT NULL"""
 
 
 class LessonBook:
@@ -238,6 +241,7 @@ class LessonBook:
             self.shelves += [Shelf("team", path=Path(p).expanduser()) for p in team]
         self.owns_store = owns_store
         self.refresh_limit = refresh_limit
+        self._here: dict[tuple[int, str], frozenset[str]] = {}  # (shelf, workspace) -> lessons learned there
 
     def close(self) -> None:
         for shelf in self.shelves[1:]:
@@ -251,6 +255,7 @@ class LessonBook:
         """Pinned lessons, then those about what `focus` (the first instruction) names, then those
         learned in this workspace, then those about files that exist here or habits of this model."""
         self._refresh()
+        self._here.clear()  # what this workspace taught: read once per session, here
         chosen: dict[str, tuple[tuple, Lesson]] = {}
         for rank, shelf in enumerate(self.shelves):
             for order, lesson in self._block_candidates(shelf, workspace, model, focus):
@@ -261,27 +266,28 @@ class LessonBook:
 
     def _block_candidates(self, shelf: Shelf, workspace: str, model: str, focus: str) -> list[tuple[tuple, Lesson]]:
         named = sorted(set(_PATHLIKE.findall(focus)))
-        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, s.model, {IN_WORKSPACE} AS here FROM lessons l
+        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, s.model FROM lessons l
             LEFT JOIN sessions s ON s.id = l.source_session
             WHERE {USABLE} AND (l.origin != 'user' OR l.workspace IS NULL OR l.workspace = ?)
               AND l.id IN (SELECT id FROM lessons WHERE pinned = 1
                 UNION SELECT * FROM (SELECT id FROM lessons ORDER BY occurrences DESC, id LIMIT ?)
-                UNION SELECT lp.lesson_id FROM sessions s2 JOIN lesson_pairs lp ON lp.session_id = s2.id
-                    WHERE s2.workspace = ?
+                UNION SELECT * FROM (SELECT id FROM lessons WHERE id IN ({LEARNED_HERE})
+                                     ORDER BY occurrences DESC, id LIMIT ?)
                 UNION SELECT id FROM lessons WHERE target IN ({",".join("?" * len(named))}))""",
-            (workspace, workspace, BLOCK_CANDIDATES, workspace, *named))
-        root = Path(workspace)
+            (workspace, BLOCK_CANDIDATES, workspace, BLOCK_CANDIDATES, *named))
+        root, learned = Path(workspace), self._learned_here(shelf, workspace)
         found = []
         for row in rows:
             mentioned = bool(row["target"]) and row["target"] in focus
-            tier = _tier(row, root, model)
+            here = row["id"] in learned
+            tier = _tier(row, here, root, model)
             if mentioned and tier is None:
                 tier = 2
             if tier is None or (self.scope == "workspace" and tier > 1):
                 continue
             order = (tier > 0, not mentioned, tier, row["model"] != model, not row["corrected"], -row["occurrences"],
                      row["created_at"] or 0, row["id"])
-            found.append((order, _lesson(row, shelf, bool(row["here"]))))
+            found.append((order, _lesson(row, shelf, here)))
         return found
 
     # -- a failing call --------------------------------------------------------------------------
@@ -293,7 +299,7 @@ class LessonBook:
             for lesson in self._same_situation(shelf, tool, error_kind, target, workspace, session_id):
                 found.setdefault(lesson.id, lesson)
         if len(found) < MAX_FAILURE_LESSONS + len(shown):
-            terms = search_terms(target, call, feedback)
+            terms = [t for t in search_terms(target, call, feedback) if t not in (tool, error_kind)]
             for shelf in self.shelves:
                 for lesson in self._similar(shelf, tool, error_kind, terms, workspace, session_id):
                     found.setdefault(lesson.id, lesson)
@@ -302,17 +308,19 @@ class LessonBook:
 
     def _same_situation(self, shelf: Shelf, tool: str, kind: str | None, target: str | None, workspace: str,
                         session_id: str) -> list[Lesson]:
-        only_here = f" AND {IN_WORKSPACE}" if self.scope == "workspace" else ""
-        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, {IN_WORKSPACE} AS here FROM lessons l
+        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS} FROM lessons l
             WHERE l.tool IS ? AND l.error_kind IS ? AND l.target IS ? AND l.origin = 'distilled'
-              AND l.source_session IS NOT ? AND {USABLE}{only_here}
-            UNION ALL SELECT {LESSON_COLUMNS}, 0 AS here FROM lessons l
+              AND l.source_session IS NOT ? AND {USABLE}
+            UNION ALL SELECT {LESSON_COLUMNS} FROM lessons l
             WHERE l.pinned = 1 AND l.origin = 'user' AND l.deleted = 0 AND (l.tool IS NULL OR l.tool = ?)
               AND (l.target IS NULL OR l.target = ?) AND (l.tool IS NOT NULL OR l.target IS NOT NULL)
               AND (l.workspace IS NULL OR l.workspace = ?)""",
-            (workspace, tool, kind, target, session_id, *([workspace] if only_here else []), tool, target, workspace))
+            (tool, kind, target, session_id, tool, target, workspace))
+        learned = self._learned_here(shelf, workspace)
+        if self.scope == "workspace":
+            rows = [row for row in rows if row["origin"] == "user" or row["id"] in learned]
         rows.sort(key=lambda row: (row["origin"] != "user", row["id"]))
-        return [_lesson(row, shelf, bool(row["here"])) for row in rows]
+        return [_lesson(row, shelf, row["id"] in learned) for row in rows]
 
     def _similar(self, shelf: Shelf, tool: str, kind: str | None, terms: list[str], workspace: str,
                  session_id: str) -> list[Lesson]:
@@ -343,6 +351,12 @@ class LessonBook:
 
     # -- reading ---------------------------------------------------------------------------------
 
+    def _learned_here(self, shelf: Shelf, workspace: str) -> frozenset[str]:
+        key = (id(shelf), workspace)
+        if key not in self._here:
+            self._here[key] = frozenset(row["lesson_id"] for row in self._read(shelf, LEARNED_HERE, (workspace,)))
+        return self._here[key]
+
     def _refresh(self) -> None:
         try:
             refresh(self.store, limit=self.refresh_limit)
@@ -350,19 +364,23 @@ class LessonBook:
             log.warning("could not distil new lessons in %s: %s", self.store.path, exc)
 
     def _read(self, shelf: Shelf, sql: str, params: Iterable[Any]) -> list[dict[str, Any]]:
+        if shelf.unusable:
+            return []
         try:
             return shelf.query(sql, params)
-        except (StoreError, sqlite3.Error) as exc:  # a damaged, old or missing (team) store
+        except (StoreError, sqlite3.Error) as exc:  # locked, damaged; a team store missing or too old
             log.warning("lessons from %s skipped: %s", shelf.path or self.store.path, exc)
+            if shelf.store is None:
+                shelf.unusable = str(exc)
             return []
 
 
-def _tier(row: dict[str, Any], root: Path, model: str) -> int | None:
+def _tier(row: dict[str, Any], here: bool, root: Path, model: str) -> int | None:
     """0: pinned; 1: learned in this workspace; 2: about a file that exists here, or a habit of this
     model (no target); None: about somewhere else."""
     if row["pinned"]:
         return 0
-    if row["here"]:
+    if here:
         return 1
     target = row["target"]
     if target is None:
@@ -393,6 +411,8 @@ def render(header: str, lessons: list[Lesson], budget_tokens: int | None = None)
     used = estimate_tokens(header)
     kept, lines = [], []
     for lesson in lessons:
+        if budget_tokens is not None and budget_tokens - used < MIN_LINE_TOKENS:
+            break
         line = f"- {'(from the user) ' if lesson.origin == 'user' else ''}{lesson.text}\n"
         cost = estimate_tokens(line)
         if budget_tokens is not None and used + cost > budget_tokens:

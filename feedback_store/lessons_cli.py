@@ -87,11 +87,11 @@ def find_lesson(store: Any, ident: str) -> dict[str, Any]:
 
 
 def _list(store: Any, args: argparse.Namespace) -> int:
-    rows = store.query(
+    rows = shown_rows(store.query(
         """SELECT * FROM lessons WHERE deleted = 0 AND (origin = 'user' OR occurrences > 0)
         ORDER BY pinned DESC, origin = 'user' DESC, occurrences DESC, id LIMIT ?""",
         (args.limit or -1,),
-    )
+    ))
     if args.json:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False, sort_keys=True))
@@ -110,7 +110,7 @@ def _list(store: Any, args: argparse.Namespace) -> int:
 
 
 def _show(store: Any, args: argparse.Namespace) -> int:
-    row = find_lesson(store, args.id)
+    [row] = shown_rows([find_lesson(store, args.id)])
     sources = store.query(
         """SELECT lp.session_id, s.workspace, s.model, s.started_at,
             EXISTS (SELECT 1 FROM flags f WHERE f.session_id = lp.session_id) AS flagged
@@ -181,6 +181,14 @@ def _set(store: Any, ident: str, assignments: str, done: str, values: tuple = ()
         conn.execute(f"UPDATE lessons SET {assignments}, updated_at = ? WHERE id = ?", (*values, time.time(), row["id"]))
     print(f"{row['id']} {done}.")
     return EXIT_OK
+
+
+def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as people see them: the target and key (kept as recorded, for matching) redacted like the text."""
+    from feedback_store.redact import Redactor
+
+    redactor = Redactor()
+    return [{**row, **{k: redactor.redact(row[k]) for k in ("target", "key") if row[k]}} for row in rows]
 
 
 def _author() -> str:

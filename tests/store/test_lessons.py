@@ -51,7 +51,7 @@ async def test_a_failure_and_its_fix_become_one_short_lesson(git_repo, script, t
     assert len(text) < 400 and lessons[0]["corrected"] == 2
 
 
-async def test_lessons_are_redacted(git_repo, script, tmp_path):
+async def test_lessons_are_redacted(git_repo, script, tmp_path, capsys):
     store = open_store(tmp_path / "f.db")
     command = f"no-such-deploy --token {TOKEN}"
     await record(store, git_repo, script(turn(call("run_command", {"command": command})),
@@ -60,6 +60,10 @@ async def test_lessons_are_redacted(git_repo, script, tmp_path):
     [lesson] = store.query("SELECT * FROM lessons")
     assert lesson["target"] == command  # matched against live failures as recorded
     assert TOKEN not in lesson["text"] + lesson["feedback"] and "[REDACTED" in lesson["text"]
+    for action in (["list", "--json"], ["show", lesson["id"]]):
+        assert main(["lessons", *action, "--db", str(tmp_path / "f.db")]) == 0
+        shown = capsys.readouterr().out
+        assert "no-such-deploy" in shown and TOKEN not in shown
 
 
 async def test_flagged_sessions_are_never_retrieved(git_repo, script, tmp_path):
@@ -164,6 +168,11 @@ async def test_team_stores_are_read_after_your_own(git_repo, script, tmp_path):
     assert lesson.scope == "team"
     assert failure(LessonBook(own, scope="user", team=[team_db]), git_repo).lessons == ()
     assert failure(LessonBook(own, team=[tmp_path / "missing.db"]), git_repo).lessons == ()
+    old = tmp_path / "old-team.db"
+    sqlite3.connect(old).execute("CREATE TABLE pairs (id TEXT)").connection.commit()  # no lessons tables
+    book = LessonBook(own, team=[old, team_db])
+    assert [x.scope for x in failure(book, git_repo).lessons] == ["team"]
+    assert book.shelves[1].unusable and "no such table" in book.shelves[1].unusable
 
 
 def test_pairs_recorded_before_the_migration_are_indexed(tmp_path):
