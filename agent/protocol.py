@@ -78,7 +78,7 @@ FinishReason = Literal[
     "max_cost",
     "max_time",
     "interrupted",
-    "stuck",  # the model kept re-sending the same call after being told it changes nothing
+    "stuck",  # the model kept re-sending the same call (or cycle of calls) after being told it changes nothing
     "error",  # the model could not be reached or failed for good
 ]
 
@@ -88,6 +88,7 @@ ErrorKind = Literal[
     "bad_arguments",
     "malformed_call",  # text tool-call mode: a reply that could not be parsed into a call
     "repeated_call",  # the same call as the previous step, with nothing changed since
+    "repeated_cycle",  # a call closing a short cycle (2-4 calls) of failures, with nothing changed since
     "denied",  # the approval policy or the user refused
     "interrupted",  # the user interrupted the turn before this call ran
     "not_found",

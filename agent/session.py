@@ -4,7 +4,6 @@ repeat until the model answers without a call or calls `finish`, or a limit stop
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +15,7 @@ from agent.checkpoint import Checkpoint
 from agent.config import settings_dict
 from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
 from agent.interfaces import LessonSource, Model
+from agent.loop_guard import CycleGuard, call_key, cycle_feedback
 from agent.model import ModelError
 from agent.protocol import (
     ApprovalDecision, ApprovalRequested, ApprovalResolved, AssistantDelta, AssistantMessage, EditApplied,
@@ -30,8 +30,9 @@ from agent.workspace import FileChange, WorkspaceError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-MAX_REPEATS = 3  # consecutive repeated calls, each answered with feedback, before the turn stops
-NO_LESSONS = ("interrupted", "repeated_call")  # failures that earlier sessions have nothing to say about
+MAX_REPEATS = 3  # consecutive repeated calls or cycles, each answered with feedback, before the turn stops
+LOOP_KINDS = ("repeated_call", "repeated_cycle")  # calls answered with feedback instead of being run
+NO_LESSONS = ("interrupted", *LOOP_KINDS)  # failures that earlier sessions have nothing to say about
 
 
 class Session(Reviewer):
@@ -60,6 +61,7 @@ class Session(Reviewer):
         self._previous_calls: dict[tuple[str, str], int] = {}
         self._step_calls: dict[tuple[str, str], int] = {}
         self._edit_count = 0
+        self._cycles = CycleGuard()
         self._repeats = 0
         self._running = False
         self.lessons = lessons
@@ -135,6 +137,7 @@ class Session(Reviewer):
         self._interrupt.clear()
         self._checkpoint = None
         self._step_calls = {}  # a new instruction may well need the same call again
+        self._cycles.reset()
         self._repeats = 0
         self.turn_changes = TurnChanges()
         message = {"role": "user", "content": _user_content(op)}
@@ -208,10 +211,10 @@ class Session(Reviewer):
                 raise
             if call["function"]["name"] == "finish" and result.ok:
                 finished = result.output
-            self._repeats = self._repeats + 1 if result.error_kind == "repeated_call" else 0
+            self._repeats = self._repeats + 1 if result.error_kind in LOOP_KINDS else 0
             if self._repeats >= MAX_REPEATS:
                 self._skip_calls(reply.tool_calls[index + 1 :], step, said.id)
-                raise LimitExceeded("stuck", f"Stopped: the model sent the same call {MAX_REPEATS + 1} times in a row.")
+                raise LimitExceeded("stuck", _stuck_summary(result.error_kind))
         if finished is not None:
             raise Finished(finished)
 
@@ -240,6 +243,9 @@ class Session(Reviewer):
                                             arguments=arguments, step=step))
         clock = time.perf_counter()
         prepared = self.toolbox.prepare(name, arguments)
+        edits = self._edit_count
+        period = None if isinstance(prepared, ToolResult) or name == "finish" else (
+            self._cycles.period(call_key(name, prepared[1]), edits))
         if isinstance(prepared, ToolResult):
             result = prepared
         elif self._repeats_previous_step(name, prepared[1]):
@@ -250,6 +256,9 @@ class Session(Reviewer):
                 "repeated_call",
                 target=prepared[1].get("path") or prepared[1].get("command"),
             )
+        elif period is not None:
+            result = error(cycle_feedback(name, period), "repeated_cycle",
+                           target=prepared[1].get("path") or prepared[1].get("command"))
         else:
             tool, kwargs = prepared
             try:
@@ -260,6 +269,7 @@ class Session(Reviewer):
                 raise
             except Exception as exc:  # no input may end the turn: the model reads what went wrong
                 result = self._tool_crashed(name, exc, started.id)
+        self._cycles.note(None if isinstance(prepared, ToolResult) else call_key(name, prepared[1]), not result.ok, edits)
         self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000, arguments)
         return result
 
@@ -302,7 +312,7 @@ class Session(Reviewer):
 
     def _repeats_previous_step(self, name: str, kwargs: dict[str, Any]) -> bool:
         """A model stuck in a loop re-sends its last call; the second copy gets feedback instead."""
-        key = (name, json.dumps(kwargs, sort_keys=True))
+        key = call_key(name, kwargs)
         self._step_calls[key] = self._edit_count
         return name != "finish" and self._previous_calls.get(key) == self._edit_count
 
@@ -439,6 +449,11 @@ class Session(Reviewer):
         self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name="", ok=False,
                                    result=feedback, step=step, error_kind="malformed_call", message=message))
 
+
+def _stuck_summary(kind: str | None) -> str:
+    if kind == "repeated_cycle":
+        return f"Stopped: the model went round the same failing calls {MAX_REPEATS} more times after being told."
+    return f"Stopped: the model sent the same call {MAX_REPEATS + 1} times in a row."
 
 
 def _user_content(op: UserInput) -> str:

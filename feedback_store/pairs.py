@@ -18,7 +18,9 @@ import sqlite3
 from agent.protocol import EditApplied, EditReviewed, ToolCallFinished
 
 SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
-REPEATED = "repeated_call"  # the model re-sent its previous call unchanged: fixed by any new call
+# The model re-sent its previous call, or went round a cycle of failing calls, with nothing changed:
+# fixed by any new call.
+REPEATED = frozenset({"repeated_call", "repeated_cycle"})
 COMMAND_TOOL = "run_command"
 
 # How an open pair gets its correction:
@@ -111,7 +113,7 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
     )
     if kind in SCHEMA_KINDS:
         open_pair(conn, source="schema", closes_on=NEXT_CALL, **common)
-    elif kind == REPEATED:
+    elif kind in REPEATED:
         open_pair(conn, source="tool", closes_on=NEXT_CALL, **common)
     elif kind == "exit_status" and _command_not_runnable(event.result):
         open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
@@ -144,7 +146,7 @@ def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, wai
     """Close the open pairs (id, closes_on, tool, target, anchor_seq) that this call fixes."""
     earlier = [row for row in waiting if row[4] < seq]  # a fix must come in a later message
     fixed = [row[0] for row in earlier
-             if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS and event.error_kind != REPEATED]
+             if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS and event.error_kind not in REPEATED]
     if event.ok:
         same_call = [row[0] for row in earlier if row[1] == SAME_CALL and row[2] == event.name and row[3] == event.target]
         same_command = any(row[1] == SAME_COMMAND and row[3] == event.target for row in earlier)

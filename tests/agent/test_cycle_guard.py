@@ -1,0 +1,66 @@
+"""A model going round a short cycle of failing calls is told so, recorded, and stopped as stuck."""
+
+from __future__ import annotations
+
+from agent.config import Settings
+from agent.protocol import ToolCallFinished, UserInput
+from agent.runtime import open_session
+from feedback_store import Recorder, open_store
+from tests.conftest import call, turn
+
+READ = call("read_file", {"path": "src/missing.py"})
+LIST = call("list_files", {"path": "src/missing.py"})
+
+
+async def _record(git_repo, model, tmp_path):
+    store = open_store(tmp_path / "cycle.db")
+    session = open_session(git_repo, Settings(model=model, approval="full-auto"))
+    events = []
+    session.subscribe(events.append)
+    session.subscribe(Recorder(store))
+    finished = await session.run(UserInput(text="fix the missing module"))
+    return finished, [e for e in events if isinstance(e, ToolCallFinished)], store
+
+
+async def test_an_a_b_a_b_loop_of_failures_is_stopped_as_stuck_and_recorded(git_repo, script, tmp_path):
+    model = script(*[turn(READ if i % 2 == 0 else LIST) for i in range(12)])
+    finished, calls, store = await _record(git_repo, model, tmp_path)
+    assert finished.reason == "stuck"
+    assert "went round the same failing calls" in finished.summary
+    assert [c.error_kind for c in calls] == ["not_found", "not_found"] + ["repeated_cycle"] * 3
+    assert [c.name for c in calls] == ["read_file", "list_files", "read_file", "list_files", "read_file"]
+    assert "going round in a loop" in calls[2].result and "2 calls ago" in calls[2].result
+    pairs = store.pairs(session_id=calls[0].session_id)
+    assert [(p.source, p.error_kind, p.target) for p in pairs] == (
+        [("tool", "not_found", "src/missing.py")] * 2 + [("tool", "repeated_cycle", "src/missing.py")] * 3)
+    assert all(p.correction is None for p in pairs)  # stopped before anything fixed them
+    assert "going round in a loop" in pairs[2].feedback
+
+
+async def test_a_cycle_pair_is_fixed_by_the_next_new_call(git_repo, script, tmp_path):
+    search = call("search", {"pattern": "missing"})
+    finished, calls, store = await _record(git_repo, script(turn(READ), turn(LIST), turn(READ), turn(search)), tmp_path)
+    assert finished.reason == "answered"
+    assert [c.error_kind for c in calls] == ["not_found", "not_found", "repeated_cycle", None]
+    cycle = [p for p in store.pairs() if p.error_kind == "repeated_cycle"]
+    assert len(cycle) == 1 and cycle[0].correction is not None
+    assert cycle[0].correction["tool_calls"][0]["function"]["name"] == "search"
+
+
+async def test_a_period_three_cycle_is_caught(git_repo, script, tmp_path):
+    other = call("read_file", {"path": "lib/missing.py"})
+    model = script(*[turn((READ, LIST, other)[i % 3]) for i in range(12)])
+    finished, calls, _ = await _record(git_repo, model, tmp_path)
+    assert finished.reason == "stuck"
+    assert [c.error_kind for c in calls] == ["not_found"] * 3 + ["repeated_cycle"] * 3
+    assert "3 calls ago" in calls[3].result
+
+
+async def test_an_edit_or_a_success_in_between_is_not_a_cycle(git_repo, script, tmp_path):
+    edit = call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hey"})
+    ok_read = call("read_file", {"path": "app.py"})
+    model = script(turn(READ), turn(LIST), turn(edit), turn(READ), turn(ok_read), turn(LIST), turn(READ))
+    finished, calls, _ = await _record(git_repo, model, tmp_path)
+    assert finished.reason == "answered"
+    assert [c.error_kind for c in calls] == ["not_found", "not_found", None, "not_found", None, "not_found",
+                                             "not_found"]
