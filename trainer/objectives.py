@@ -1,0 +1,154 @@
+"""One example's loss under each objective, on the model being trained.
+
+- sdpo: the student (the model under the recorded prompt) is pulled toward the teacher (the frozen
+  base, or an EMA of the student, under the prompt with the hint) on the student's own failed
+  reply: top-k divergence with a tail bucket, each token weighted by the clipped importance ratio
+  against the sampler's recorded log-probabilities.
+- sft: the negative log-likelihood of the correction after the prompt.
+- dpo: the correction preferred to the failed reply, against the frozen base as reference.
+- mix: sdpo on every pair, plus sft (weighted `mix_sft`) where there is a correction.
+
+Speed on a CPU: the frozen base's keys and values of the prompt are computed once per session
+prefix (scoring.PrefixCache); the student runs with gradients only on the last `window` tokens of
+its sequence and reads the tokens before them from that cache. At the first step that is exact
+(the LoRA update starts at zero); later the student sees the base's keys and values for those
+early tokens rather than its own, and gets no gradient through them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trainer.data import Example
+from trainer.losses import dpo_loss, sdpo_loss, sft_loss, token_logprobs
+from trainer.scoring import PrefixCache, base_weights, completion_logits, teacher_logits, window_start
+
+OBJECTIVES = ("sdpo", "sft", "dpo", "mix")
+TEACHERS = ("base", "ema")
+
+
+@dataclass(frozen=True)
+class Options:
+    objective: str
+    top_k: int
+    alpha: float
+    is_clip: float | None
+    window: int | None
+    dpo_beta: float
+    mix_sft: float
+
+
+class Objective:
+    """Losses of examples for `net` (the model trained, possibly wrapped for distributed training)
+    whose unwrapped peft model is `model`; `ema` holds the EMA teacher's adapter weights, if any."""
+
+    def __init__(self, net: Any, model: Any, options: Options, ema: dict[str, torch.Tensor] | None = None) -> None:
+        self.net, self.model, self.options, self.ema = net, model, options, ema
+        self.prefix = PrefixCache(model)
+        self.computed = 0  # tokens the student ran with gradients
+
+    def loss(self, example: Example) -> torch.Tensor:
+        objective = self.options.objective
+        if objective == "sdpo":
+            return self.sdpo(example)
+        if objective == "sft":
+            return self.sft(example)
+        if objective == "dpo":
+            return self.dpo(example)
+        if example.chosen is None:  # mix
+            return self.sdpo(example)
+        return (1 - self.options.mix_sft) * self.sdpo(example) + self.options.mix_sft * self.sft(example)
+
+    def sdpo(self, example: Example) -> torch.Tensor:
+        rendered, completion = example.rendered, example.completion
+        if self.ema is None:
+            teacher = teacher_logits(self.model, self.prefix, rendered, completion)
+        else:
+            teacher = self._ema_teacher(example)
+        student = self._student(example, completion)
+        sampler = None
+        if example.sampler_logprobs is not None:
+            sampler = torch.tensor(example.sampler_logprobs, device=student.device, dtype=student.dtype)
+        return sdpo_loss(student, teacher, self._ids(completion, student), top_k=self.options.top_k,
+                         alpha=self.options.alpha, sampler_logp=sampler, is_clip=self.options.is_clip)
+
+    def sft(self, example: Example) -> torch.Tensor:
+        chosen = example.chosen or []
+        logits = self._student(example, chosen)
+        return sft_loss(logits, self._ids(chosen, logits))
+
+    def dpo(self, example: Example) -> torch.Tensor:
+        chosen, rejected = example.chosen or [], example.completion
+        policy = [self._sequence_logp(self._student(example, reply), reply) for reply in (chosen, rejected)]
+        reference = [self._sequence_logp(self._reference(example, reply), reply) for reply in (chosen, rejected)]
+        return dpo_loss(policy[0], policy[1], reference[0], reference[1], beta=self.options.dpo_beta)
+
+    def _student(self, example: Example, reply: list[int]) -> torch.Tensor:
+        """The trained model's logits for `reply` after the prompt: gradients on the window only."""
+        rendered = example.rendered
+        start = window_start(rendered, reply, self.options.window)
+        cache = None
+        if start:
+            self.prefix.extend(rendered.prompt[: rendered.shared])
+            cache = self.prefix.view(start)
+        self.computed += len(rendered.prompt) + len(reply) - 1 - start
+        return completion_logits(self.net, rendered.prompt + reply, len(reply), cache, start)
+
+    def _reference(self, example: Example, reply: list[int]) -> torch.Tensor:
+        rendered = example.rendered
+        self.prefix.extend(rendered.prompt[: rendered.shared])
+        with torch.no_grad(), base_weights(self.model):
+            return completion_logits(self.model, rendered.prompt + reply, len(reply), self.prefix.view(rendered.shared),
+                                     rendered.shared)
+
+    def _ema_teacher(self, example: Example) -> torch.Tensor:
+        """The EMA adapter's logits after the teacher prompt, over the student's window (its
+        weights change every step, so only the base's cached prefix is reused)."""
+        rendered, completion = example.rendered, example.completion
+        start = window_start(rendered, completion, self.options.window)
+        cache = None
+        if start:
+            self.prefix.extend(rendered.teacher[: rendered.shared])
+            cache = self.prefix.view(start)
+        with torch.no_grad(), swapped(self.model, self.ema or {}):
+            return completion_logits(self.model, rendered.teacher + completion, len(completion), cache, start)
+
+    @staticmethod
+    def _ids(ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+        return torch.tensor(ids, device=logits.device)
+
+    def _sequence_logp(self, logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
+        return token_logprobs(logits, self._ids(ids, logits)).sum()
+
+
+def trainable(model: Any) -> dict[str, torch.nn.Parameter]:
+    return {name: p for name, p in model.named_parameters() if p.requires_grad}
+
+
+@contextlib.contextmanager
+def swapped(model: Any, weights: dict[str, torch.Tensor]) -> Iterator[None]:
+    """The trainable parameters' values replaced by `weights` for the duration."""
+    params = trainable(model)
+    saved = {name: params[name].data for name in weights}
+    for name, value in weights.items():
+        params[name].data = value
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            params[name].data = value
+
+
+def ema_start(model: Any) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in trainable(model).items()}
+
+
+@torch.no_grad()
+def ema_update(ema: dict[str, torch.Tensor], model: Any, decay: float) -> None:
+    for name, p in trainable(model).items():
+        ema[name].mul_(decay).add_(p.detach(), alpha=1 - decay)

@@ -1,0 +1,210 @@
+"""A record's token ids exactly as the model saw them: prompt, teacher prompt, completion, correction.
+
+A record of a model that was given a rendered form (the embedded model in the grammar or text
+tool mode) carries that form: the messages it was given, the prompt ids llama.cpp was fed, the ids
+it sampled and their log-probabilities. Those are used as they are whenever the tokenizer being
+trained is the sampler's (its ids decode and re-encode to themselves); otherwise, and for records
+without a rendered form, the conversation is rendered as the agent renders it for a model: the
+model's chat template with the tool schemas when the template takes tools, else the text form
+(tools in the system prompt, calls as text).
+
+The teacher's prompt is the student's with one user turn, the hint, inserted before the reply, so
+the two share every token up to the reply's generation prompt (`Rendered.shared`): that prefix is
+computed once for both (trainer.scoring.PrefixCache).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any
+
+from feedback_store.views import text_reply, text_view
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+JSON_MODES = ("grammar", "json_object")  # the model writes a bare JSON call object
+HINTS = ("feedback", "demonstration", "hindsight")
+
+
+class RenderError(ValueError):
+    """A record that cannot be rendered for this tokenizer; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    prompt: list[int]  # what the student sees: the prompt the model was fed
+    teacher: list[int]  # the same conversation with the hint turn before the reply
+    shared: int  # tokens prompt and teacher have in common (the conversation before the reply)
+    completion: list[int]  # the failed reply's tokens, as sampled (no end-of-turn token)
+    sampler_logprobs: list[float] | None  # the sampler's log-probability of each completion token
+    chosen: list[int] | None  # the correction's tokens, ending with the end-of-turn token
+    recorded: bool  # prompt and completion are the recorded ids, not a re-rendering
+
+
+def render(record: dict[str, Any], tokenizer: Any, hint: str = "feedback") -> Rendered:
+    messages, tools = conversation(record, tokenizer)
+    opened = template_ids(tokenizer, messages, tools, generation=True)
+    recorded = _recorded(record, tokenizer)
+    prompt = recorded[0] if recorded else opened
+    teacher, shared = _teacher(tokenizer, messages, tools, prompt, opened, hint_text(record, tokenizer, hint))
+    if recorded:
+        completion, logprobs = recorded[1], recorded[2]
+    else:
+        completion, logprobs = _reply_ids(tokenizer, messages, tools, opened, _completion_message(record, tokenizer), False), None
+    chosen = None
+    if record.get("chosen"):
+        chosen = _reply_ids(tokenizer, messages, tools, opened, _reply_message(record, record["chosen"], tokenizer), True)
+    return Rendered(prompt, teacher, shared, completion, logprobs, chosen, recorded is not None)
+
+
+def prompt_ids(record: dict[str, Any], tokenizer: Any) -> list[int]:
+    """The token ids of the failed reply's prompt as the model saw them."""
+    recorded = _recorded(record, tokenizer)
+    if recorded:
+        return recorded[0]
+    messages, tools = conversation(record, tokenizer)
+    return template_ids(tokenizer, messages, tools, generation=True)
+
+
+def teacher_ids(record: dict[str, Any], tokenizer: Any, hint: str = "feedback") -> list[int]:
+    """The same prompt with the hint turn before the reply."""
+    return render(record, tokenizer, hint).teacher
+
+
+def conversation(record: dict[str, Any], tokenizer: Any) -> tuple[list[Message], list[dict] | None]:
+    """The messages (and tool schemas, for a tool-aware template) the model is given."""
+    form = view(record, tokenizer)
+    if form == "rendered":
+        return [_plain(m) for m in record["rendered"]["messages"]], None
+    if form == "native":
+        return record["prompt"], record.get("tools") or None
+    return [_plain(m) for m in text_view(record["prompt"], record.get("tools") or [])], None
+
+
+def view(record: dict[str, Any], tokenizer: Any) -> str:
+    """rendered: the recorded form the model was given; native: the canonical conversation and
+    the tool schemas through a tool-aware chat template; text: teachback's text form."""
+    if (record.get("rendered") or {}).get("messages") is not None:
+        return "rendered"
+    return "native" if takes_tools(tokenizer) else "text"
+
+
+def takes_tools(tokenizer: Any) -> bool:
+    return "tools" in (tokenizer.chat_template or "")
+
+
+def template_ids(tokenizer: Any, messages: list[Message], tools: list[dict] | None, *, generation: bool) -> list[int]:
+    out = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=generation, return_dict=True)
+    return list(out["input_ids"])
+
+
+def hint_text(record: dict[str, Any], tokenizer: Any, hint: str) -> str:
+    """What the teacher is told that the student was not.
+
+    feedback: the feedback alone (the failed reply is not repeated: a small model copies it);
+    demonstration: a reply that works here (the correction, written as the model writes calls) and
+    the feedback, SDFT-style, falling back to feedback without one; hindsight: the export's own
+    teacher turn (the failed reply quoted, the feedback, the correction)."""
+    if hint == "hindsight":
+        return record["teacher_prompt"][-1]["content"]
+    if hint == "demonstration" and record.get("chosen"):
+        example = _as_text(record, record["chosen"])["content"]
+        return _hint_template("demonstration").substitute(example=example, feedback=record["feedback"])
+    if hint in ("feedback", "demonstration"):
+        return _hint_template("feedback").substitute(feedback=record["feedback"])
+    raise RenderError(f"unknown hint {hint!r}: use one of {', '.join(HINTS)}")
+
+
+@cache
+def _hint_template(name: str) -> Template:
+    return Template(resources.files("trainer").joinpath(f"hint_{name}.txt").read_text(encoding="utf-8").strip())
+
+
+def _teacher(
+    tokenizer: Any, messages: list[Message], tools: list[dict] | None, prompt: list[int], opened: list[int], hint: str
+) -> tuple[list[int], int]:
+    """The teacher's ids and how many leading ids it shares with `prompt`: the prompt's
+    generation suffix is moved after the hint turn, so the conversation before it is shared."""
+    closed = template_ids(tokenizer, messages, tools, generation=False)
+    hinted = template_ids(tokenizer, [*messages, {"role": "user", "content": hint}], tools, generation=True)
+    generation = opened[len(closed):]
+    if opened[: len(closed)] != closed or hinted[: len(closed)] != closed or prompt[len(prompt) - len(generation):] != generation:
+        return hinted, common_prefix(prompt, hinted)  # a template whose turns are not appended one after another
+    shared = len(prompt) - len(generation)
+    return prompt[:shared] + hinted[len(closed):], shared
+
+
+def _reply_ids(
+    tokenizer: Any, messages: list[Message], tools: list[dict] | None, opened: list[int], reply: Message, closed: bool
+) -> list[int]:
+    """A reply's ids as the template writes them after the prompt, up to (and with `closed`,
+    including) the end-of-turn token."""
+    full = template_ids(tokenizer, [*messages, reply], tools, generation=False)
+    if full[: len(opened)] != opened:
+        raise RenderError("the chat template does not write a reply after the prompt it renders; "
+                          "train with a model whose template appends turns (ChatML and most instruct templates do).")
+    ids = full[len(opened):]
+    end = tokenizer.eos_token_id
+    if end in ids:
+        ids = ids[: ids.index(end) + 1]
+    return ids if closed or not ids or ids[-1] != end else ids[:-1]
+
+
+def _recorded(record: dict[str, Any], tokenizer: Any) -> tuple[list[int], list[int], list[float] | None] | None:
+    """The recorded prompt and completion ids and the sampled log-probabilities, when they are in
+    this tokenizer's vocabulary: the prompt ids decode to the conversation as its template writes
+    it. (They are not always this tokenizer's own encoding of that text: llama.cpp writes " \n" as
+    one token where the Hugging Face tokenizer writes two, so the recorded ids are the ones used.)"""
+    rendered = record.get("rendered") or {}
+    prompt, completion = rendered.get("prompt_token_ids"), rendered.get("completion_token_ids")
+    if not prompt or completion is None:
+        return None
+    messages, tools = conversation(record, tokenizer)
+    text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+    if tokenizer.decode(prompt) != text:
+        log.warning("record %s: its recorded token ids do not spell its prompt in this tokenizer's vocabulary "
+                    "(a model other than the one that sampled it); rendering it again", record.get("id"))
+        return None
+    logprobs = rendered.get("logprobs")
+    values = [entry["logprob"] for entry in logprobs] if logprobs and len(logprobs) == len(completion) else None
+    return list(prompt), list(completion), values
+
+
+def _completion_message(record: dict[str, Any], tokenizer: Any) -> Message:
+    rendered = record.get("rendered") or {}
+    if rendered.get("completion") is not None:
+        return {"role": "assistant", "content": rendered["completion"]}
+    return _reply_message(record, record["completion"], tokenizer)
+
+
+def _reply_message(record: dict[str, Any], message: Message, tokenizer: Any) -> Message:
+    """An assistant message as the session's model writes it: as is through a tool-aware
+    template, else as text (a bare JSON call object in the grammar and json_object modes)."""
+    return message if view(record, tokenizer) == "native" else _as_text(record, message)
+
+
+def _as_text(record: dict[str, Any], message: Message) -> Message:
+    mode = (record.get("rendered") or {}).get("tool_mode")
+    return _plain(text_reply(message, "json" if mode in JSON_MODES else "text"))
+
+
+def _plain(message: Message) -> Message:
+    """Role and text, as the embedded provider hands messages to the chat template."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return {"role": message.get("role", "user"), "content": content or ""}
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
