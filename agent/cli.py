@@ -99,6 +99,14 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("arguments", nargs="*")
         command.set_defaults(handler=lambda a, name=name: __import__("tasks.cli", fromlist=["main"]).main(
             name, a.arguments))
+    # The trainer's commands (trainer.cli, the optional `train` extra), the same way.
+    for name, summary in (("train", "train a LoRA adapter on exported feedback pairs (sdpo, sft, dpo, mix)"),
+                          ("eval", "evaluate a trained adapter against the model without it"),
+                          ("learn", "one round of export, train, evaluate and promote (or keep the current adapter)")):
+        command = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
+        command.add_argument("arguments", nargs="*")
+        command.set_defaults(handler=lambda a, name=name: __import__("trainer.cli", fromlist=["main"]).main(
+            name, a.arguments))
     return parser
 
 

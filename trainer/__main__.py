@@ -1,0 +1,10 @@
+"""`python -m trainer train|eval|learn ...`: the trainer's commands without the `teachback` entry
+point, for `accelerate launch -m trainer train --data FILE --out DIR`."""
+
+import sys
+
+from trainer.cli import COMMANDS, main
+
+if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+    sys.exit(f"usage: python -m trainer {{{','.join(COMMANDS)}}} [options]")
+sys.exit(main(sys.argv[1], sys.argv[2:]))
