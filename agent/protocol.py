@@ -186,6 +186,7 @@ class ToolCallStarted(Event):
     name: str
     arguments: str  # the raw argument text the model sent
     step: int
+    target: str | None = None  # the path, command or pattern the arguments name (None: they did not parse)
     type: ClassVar[str] = "tool_call_started"
 
 
@@ -198,6 +199,7 @@ class ToolCallFinished(Event):
     step: int
     error_kind: ErrorKind | None = None
     target: str | None = None  # the path (or command) the call acted on
+    exit_code: int | None = None  # run_command's exit status (None for other tools, or a command that did not end)
     duration_ms: float = 0.0
     message: dict[str, Any] | None = None  # the message appended to the conversation, as sent
     type: ClassVar[str] = "tool_call_finished"

@@ -15,7 +15,7 @@ from agent.checkpoint import Checkpoint
 from agent.config import settings_dict
 from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
 from agent.interfaces import LessonSource, Model
-from agent.loop_guard import CycleGuard, call_key, cycle_feedback
+from agent.loop_guard import CycleGuard, call_key, call_target, cycle_feedback
 from agent.model import ModelError
 from agent.protocol import (
     ApprovalDecision, ApprovalRequested, ApprovalResolved, AssistantDelta, AssistantMessage, EditApplied,
@@ -239,10 +239,11 @@ class Session(Reviewer):
     async def _run_call(self, call: dict[str, Any], step: int, cause: str, deadline: float) -> ToolResult:
         call_id, name = call["id"], call["function"]["name"]
         arguments = call["function"].get("arguments") or ""
-        started = self.emit(ToolCallStarted(session_id=self.id, cause_id=cause, call_id=call_id, name=name,
-                                            arguments=arguments, step=step))
         clock = time.perf_counter()
         prepared = self.toolbox.prepare(name, arguments)
+        target = None if isinstance(prepared, ToolResult) else call_target(prepared[1])
+        started = self.emit(ToolCallStarted(session_id=self.id, cause_id=cause, call_id=call_id, name=name,
+                                            arguments=arguments, step=step, target=target))
         edits = self._edit_count
         period = None if isinstance(prepared, ToolResult) or name == "finish" else (
             self._cycles.period(call_key(name, prepared[1]), edits))
@@ -254,11 +255,10 @@ class Session(Reviewer):
                 "its result (above) would be the same. Do not repeat it: use that result, make a different "
                 "call, or call finish if the task is done.",
                 "repeated_call",
-                target=prepared[1].get("path") or prepared[1].get("command"),
+                target=target,
             )
         elif period is not None:
-            result = error(cycle_feedback(name, period), "repeated_cycle",
-                           target=prepared[1].get("path") or prepared[1].get("command"))
+            result = error(cycle_feedback(name, period), "repeated_cycle", target=target)
         else:
             tool, kwargs = prepared
             try:
@@ -394,8 +394,8 @@ class Session(Reviewer):
         self.messages.append(message)
         finished = self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name=name,
                                               ok=result.ok, result=result.output, step=step,
-                                              error_kind=result.error_kind, target=result.target, duration_ms=ms,
-                                              message=message))
+                                              error_kind=result.error_kind, target=result.target,
+                                              exit_code=result.exit_code, duration_ms=ms, message=message))
         self._show_lessons(lessons, "tool_result", finished.id, call_id)
 
     # -- lessons from earlier sessions --------------------------------------------------------

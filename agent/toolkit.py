@@ -33,6 +33,7 @@ class ToolResult:
     error_kind: str | None = None
     target: str | None = None
     changes: list[FileChange] = field(default_factory=list)
+    exit_code: int | None = None  # run_command's exit status, when the command ran to its end
 
     @property
     def ok(self) -> bool:

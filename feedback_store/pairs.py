@@ -115,7 +115,7 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
         open_pair(conn, source="schema", closes_on=NEXT_CALL, **common)
     elif kind in REPEATED:
         open_pair(conn, source="tool", closes_on=NEXT_CALL, **common)
-    elif kind == "exit_status" and _command_not_runnable(event.result):
+    elif kind == "exit_status" and _command_not_runnable(event):
         open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
     elif kind == "exit_status":
         if event.name == COMMAND_TOOL:
@@ -135,11 +135,18 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
         open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
 
 
-def _command_not_runnable(result: str) -> bool:
+def _command_not_runnable(event: ToolCallFinished) -> bool:
     """Exit 126/127: the shell could not run the command at all (not found, not executable) —
     a mistake in the call, not a failing test."""
-    match = re.search(r"^\[exit code (\d+)\]$", result, re.MULTILINE)
-    return match is not None and match.group(1) in ("126", "127")
+    return _exit_code(event) in (126, 127)
+
+
+def _exit_code(event: ToolCallFinished) -> int | None:
+    """The event's exit status; events recorded before it was carried have it only in the text."""
+    if event.exit_code is not None or event.name != COMMAND_TOOL:
+        return event.exit_code
+    match = re.search(r"^\[exit code (\d+)[;\]]", event.result, re.MULTILINE)
+    return int(match.group(1)) if match else None
 
 
 def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, waiting: list[tuple]) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from lsprotocol import types
 
 from agent.protocol import (
@@ -29,10 +27,10 @@ def progress_message(event: Event) -> str | None:
     if isinstance(event, TurnStarted):
         return "asking the model"
     if isinstance(event, ToolCallStarted):
-        target = call_target(event.arguments)
+        target = _short(event.target or "")
         return f"step {event.step}: {event.name or 'reply'}{' ' + target if target else ''}"
     if isinstance(event, ToolCallFinished) and not event.ok:
-        return f"step {event.step}: {event.name or 'reply'} failed ({event.error_kind}), the model will retry"
+        return f"step {event.step}: {event.name or 'reply'} failed ({_problem(event)}), the model will retry"
     if isinstance(event, AssistantMessage):
         return f"step {event.step}: the model replied"
     if isinstance(event, ApprovalRequested):
@@ -52,7 +50,7 @@ def log_line(event: Event) -> tuple[str, types.MessageType] | None:
         target = f" {event.target}" if event.target else ""
         if event.ok:
             return f"[tool] {event.name}{target}: ok", info
-        return f"[tool] {event.name}{target} failed ({event.error_kind}): {_first_line(event.result)}", warning
+        return f"[tool] {event.name}{target} failed ({_problem(event)}): {_first_line(event.result)}", warning
     if isinstance(event, EditApplied):
         where = f"{event.path} -> {event.new_path}" if event.new_path else event.path
         broken = f"; it no longer parses: {event.syntax_error}" if event.syntax_error else ""
@@ -79,19 +77,12 @@ def log_line(event: Event) -> tuple[str, types.MessageType] | None:
     return None
 
 
-def call_target(arguments: str) -> str:
-    """The path or command a tool call names, from its raw argument text ('' when there is none)."""
-    try:
-        data = json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError:
-        return ""
-    if not isinstance(data, dict):
-        return ""
-    for key in ("path", "src", "command", "pattern"):
-        value = data.get(key)
-        if isinstance(value, str) and value:
-            return value if len(value) <= 60 else value[:59] + "…"
-    return ""
+def _problem(event: ToolCallFinished) -> str | None:
+    return f"exit code {event.exit_code}" if event.exit_code is not None else event.error_kind
+
+
+def _short(target: str) -> str:
+    return target if len(target) <= 60 else target[:59] + "…"
 
 
 def _first_line(text: str) -> str:

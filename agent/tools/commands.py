@@ -56,9 +56,8 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
         return error(failed_setup, "failed", target=command)
     confined = "; sandboxed: writes only in the workspace, no network" if ctx.settings.sandbox != "none" else ""
     text = f"$ {command}\n[exit code {process.returncode}{confined}]\n{output}"
-    if process.returncode != 0:
-        return error(text, "exit_status", target=command)
-    return ToolResult(text, target=command)
+    kind = "exit_status" if process.returncode != 0 else None
+    return ToolResult(text, kind, target=command, exit_code=process.returncode)
 
 
 def _unrunnable(command: str) -> str | None:

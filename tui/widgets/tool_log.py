@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
@@ -19,7 +17,7 @@ class ToolEntry(Collapsible):
 
     def __init__(self, started: ToolCallStarted) -> None:
         self.name_ = started.name
-        self.target = _target_of(started.arguments)
+        self.target = started.target
         super().__init__(
             Static(_arguments_text(started.arguments), classes="tool-arguments", markup=False),
             Static("running…", classes="tool-result", markup=False),
@@ -43,7 +41,8 @@ class ToolEntry(Collapsible):
             self.title = _title("✓", self.name_, self.target)
             return
         self.add_class("-error")
-        self.title = _title("✗", self.name_, self.target, finished.error_kind or "error")
+        problem = f"exit code {finished.exit_code}" if finished.exit_code is not None else finished.error_kind
+        self.title = _title("✗", self.name_, self.target, problem or "error")
         # The feedback text is what the model is told and what the training pair holds: show it.
         self.collapsed = False
 
@@ -124,19 +123,6 @@ def _title(mark: str, name: str, target: str | None, problem: str | None = None)
     if problem:
         title += f" — {problem}"
     return title
-
-
-def _target_of(arguments: str) -> str | None:
-    try:
-        data = json.loads(arguments)
-    except (json.JSONDecodeError, TypeError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    for key in ("path", "command", "pattern", "query", "source"):
-        if isinstance(data.get(key), str):
-            return data[key]
-    return None
 
 
 def _arguments_text(arguments: str) -> Text:
