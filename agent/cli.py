@@ -250,7 +250,18 @@ def _undo(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     from agent.doctor import run_checks
 
-    return run_checks(args.workspace, args)
+    return run_checks(args.workspace, lambda: settings_for(args), _database_problem)
+
+
+def _database_problem(path: Path) -> str | None:
+    """Why the feedback database at `path` cannot be opened, or None when it can."""
+    from feedback_store import open_store
+
+    try:
+        open_store(path).close()
+    except StoreError as exc:
+        return str(exc)
+    return None
 
 
 def _store_command(name: str):

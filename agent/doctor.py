@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -15,18 +14,19 @@ from agent.config import ConfigError, Settings
 Check = tuple[str, bool, str]  # name, ok, detail (how to fix when not ok)
 
 
-def run_checks(workspace: Path, args: argparse.Namespace, out=sys.stdout) -> int:
+def run_checks(workspace: Path, load_settings: Callable[[], Settings], open_database: Callable[[Path], str | None],
+               out=sys.stdout) -> int:
+    """`load_settings` reads the configuration (raising ConfigError); `open_database` opens the feedback
+    database at a path and returns why it cannot be used, or None (both come from the command line)."""
     results: list[Check] = [_check_python(), _check_git(workspace)]
     settings: Settings | None = None
     try:
-        from agent.cli import settings_for
-
-        settings = settings_for(args)
+        settings = load_settings()
         results.append(("configuration", True, f"model {settings.model}, approval {settings.approval}"))
     except ConfigError as exc:
         results.append(("configuration", False, str(exc)))
     if settings is not None:
-        results.append(_check_database(settings))
+        results.append(_check_database(settings, open_database))
         results.append(_check_model(settings))
     for name, ok, detail in results:
         out.write(f"{'ok ' if ok else 'FAIL'} {name}: {detail}\n")
@@ -50,18 +50,10 @@ def _check_git(workspace: Path) -> Check:
     return ("git", True, f"{version}; {where}")
 
 
-def _check_database(settings: Settings) -> Check:
-    from feedback_store import StoreError, open_store
-
+def _check_database(settings: Settings, open_database: Callable[[Path], str | None]) -> Check:
     path = settings.db_path()
-    try:
-        store = open_store(path)
-    except StoreError as exc:
-        return ("database", False, str(exc))
-    close = getattr(store, "close", None)
-    if callable(close):
-        close()
-    return ("database", True, str(path))
+    problem = open_database(path)
+    return ("database", problem is None, problem or str(path))
 
 
 def _check_model(settings: Settings) -> Check:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedback_store.redact import Redactor
-from feedback_store.store import Store
+
+if TYPE_CHECKING:  # the store imports this module to compute its stats
+    from feedback_store.store import Store
 
 PAGE_ROWS = 2000
 # The stored text an export carries: every message (prompts, completions, corrections) and every
