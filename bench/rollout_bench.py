@@ -7,7 +7,7 @@ model rarely solves a task, and throughput is the point). The time counts everyt
 does: sealing the workspace, the agent's session (model calls included), and grading; Ray's start
 and stop are counted too, as a user would wait for them.
 
-    .venv/bin/python bench/rollout_bench.py [--tasks 4] [--attempts 1] [--parallel 2] [--max-steps 3]
+    .venv/bin/python bench/rollout_bench.py [--tasks 2] [--attempts 1] [--parallel 2] [--max-steps 2]
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ SETTINGS = {"TEACHBACK_MAX_TOKENS": "256", "TEACHBACK_TEMPERATURE": "0.8", "TEAC
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=4)
+    parser.add_argument("--tasks", type=int, default=2)
     parser.add_argument("--attempts", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--max-steps", type=int, default=3)
-    parser.add_argument("--max-time", type=float, default=120.0, help="seconds per attempt for the agent")
+    parser.add_argument("--max-steps", type=int, default=2)
+    parser.add_argument("--max-time", type=float, default=600.0, help="seconds per attempt for the agent")
     parser.add_argument("--executors", default="local,ray")
     args = parser.parse_args()
 
@@ -64,7 +64,7 @@ def main() -> int:
             s = summarize(records, args.attempts)["summary"]
             rows.append((executor, len(records), seconds, s))
     print(f"{len(tasks)} tasks x {args.attempts} attempt(s), {MODEL}, max {args.max_steps} steps, "
-          f"{args.parallel} at once, {os.cpu_count()} CPUs")
+          f"{args.parallel} at once, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
     print("| executor | attempts | seconds | rollouts/min | s/attempt (agent, tests) | steps | pass@1 | harness errors |")
     print("|---|---:|---:|---:|---|---:|---:|---:|")
     for executor, count, seconds, s in rows:

@@ -179,7 +179,7 @@ def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
     record = {"session_id": session_id, **outcome, "flags": flags, **metrics,
               "agent_s": round(agent_s, 3), "grade_s": round(grade_s, 3),
               "failing_tests": failing_tests(spec.task, result)}
-    if unrecorded or problems:  # the attempt counts only once the store holds all of it
+    if unrecorded:  # the attempt counts only once the store holds all of it
         record["error"] = f"{len(unrecorded)} event(s) not recorded: {'; '.join(problems) or 'see the log'}"
     return record
 
