@@ -134,7 +134,138 @@ def _optional(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
-# `eval` and `learn` add themselves here: name -> (add_arguments, run).
+# ---------------------------------------------------------------------------------------------
+# teachback eval and teachback learn
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Evaluate a trained adapter against the model without it (or --against another adapter): "
+                          "held-out pairs, held-out tasks, forgetting. Prints one table; writes a JSON file.")
+    parser.add_argument("--adapter", type=Path, required=True, metavar="DIR", help="the adapter (teachback train --out)")
+    parser.add_argument("--against", type=Path, metavar="DIR", help="compare with this adapter instead of the base model")
+    parser.add_argument("--out", type=Path, metavar="FILE", help="the JSON file (default: DIR/eval.json)")
+    _shared_eval_arguments(parser)
+    parser.add_argument("--pairs", type=Path, nargs="+", default=[], metavar="FILE",
+                        help="held-out sdpo records (default: the database's test split)")
+    parser.add_argument("--no-tasks", dest="behaviour", action="store_false", help="skip the held-out task runs")
+    parser.add_argument("--max-pairs", type=int, default=50, help="held-out pairs scored at most (default 50)")
+    parser.add_argument("--max-turns", type=int, default=20, help="held-out successful turns scored at most")
+
+
+def _shared_eval_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base", help="the adapter's base (default: the one it was trained on)")
+    parser.add_argument("--serve", metavar="MODEL", help="the GGUF model llama.cpp serves the adapter on (a .gguf "
+                        "file or smollm2; default: the base's own GGUF)")
+    parser.add_argument("--db", type=Path, help="feedback database (default: the configured one)")
+    parser.add_argument("--test-fraction", type=float, default=0.2, help="sessions held out, by hash (default 0.2)")
+    parser.add_argument("--tasks", type=Path, metavar="FILE", help="held-out task file (default: the sample suite)")
+    parser.add_argument("--attempts", type=int, default=1, help="attempts per held-out task and model (default 1)")
+    parser.add_argument("--max-steps", type=int, help="agent steps per attempt (default: max_steps)")
+    parser.add_argument("--max-time", type=float, help="agent seconds per attempt (default: max_time)")
+    parser.add_argument("--parallel", type=int, default=1, help="attempts at once (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def eval_main(args: argparse.Namespace) -> int:
+    from trainer.evaluate import EvalConfig, EvalError, evaluate, render_table
+    from trainer.gguf_lora import AdapterError
+
+    config = EvalConfig(adapter=args.adapter, out=args.out or args.adapter / "eval.json", baseline=args.against,
+                        base=args.base, serve=args.serve, pairs=args.pairs, db=_db(args.db),
+                        test_fraction=args.test_fraction, tasks=args.tasks, behaviour=args.behaviour,
+                        attempts=args.attempts, max_steps=args.max_steps, max_time=args.max_time,
+                        parallel=args.parallel, max_pairs=args.max_pairs, max_turns=args.max_turns, seed=args.seed)
+    try:
+        doc = evaluate(config, progress=_say)
+    except (EvalError, AdapterError) as exc:
+        print(f"teachback eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(doc, indent=2) if args.json else f"{render_table(doc)}\n\nJSON: {config.out}")
+    return EXIT_OK
+
+
+def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("One round of the loop: export the pairs recorded since the served adapter was promoted, "
+                          "train, evaluate on held-out tasks, promote only if the tool-error rate drops and "
+                          "forgetting stays within --max-forgetting. Asks nothing; safe from cron. Exit codes: "
+                          "0 promoted (or rolled back), 1 kept the served model, 2 usage, 3 another learn is "
+                          "running, 4 the round failed.")
+    parser.add_argument("--rollback", action="store_true", help="serve the adapter served before the current one")
+    parser.add_argument("--history", action="store_true", help="list the rounds and rollbacks, newest last")
+    parser.add_argument("--adapter", type=Path, metavar="DIR",
+                        help="gate and promote an adapter trained elsewhere (e.g. on a GPU box) instead of training")
+    _shared_eval_arguments(parser)
+    parser.add_argument("--objective", choices=("sdpo", "sft", "dpo", "mix"), default="sdpo")
+    parser.add_argument("--train-steps", type=int, help="optimizer steps (default: one pass over the pairs)")
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--min-pairs", type=int, default=4, help="new training pairs needed for a round (default 4)")
+    parser.add_argument("--max-forgetting", type=float, default=0.05, metavar="NATS",
+                        help="largest drop in log-likelihood per token allowed (general text, successful turns)")
+
+
+def learn_main(args: argparse.Namespace) -> int:
+    from feedback_store.errors import StoreError
+    from trainer import learn
+
+    db = _db(args.db)
+    try:
+        if args.history:
+            return _history(db)
+        if args.rollback:
+            outcome = learn.rollback(db)
+        else:
+            config = learn.LearnConfig(
+                db=db, tasks=args.tasks, base=args.base, serve=args.serve, adapter=args.adapter,
+                objective=args.objective, seed=args.seed, test_fraction=args.test_fraction, min_pairs=args.min_pairs,
+                attempts=args.attempts, max_steps=args.max_steps, max_time=args.max_time, parallel=args.parallel,
+                gate=learn.Gate(max_forgetting=args.max_forgetting),
+                train_options={"steps": args.train_steps, "lr": args.lr})
+            outcome = learn.learn(config, say=_say)
+    except learn.Busy as exc:
+        print(f"teachback learn: {exc}", file=sys.stderr)
+        return learn.EXIT_BUSY
+    except (learn.LearnError, StoreError) as exc:
+        print(f"teachback learn: {exc}", file=sys.stderr)
+        return learn.EXIT_USAGE
+    if args.json:
+        entry = outcome.round
+        print(json.dumps({"code": outcome.code, "message": outcome.message,
+                          "round": None if entry is None else entry.__dict__}, default=str))
+    else:
+        print(outcome.message)
+    return outcome.code
+
+
+def _history(db: Path) -> int:
+    from feedback_store.rounds import rounds
+    from feedback_store.store import open_store
+
+    with open_store(db) as store:
+        entries = rounds(store)
+    for entry in entries:
+        rate = ((entry.metrics.get("rates") or {}).get("tool_error_rate")) or {}
+        errors = f"tool errors {rate['before']:.3f} -> {rate['after']:.3f}" if rate else ""
+        state = "promoted" if entry.promoted else ("running" if entry.finished_at is None else "kept")
+        print(f"{entry.id}  {entry.action:8}  {entry.adapter_id or 'base':18}  {state:8}  {entry.records:4} pairs  "
+              f"{errors}  {entry.reason}")
+    return EXIT_OK
+
+
+def _db(given: Path | None) -> Path:
+    if given is not None:
+        return given
+    from agent.config import load_settings
+
+    return load_settings(Path.cwd()).db_path()
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "train": (add_train_arguments, train_main),
+    "eval": (add_eval_arguments, eval_main),
+    "learn": (add_learn_arguments, learn_main),
 }

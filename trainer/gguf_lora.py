@@ -47,15 +47,56 @@ class BaseInfo:
     shapes: dict[str, tuple[int, ...]]  # tensor name -> numpy-order shape (out, in)
 
 
-def base_info(base_gguf: Path) -> BaseInfo:
+def base_gguf(base: str | None) -> Path | None:
+    """The GGUF file llama.cpp serves for a trainer `base`: the embedded model (None, `smollm2`,
+    `local/smollm2`, or its converted copy under $TEACHBACK_HOME/models), or a .gguf file. None for a
+    base that exists only as a Hugging Face directory: llama.cpp cannot serve adapters on it."""
+    from agent.providers.llama_engine import PACKAGED_MODELS, LocalModelError, model_path
+
+    name = (base or "smollm2").removeprefix("local/")
+    given = Path(name).expanduser()
+    if given.is_dir():
+        from trainer.weights import models_dir
+
+        if given.resolve().parent != models_dir().resolve() or given.name not in PACKAGED_MODELS:
+            return None
+        name = given.name
+    try:
+        return model_path(name)
+    except LocalModelError:
+        return None
+
+
+def served_model(serve: str | None, base: str | None) -> Path | None:
+    """The GGUF file an adapter is served on: `serve` (a file or a packaged model's name) when
+    given, else the base's own GGUF (base_gguf)."""
+    if serve is None:
+        return base_gguf(base)
+    from agent.providers.llama_engine import LocalModelError, model_path
+
+    try:
+        return model_path(serve.removeprefix("local/"))
+    except LocalModelError as exc:
+        raise AdapterError(f"--serve {serve}: {exc}") from exc
+
+
+def ensure_served(adapter_dir: Path, gguf: Path) -> Path:
+    """adapter_dir/adapter.gguf for `gguf`, converted when missing or older than the adapter."""
+    served, weights = adapter_dir / ADAPTER_GGUF, adapter_dir / PEFT_WEIGHTS
+    if served.is_file() and (not weights.is_file() or served.stat().st_mtime_ns >= weights.stat().st_mtime_ns):
+        return served
+    return convert_adapter(adapter_dir, gguf, served)
+
+
+def base_info(model: Path) -> BaseInfo:
     import gguf
 
-    reader = gguf.GGUFReader(str(base_gguf))
+    reader = gguf.GGUFReader(str(model))
 
     def field(key: str) -> Any:
         found = reader.get_field(key)
         if found is None:
-            raise AdapterError(f"{base_gguf} has no {key} in its metadata; is it a model GGUF file?")
+            raise AdapterError(f"{model} has no {key} in its metadata; is it a model GGUF file?")
         return found.contents()
 
     arch = field("general.architecture")
@@ -65,13 +106,13 @@ def base_info(base_gguf: Path) -> BaseInfo:
                     kv_heads=int(field(f"{arch}.attention.head_count_kv")), shapes=shapes)
 
 
-def convert_adapter(adapter_dir: str | Path, base_gguf: str | Path, out: str | Path | None = None) -> Path:
-    """Write the GGUF LoRA adapter for the peft adapter in `adapter_dir`, for the base model in
-    `base_gguf`; `out` defaults to `adapter_dir/adapter.gguf`. Written to a temporary file and
+def convert_adapter(adapter_dir: str | Path, model: str | Path, out: str | Path | None = None) -> Path:
+    """Write the GGUF LoRA adapter for the peft adapter in `adapter_dir`, for the base model GGUF
+    file `model`; `out` defaults to `adapter_dir/adapter.gguf`. Written to a temporary file and
     renamed, so a reader never sees half a file."""
-    adapter_dir, base_gguf = Path(adapter_dir), Path(base_gguf)
+    adapter_dir = Path(adapter_dir)
     config = _peft_config(adapter_dir)
-    info = base_info(base_gguf)
+    info = base_info(Path(model))
     pairs = _lora_pairs(adapter_dir)
     names = _name_map(info)
     tensors = {}
