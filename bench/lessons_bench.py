@@ -1,0 +1,433 @@
+"""Lessons bench: do lessons stop an agent repeating a mistake, what do they cost in prompt tokens,
+and how fast is retrieval at 100,000 stored pairs. Targets: >= 50% fewer repeated errors, <= 10%
+more prompt tokens, < 5 ms retrieval per failing step.
+
+A repeated error is a failed call whose (tool, error kind, target) already failed earlier in the
+same session (within) or in an earlier session of the same arm (across). Both arms of each part
+see the same tasks in the same order, with and without lessons, in one run:
+
+1. Scripted replays: a deterministic agent with habits (`ReplayModel`) works through seeded
+   sessions on one project: it sometimes sends a stale edit (and sometimes once more), a typo'd
+   command, or a wrong path. Its random draws are shared by both arms; the only difference is
+   whether lessons are shown. When a lesson naming the situation is in its context it follows it
+   with probability COMPLIANCE. So this part measures the mechanism — is the right lesson there at
+   the repeated moment (the hit rate) and what that is worth to an agent that heeds it — not how
+   far a real model heeds it.
+2. Held-out tasks with the embedded model (SmolLM2-135M): the bundled sample suite split by seed
+   into tasks that fill the store and held-out tasks, attempted with and without lessons, each arm
+   recording into its own copy of the filled store.
+3. Retrieval at scale: a store of --pairs synthetic pairs written through the real schema and its
+   triggers; per-step retrieval (`for_failure`) and the start-of-session block timed.
+
+Confidence intervals: 95% percentile bootstrap over sessions (paired across arms).
+Run: .venv/bin/python bench/lessons_bench.py [--seeds 0 1 2] [--sessions 30] [--embedded-tasks 6]
+     [--pairs 100000] [--parts replay embedded latency] [--out lessons-bench.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.config import Settings
+from agent.model import ModelReply
+from agent.protocol import Event, LessonsShown, ModelUsage, ToolCallFinished, UserInput
+from agent.runtime import open_session, system_prompt
+from agent.session import Session
+from agent.tools import ToolContext, default_toolbox
+from agent.workspace import Workspace
+from feedback_store import Recorder, open_store
+from feedback_store.lessons import LessonBook, estimate_tokens, refresh
+
+P_MISTAKE, P_AGAIN, COMPLIANCE = 0.6, 0.5, 0.8
+FILES = 10
+
+
+# -- counting -----------------------------------------------------------------------------------
+
+
+class Tally:
+    """A session's errors, repeats and prompt tokens, from its events; `seen` is what failed in
+    the arm's earlier sessions."""
+
+    def __init__(self, seen: set[tuple]) -> None:
+        self.seen = seen
+        self.mine: list[tuple] = []
+        self.calls = self.within = self.across = self.prompt = self.lesson_tokens = 0
+        # Failures in a situation that failed in an earlier session, and how many of them had a lesson
+        # naming the situation in the model's context by the end of that step (start block or result).
+        self.repeat_moments = self.hits = 0
+        self._lessons_in_context = 0
+        self._told: set[str] = set()
+        self._waiting: dict[str, str] = {}  # call id -> situation marker not yet matched by a lesson
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, LessonsShown):
+            self._lessons_in_context += event.tokens
+            self._told.update(lesson["text"] for lesson in event.lessons)
+            marker = self._waiting.pop(event.call_id or "", None)
+            if marker is not None and any(marker in lesson["text"] for lesson in event.lessons):
+                self.hits += 1
+        elif isinstance(event, ModelUsage):
+            self.prompt += event.prompt_tokens
+            self.lesson_tokens += self._lessons_in_context
+        elif isinstance(event, ToolCallFinished) and event.error_kind != "interrupted":
+            self.calls += 1
+            if event.ok:
+                return
+            situation = (event.name, event.error_kind, event.target)
+            if situation in self.mine:
+                self.within += 1
+            elif situation in self.seen:
+                self.across += 1
+            if situation in self.seen:
+                self.repeat_moments += 1
+                marker = f"{event.name} on {event.target} failed"
+                if any(marker in text for text in self._told):
+                    self.hits += 1
+                else:
+                    self._waiting[event.call_id] = marker
+            self.mine.append(situation)
+
+    def figures(self) -> dict[str, int]:
+        self.seen.update(self.mine)
+        return {"errors": len(self.mine), "within": self.within, "across": self.across,
+                "repeated": self.within + self.across, "calls": self.calls, "prompt_tokens": self.prompt,
+                "lesson_tokens": self.lesson_tokens, "repeat_moments": self.repeat_moments, "hits": self.hits}
+
+
+def bootstrap_reduction(without: list[dict], with_: list[dict], key: str, seed: int, rounds: int = 4000):
+    """1 - sum(with)/sum(without) over sessions paired by index, with a 95% bootstrap interval."""
+    rnd = random.Random(seed)
+    pairs = list(zip(without, with_, strict=True))
+
+    def reduction(sample: list[tuple[dict, dict]]) -> float | None:
+        base = sum(a[key] for a, _ in sample)
+        return None if base == 0 else 1 - sum(b[key] for _, b in sample) / base
+
+    point = reduction(pairs)
+    draws = sorted(r for r in (reduction([rnd.choice(pairs) for _ in pairs]) for _ in range(rounds)) if r is not None)
+    if point is None or not draws:
+        return {"reduction": None, "ci95": None}
+    return {"reduction": round(point, 3), "ci95": [round(draws[int(0.025 * len(draws))], 3),
+                                                   round(draws[int(0.975 * len(draws)) - 1], 3)]}
+
+
+# -- 1. scripted replays ------------------------------------------------------------------------
+
+
+def make_project(root: Path) -> None:
+    root.mkdir(parents=True)
+    for i in range(FILES):
+        (root / f"mod{i}.py").write_text(f'"""Module {i}."""\n\n\ndef scale{i}(x):\n    return x * {i + 2}\n')
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def session_jobs(rnd: random.Random) -> list[dict[str, Any]]:
+    """What one session does: two edits of distinct files, and a command or a read."""
+    jobs = []
+    for i in rnd.sample(range(FILES), 2):
+        path, line = f"mod{i}.py", f"    return x * {i + 2}"
+        right = {"path": path, "old_text": line, "new_text": line + "  # checked"}
+        jobs.append({"tool": "edit_file", "target": path, "prepare": ("read_file", {"path": path}),
+                     "wrong": [{**right, "old_text": line.replace(" * ", "*")},
+                               {**right, "old_text": line.replace("    ", "\t")}], "right": right})
+    if rnd.random() < 0.5:
+        typo = "pyhton -m compileall -q ."
+        jobs.append({"tool": "run_command", "target": typo, "prepare": None, "wrong": [{"command": typo}],
+                     "right": {"command": f"{sys.executable} -m compileall -q ."}})
+    else:
+        i = rnd.randrange(FILES)
+        jobs.append({"tool": "read_file", "target": f"src/mod{i}.py", "prepare": None,
+                     "wrong": [{"path": f"src/mod{i}.py"}], "right": {"path": f"mod{i}.py"}})
+    return [{**job, "draws": [rnd.random() for _ in range(4)]} for job in jobs]
+
+
+class ReplayModel:
+    """A deterministic agent with habits (satisfies agent.interfaces.Model); see the module text."""
+
+    name = "replay/habits"
+
+    def __init__(self, jobs: list[dict[str, Any]]) -> None:
+        self._plan = self._policy(jobs)
+        self._system = ""
+        self._started = False
+        self._tools_tokens: int | None = None
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], on_delta=None) -> ModelReply:
+        if self._tools_tokens is None:
+            self._tools_tokens = estimate_tokens(json.dumps(tools))
+        if not self._started:
+            self._system, self._started = messages[0]["content"], True
+            name, args = next(self._plan)
+        else:
+            name, args = self._plan.send(messages[-1].get("content") or "")
+        call = {"id": f"call_{len(messages)}", "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)}}
+        prompt = self._tools_tokens + estimate_tokens(json.dumps(messages))
+        return ModelReply(message={"role": "assistant", "content": None, "tool_calls": [call]},
+                          prompt_tokens=prompt, completion_tokens=estimate_tokens(call["function"]["arguments"]))
+
+    def _policy(self, jobs: list[dict[str, Any]]):
+        for job in jobs:
+            yield from self._job(job)
+        yield "finish", {"summary": "done"}
+
+    def _job(self, job: dict[str, Any]):
+        heed_start, slip, heed_result, again = job["draws"]
+        marker = f"{job['tool']} on {job['target']} failed"
+        if not (marker in self._system and heed_start < COMPLIANCE) and slip < P_MISTAKE:
+            result = yield job["tool"], job["wrong"][0]
+            told = marker in result and heed_result < COMPLIANCE
+            if not told and again < P_AGAIN and len(job["wrong"]) > 1:
+                yield job["tool"], job["wrong"][1]
+        if job["prepare"]:
+            yield job["prepare"]
+        yield job["tool"], job["right"]
+
+
+async def replay_arm(root: Path, db: Path, seed: int, sessions: int, lessons: bool, budget: int) -> list[dict]:
+    rnd = random.Random(seed)
+    store = open_store(db)
+    book = LessonBook(store) if lessons else None
+    seen: set[tuple] = set()
+    figures = []
+    for _ in range(sessions):
+        settings = Settings(model=ReplayModel.name, approval="full-auto", repo_map_tokens=0, lessons=lessons,
+                            lessons_tokens=budget)
+        context = ToolContext(workspace=Workspace(root), settings=settings)
+        jobs = session_jobs(rnd)
+        session = Session(model=ReplayModel(jobs), toolbox=default_toolbox(), context=context,
+                          frontend="bench", system_prompt=lambda first, c=context: system_prompt(c, first), lessons=book)
+        tally = Tally(seen)
+        session.subscribe(Recorder(store))
+        session.subscribe(tally)
+        named = sorted({job["target"] for job in jobs if job["tool"] == "edit_file"})
+        await session.run(UserInput(text=f"Tidy {' and '.join(named)}, then check the project."))
+        figures.append(tally.figures())
+        subprocess.run(["git", "checkout", "-q", "--", "."], cwd=root, check=True)
+    store.close()
+    return figures
+
+
+def replay(scratch: Path, seeds: list[int], sessions: int, budget: int) -> dict[str, Any]:
+    arms: dict[str, list[dict]] = {"without": [], "with": []}
+    for seed in seeds:
+        for arm in arms:
+            root = scratch / f"replay-{seed}-{arm}"
+            make_project(root)
+            db = scratch / f"replay-{seed}-{arm}.db"
+            arms[arm] += asyncio.run(replay_arm(root, db, seed, sessions, arm == "with", budget))
+    return summarize(arms, seeds[0])
+
+
+def summarize(arms: dict[str, list[dict]], seed: int) -> dict[str, Any]:
+    total = {arm: {k: sum(s[k] for s in rows) for k in rows[0]} for arm, rows in arms.items() if rows}
+    out: dict[str, Any] = {"sessions": len(arms["without"]), "totals": total}
+    for key in ("repeated", "within", "across", "errors"):
+        out[f"{key}_reduction"] = bootstrap_reduction(arms["without"], arms["with"], key, seed)
+    with_ = total["with"]
+    out["prompt_overhead"] = round(with_["lesson_tokens"] / max(1, with_["prompt_tokens"]), 4)
+    out["prompt_net_change"] = round(with_["prompt_tokens"] / max(1, total["without"]["prompt_tokens"]) - 1, 4)
+    out["hit_rate"] = round(with_["hits"] / with_["repeat_moments"], 3) if with_["repeat_moments"] else None
+    return out
+
+
+# -- 2. held-out tasks with the embedded model ----------------------------------------------------
+
+
+def embedded(scratch: Path, seeds: list[int], n_tasks: int, sampling: dict[str, Any]) -> dict[str, Any]:
+    from importlib import resources
+
+    from tasks.records import load_tasks
+
+    task_file = Path(str(resources.files("tasks").joinpath("suites/sample.jsonl")))
+    arms: dict[str, list[dict]] = {"without": [], "with": []}
+    rewards: dict[str, list[float]] = {"without": [], "with": []}
+    for seed in seeds:
+        order = load_tasks(task_file)
+        random.Random(seed).shuffle(order)
+        learn, held = order[: n_tasks // 2], order[n_tasks // 2 : n_tasks]
+        learn_db, seen = scratch / f"learn-{seed}.db", set()
+        for task in learn:
+            attempt(task, task_file, learn_db, scratch, seen, lessons=False, sampling=sampling)
+        for arm in arms:
+            db = scratch / f"held-{seed}-{arm}.db"
+            copy_db(learn_db, db)
+            arm_seen = set(seen)
+            for task in held:
+                figures, reward = attempt(task, task_file, db, scratch, arm_seen, lessons=arm == "with",
+                                          sampling=sampling)
+                arms[arm].append(figures)
+                rewards[arm].append(reward)
+    out = summarize(arms, seeds[0])
+    out["pass@1"] = {arm: round(statistics.mean(r), 3) if r else None for arm, r in rewards.items()}
+    return out
+
+
+def attempt(task: Any, task_file: Path, db: Path, scratch: Path, seen: set, *, lessons: bool, sampling: dict):
+    from tasks.grade import grade
+    from tasks.rollout import AttemptSpec, attempt_settings
+    from tasks.seal import make_workspace
+
+    dest = Path(tempfile.mkdtemp(dir=scratch)) / "workspace"
+    workspace = make_workspace(task, task_file, dest, tests=task.tests)
+    spec = AttemptSpec(task=task, task_file=str(task_file), attempt=0, model="local/smollm2", db=str(db),
+                       overrides={**sampling, "lessons": lessons})
+    settings = attempt_settings(workspace, spec)
+    store = open_store(db)
+    book = LessonBook(store) if lessons else None
+    session = open_session(workspace, settings, frontend="bench", lessons=book)
+    tally = Tally(seen)
+    session.subscribe(Recorder(store))
+    session.subscribe(tally)
+    asyncio.run(session.run(UserInput(text=task.problem_statement)))
+    store.close()
+    reward = grade(task, task_file, workspace).reward
+    shutil.rmtree(dest.parent, ignore_errors=True)
+    print(f"  embedded {task.instance_id} lessons={lessons}: {tally.calls} calls, {len(tally.mine)} errors, "
+          f"reward {reward:g}", file=sys.stderr, flush=True)
+    return tally.figures(), float(reward)
+
+
+def copy_db(source: Path, dest: Path) -> None:
+    with sqlite3.connect(source) as src, sqlite3.connect(dest) as out:
+        src.backup(out)
+
+
+# -- 3. retrieval at scale ------------------------------------------------------------------------
+
+TOOLS = [("edit_file", "no_match"), ("edit_file", "ambiguous"), ("read_file", "not_found"),
+         ("run_command", "exit_status"), ("create_file", "exists"), ("edit_file", "bad_arguments")]
+
+
+def synthetic_store(path: Path, pairs: int, seed: int, index: bool = True) -> float:
+    """Write `pairs` failures (half corrected) through the real schema and (unless `index` is off)
+    its lesson triggers; µs per pair."""
+    rnd = random.Random(seed)
+    store = open_store(path)
+    if not index:
+        for (name,) in store.db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            store.db.execute(f"DROP TRIGGER {name}")
+    files = [f"pkg{i % 40}/mod{i}.py" for i in range(4000)]
+    started = time.perf_counter()
+    with store.write() as conn:
+        for n in range(pairs):
+            sid = f"s{n // 25:06d}"
+            if n % 25 == 0:
+                conn.execute("INSERT INTO sessions (id, workspace, model, started_at) VALUES (?, ?, ?, ?)",
+                             (sid, f"/work/project{n // 25 % 50}", rnd.choice(["m-a", "m-b"]), n))
+            tool, kind = rnd.choice(TOOLS)
+            target = rnd.choice(files) if tool != "run_command" else rnd.choice(["pytest -q", "make test", "npm test"])
+            seq = (n % 25) * 4 + 1
+            feedback = (f"{tool} failed ({kind}) on {target}: name_{rnd.randrange(3000)} "
+                        f"{' '.join(rnd.choice(['alpha', 'beta', 'parse', 'render', 'cache']) for _ in range(20))}")
+            arguments = json.dumps({"path": target, "old_text": f"def f{rnd.randrange(999)}():"})
+            conn.execute("INSERT INTO tool_calls (id, session_id, call_id, name, arguments, message_seq, status) "
+                         "VALUES (?, ?, ?, ?, ?, ?, 'error')", (f"t{n}", sid, f"c{n}", tool, arguments, seq))
+            fixed = rnd.random() < 0.5
+            if fixed:
+                conn.execute("INSERT INTO messages (session_id, seq, role, message) VALUES (?, ?, 'assistant', ?)",
+                             (sid, seq + 2, json.dumps({"role": "assistant", "tool_calls": [
+                                 {"function": {"name": tool, "arguments": arguments}}]})))
+            conn.execute("""INSERT INTO pairs (id, session_id, source, tool, error_kind, target, feedback,
+                completion_seq, correction_seq, created_at) VALUES (?, ?, 'tool', ?, ?, ?, ?, ?, ?, ?)""",
+                         (f"p{n}", sid, tool, kind, target, feedback, seq, seq + 2 if fixed else None, n))
+    per_pair = (time.perf_counter() - started) / pairs * 1e6
+    store.close()
+    return per_pair
+
+
+def latency(scratch: Path, pairs: int, seed: int, queries: int = 500) -> dict[str, Any]:
+    path = scratch / "scale.db"
+    plain_us = synthetic_store(scratch / "plain.db", min(pairs, 10_000), seed, index=False)
+    write_us = synthetic_store(path, pairs, seed)
+    store = open_store(path)
+    clock = time.perf_counter()
+    distilled = refresh(store, limit=None)
+    distil_s = time.perf_counter() - clock
+    book = LessonBook(store)
+    rnd = random.Random(seed)
+    rows = store.query("SELECT tool, error_kind, target, feedback FROM pairs ORDER BY random() LIMIT ?", (queries,))
+    timings: dict[str, list[float]] = {"same situation": [], "new situation": [], "cpu (both)": []}
+    for row in rows:
+        for case, target in (("same situation", row["target"]), ("new situation", f"other/new{rnd.randrange(10**6)}.py")):
+            clock, cpu = time.perf_counter(), time.thread_time()
+            book.for_failure(tool=row["tool"], error_kind=row["error_kind"], target=target, call="",
+                             feedback=row["feedback"], workspace="/work/project7", session_id="live")
+            timings[case].append((time.perf_counter() - clock) * 1000)
+            timings["cpu (both)"].append((time.thread_time() - cpu) * 1000)
+    blocks = []
+    for i in range(20):
+        clock = time.perf_counter()
+        book.session_block(f"/work/project{i}", "m-a", 300)
+        blocks.append((time.perf_counter() - clock) * 1000)
+    lessons = store.query("SELECT count(*) AS n FROM lessons")[0]["n"]
+    store.close()
+
+    def spread(ms: list[float]) -> dict[str, float]:
+        ordered = sorted(ms)
+        return {"median_ms": round(statistics.median(ordered), 3), "p95_ms": round(ordered[int(0.95 * len(ordered))], 3),
+                "max_ms": round(ordered[-1], 3)}
+
+    return {"pairs": pairs, "lessons": lessons, "pair_write_us": {"with_index": round(write_us, 1),
+                                                                   "without": round(plain_us, 1)},
+            "load_average": [round(x, 1) for x in os.getloadavg()], "cpus": os.cpu_count(),
+            "distil_pairs_per_s": round(distilled / distil_s), "for_failure": {k: spread(v) for k, v in timings.items()},
+            "session_block": spread(blocks)}
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--sessions", type=int, default=30, help="replay sessions per seed and arm")
+    parser.add_argument("--embedded-tasks", type=int, default=6, help="sample-suite tasks per seed (half held out)")
+    parser.add_argument("--embedded-seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--max-steps", type=int, default=8)
+    parser.add_argument("--temperature", type=float, help="the embedded model's (default: the setting's)")
+    parser.add_argument("--pairs", type=int, default=100_000)
+    parser.add_argument("--lessons-tokens", type=int, default=Settings().lessons_tokens, help="start-block budget")
+    parser.add_argument("--parts", nargs="+", default=["replay", "embedded", "latency"])
+    parser.add_argument("--out", type=Path, default=Path("lessons-bench.json"))
+    args = parser.parse_args()
+    results: dict[str, Any] = {"format": "teachback-lessons-bench-1", "seeds": args.seeds,
+                               "compliance": COMPLIANCE, "p_mistake": P_MISTAKE, "p_again": P_AGAIN}
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        os.environ["TEACHBACK_HOME"] = str(scratch / "home")  # the user's own store stays untouched
+        if "replay" in args.parts:
+            results["replay"] = timed(lambda: replay(scratch, args.seeds, args.sessions, args.lessons_tokens))
+        if "embedded" in args.parts:
+            sampling = {"max_steps": args.max_steps, "temperature": args.temperature}
+            results["embedded"] = timed(lambda: embedded(scratch, args.embedded_seeds, args.embedded_tasks, sampling))
+        if "latency" in args.parts:
+            results["latency"] = timed(lambda: latency(scratch, args.pairs, args.seeds[0]))
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+def timed(work) -> dict[str, Any]:
+    clock = time.perf_counter()
+    out = work()
+    out["wall_s"] = round(time.perf_counter() - clock, 1)
+    return out
+
+
+if __name__ == "__main__":
+    main()
