@@ -44,8 +44,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, metavar="N",
                         help="leave out records longer than N tokens (prompt, tools and completion)")
     parser.add_argument("--tokenizer", metavar="SPEC",
-                        help="how to count tokens: local/smollm2 (default when installed), a .gguf file, or "
-                             "estimate (4 characters per token)")
+                        help="how to count tokens: local/smollm2, a .gguf file, or estimate (4 characters per "
+                             "token). Default: local/smollm2 when installed and --max-tokens is given, else estimate")
 
 
 def add_stats_arguments(parser: argparse.ArgumentParser) -> None:

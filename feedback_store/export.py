@@ -104,7 +104,9 @@ def export(
     filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
     options = Options(template=template, compact_tools=compact_tools)
     redactor = Redactor() if redact else None
-    counter = TokenCounter(tokenizer)
+    # Exact counts cost a tokenizer pass over every message: by default only when they decide
+    # what is left out (--max-tokens); the length report says when it is an estimate.
+    counter = TokenCounter(tokenizer if tokenizer or max_tokens else "estimate")
     report = LengthReport(counter.name, max_tokens)
     tally = _Tally()
     session, redacted, measured = None, Memo(), Memo()

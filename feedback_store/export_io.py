@@ -49,20 +49,33 @@ def scrub_render(render: Render | None, pair: Pair, clean: Pair, redactor: Redac
 def redact_record(record: dict[str, Any], redactor: Redactor | None, memo: Memo) -> dict[str, Any]:
     """Every text field of the whole record redacted. Most of it already was, message by message;
     this also covers what the record derived (a correction from file contents, hindsight, tool
-    schemas). Dicts inside lists (messages) are redacted once per session through `memo`."""
+    schemas). A dict inside a list (a message, a tool schema) is redacted once per session: the
+    record's parts not yet seen are redacted together, in one pass over their JSON."""
     if redactor is None:
         return record
 
-    def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            return redactor.redact(value)
+    def unseen(value: Any) -> Any:  # the value with the dicts already redacted left out
         if isinstance(value, list):
-            return [memo.get(v, walk) if isinstance(v, dict) else walk(v) for v in value]
+            return [None if isinstance(v, dict) and memo.has(v) else unseen(v) for v in value]
         if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
+            return {k: unseen(v) for k, v in value.items()}
         return value
 
-    return walk(record)
+    def merge(value: Any, clean: Any) -> Any:
+        if isinstance(value, list):
+            return [_merged_item(v, c) for v, c in zip(value, clean, strict=True)]
+        if isinstance(value, dict):
+            return {k: merge(v, clean[k]) for k, v in value.items()}
+        return clean
+
+    def _merged_item(value: Any, clean: Any) -> Any:
+        if isinstance(value, dict):
+            if not memo.has(value):
+                memo.put(value, merge(value, clean))
+            return memo.get(value, lambda v: v)
+        return merge(value, clean)
+
+    return merge(record, redactor.redact_value(unseen(record)))
 
 
 def accepted_edits(store: Store, filters: dict[str, Any]) -> list[Pair]:

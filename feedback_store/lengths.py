@@ -1,7 +1,8 @@
 """Record lengths in tokens, for `--max-tokens` and the length report.
 
-Counted with a real tokenizer when one is at hand (the embedded model's, through llama.cpp, or
-any GGUF file's), otherwise estimated at 4 characters per token, and the report says which. A
+Counted with a real tokenizer (the embedded model's, through llama.cpp, or any GGUF file's) or
+estimated at 4 characters per token, and the report says which. Each message is counted on its
+own, once per session. A
 record's text is what a trainer tokenizes: each message's content and tool calls (plus
 PER_MESSAGE tokens of chat-template markup, an approximation), the `tools` column, the longest of
 its completions and the privileged context.

@@ -30,11 +30,16 @@ class Memo:
         self.items: dict[int, tuple[Any, Any]] = {}
 
     def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
+        if not self.has(obj):
+            self.put(obj, make(obj))
+        return self.items[id(obj)][1]
+
+    def has(self, obj: Any) -> bool:
         hit = self.items.get(id(obj))
-        if hit is None or hit[0] is not obj:
-            hit = (obj, make(obj))
-            self.items[id(obj)] = hit
-        return hit[1]
+        return hit is not None and hit[0] is obj
+
+    def put(self, obj: Any, result: Any) -> None:
+        self.items[id(obj)] = (obj, result)
 
 
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:

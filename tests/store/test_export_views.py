@@ -136,6 +136,7 @@ def test_compact_tools_and_the_length_limit(tmp_path: Path) -> None:
 def test_lengths_are_counted_with_the_embedded_tokenizer(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     db = write_db(tmp_path / "f.db", mixed_session())
-    result = export([db], "sft", tmp_path / "sft.jsonl")
+    assert export([db], "sft", tmp_path / "sft.jsonl").lengths["tokenizer"].startswith("estimated")
+    result = export([db], "sft", tmp_path / "sft.jsonl", max_tokens=100_000)  # a limit: counted exactly
     assert result.lengths["tokenizer"].startswith("counted with the tokenizer of SmolLM2")
     assert 0 < result.lengths["prompt"]["min"] <= result.lengths["total"]["max"]
