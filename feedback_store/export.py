@@ -23,7 +23,7 @@ from feedback_store.card import CardInfo, write_card
 from feedback_store.corrections import Workspace, fitting_correction
 from feedback_store.errors import StoreError
 from feedback_store.export_io import Sink, SessionMessages, accepted_edits, near_key, redact_record, scrub_render
-from feedback_store.formats import FORMATS, Example, Left, Options, template_of
+from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
 from feedback_store.lengths import LengthReport, TokenCounter
 from feedback_store.redact import Redactor
 from feedback_store.renders import Renders
@@ -109,26 +109,11 @@ def export(
     counter = TokenCounter(tokenizer if tokenizer or max_tokens else "estimate")
     report = LengthReport(counter.name, max_tokens)
     tally = _Tally()
-    session, redacted, measured = None, Memo(), Memo()
     with ExitStack() as stack:
         stores = [stack.enter_context(open_store(path)) for path in db_paths]
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
-        for example in _examples(stores, filters, options, redactor, tally, progress, fmt == "kto"):
-            if example.pair.session_id != session:  # messages are shared within a session only
-                session, redacted, measured = example.pair.session_id, Memo(), Memo()
-            built = form.build(example)
-            if isinstance(built, Left):
-                tally.left_out[built.reason] += 1
-                continue
-            for record in built:
-                record = redact_record(record, redactor, redacted)
-                if not report.admit(record, counter, measured):
-                    continue
-                split = split_of(example.pair.session_id, test_fraction)
-                sinks[split].add(record)
-                tally.by_source[example.pair.source] += 1
-                tally.by_kind[example.pair.error_kind or "none"] += 1
-                tally.templates[template_of(example)] += 1
+        examples = _examples(stores, filters, options, redactor, tally, progress, fmt == "kto")
+        _fill(sinks, examples, form, redactor, counter, report, tally, test_fraction)
         splits = {name: len(sink) for name, sink in sinks.items()}
         if not sum(splits.values()):
             raise EmptyExport(_empty_message(fmt, stores, filters, tally, report))
@@ -158,7 +143,32 @@ def export(
     )
 
 
-def _check(db_paths: Sequence[str | Path], fmt: str, test_fraction: float, template: str, max_tokens: int | None):
+def _fill(
+    sinks: dict[str, Sink], examples: Iterator[Example], form: Format, redactor: Redactor | None,
+    counter: TokenCounter, report: LengthReport, tally: _Tally, test_fraction: float,
+) -> None:
+    """Build, redact, measure and write each example's records to its split's sink."""
+    session, redacted, measured = None, Memo(), Memo()
+    for example in examples:
+        if example.pair.session_id != session:  # messages are shared within a session only
+            session, redacted, measured = example.pair.session_id, Memo(), Memo()
+        built = form.build(example)
+        if isinstance(built, Left):
+            tally.left_out[built.reason] += 1
+            continue
+        for record in built:
+            record = redact_record(record, redactor, redacted)
+            if not report.admit(record, counter, measured):
+                continue
+            sinks[split_of(example.pair.session_id, test_fraction)].add(record)
+            tally.by_source[example.pair.source] += 1
+            tally.by_kind[example.pair.error_kind or "none"] += 1
+            tally.templates[template_of(example)] += 1
+
+
+def _check(
+    db_paths: Sequence[str | Path], fmt: str, test_fraction: float, template: str, max_tokens: int | None
+) -> Format:
     if fmt not in FORMATS:
         raise StoreError(f"Unknown export format {fmt!r}. Choose one of: {', '.join(FORMATS)}.")
     if not 0 <= test_fraction < 1:
