@@ -1,6 +1,7 @@
 """The behaviour part of `teachback eval`: the agent with and without an adapter on held-out tasks,
 run by `teachback bench`'s own machinery (sealed workspaces, grading, the same rates), and paired
-percentile-bootstrap intervals over tasks for the differences of its rates.
+percentile-bootstrap intervals over tasks for the differences of its rates. Lessons are off and
+each side records to its own scratch database, so neither side learns from the other's failures.
 
 Both sides are served by llama.cpp exactly as the agent serves users: the model strings are
 `local/<model>@none` (or `@<baseline adapter>`) and `local/<model>@<adapter>`, so the recorded
@@ -12,10 +13,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainer.evaluate import EvalConfig
+if TYPE_CHECKING:  # trainer.evaluate calls this module
+    from trainer.evaluate import EvalConfig
 
 RESAMPLES = 10_000
 CONFIDENCE = 0.95
@@ -48,7 +49,10 @@ def behaviour(config: EvalConfig, base: str | None, say: Callable[[str], None]) 
     task_file = (config.tasks or sample_suite_path()).resolve()
     tasks = load_tasks(task_file)
     work = config.out.with_name(f"{config.out.stem}-bench")
-    overrides = {k: v for k, v in (("max_steps", config.max_steps), ("max_time", config.max_time)) if v is not None}
+    # No lessons: they would show the second side what the first side got wrong, and the comparison
+    # is of the models alone.
+    overrides = {"lessons": False, **{k: v for k, v in (("max_steps", config.max_steps), ("max_time", config.max_time))
+                                      if v is not None}}
     records: dict[str, list[dict[str, Any]]] = {}
     documents: dict[str, dict[str, Any]] = {}
     for side, model in models.items():
@@ -56,7 +60,7 @@ def behaviour(config: EvalConfig, base: str | None, say: Callable[[str], None]) 
         if side == "before" and config.bench_cache is not None:  # the served model's attempts, kept across rounds
             key = f"{model}-{task_file.stem}-steps{config.max_steps}-time{config.max_time}-x{config.attempts}"
             results = ResultsFile(config.bench_cache / f"{slug(key)}.attempts.jsonl")
-        specs = specs_for(tasks, config.attempts, task_file=str(task_file), model=model, db=str(work / "bench.db"),
+        specs = specs_for(tasks, config.attempts, task_file=str(task_file), model=model, db=str(work / f"{side}.db"),
                           overrides=overrides)
 
         def report(record: dict[str, Any], count: int, total: int, side: str = side) -> None:

@@ -151,7 +151,7 @@ def test_eval_command_runs_held_out_tasks_with_and_without_the_adapter(
         assert behaviour["summary"][side]["attempts"] == 1
     assert set(behaviour["rates"]) >= {"tool_error_rate", "repeated_error_rate", "pass@1"}
     assert "held-out tasks: tool-error rate" in done.stdout and "| metric" in done.stdout
-    # The task sessions went to a scratch database beside the JSON file, with the adapter named.
-    with open_store(tmp_path / "eval-bench" / "bench.db") as store:
-        models = {row["model"] for row in store.query("SELECT model FROM sessions")}
-    assert models == set(behaviour["models"].values())
+    # The task sessions went to scratch databases beside the JSON file, the adapter named in the model.
+    for side, model in behaviour["models"].items():
+        with open_store(tmp_path / "eval-bench" / f"{side}.db") as store:
+            assert [row["model"] for row in store.query("SELECT model FROM sessions")] == [model]
