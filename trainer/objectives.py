@@ -51,6 +51,7 @@ class Objective:
         self.net, self.model, self.options, self.ema = net, model, options, ema
         self.prefix = PrefixCache(model)
         self.computed = 0  # tokens the student ran with gradients
+        self.gaps: list[float] = []  # per pair: mean teacher minus student log-probability of the failed tokens
 
     def loss(self, example: Example) -> torch.Tensor:
         objective = self.options.objective
@@ -71,10 +72,13 @@ class Objective:
         else:
             teacher = self._ema_teacher(example)
         student = self._student(example, completion)
+        ids = self._ids(completion, student)
+        with torch.no_grad():
+            self.gaps.append(float((token_logprobs(teacher, ids) - token_logprobs(student, ids)).mean()))
         sampler = None
         if example.sampler_logprobs is not None:
             sampler = torch.tensor(example.sampler_logprobs, device=student.device, dtype=student.dtype)
-        return sdpo_loss(student, teacher, self._ids(completion, student), top_k=self.options.top_k,
+        return sdpo_loss(student, teacher, ids, top_k=self.options.top_k,
                          alpha=self.options.alpha, sampler_logp=sampler, is_clip=self.options.is_clip)
 
     def sft(self, example: Example) -> torch.Tensor:

@@ -76,7 +76,7 @@ class PrefixCache:
         new = torch.tensor([ids[keep:]], device=device_of(self.model))
         weights = contextlib.nullcontext() if self.adapted else base_weights(self.model)
         with torch.no_grad(), weights:
-            self.model(input_ids=new, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            self.model(input_ids=new, cache=cache, use_cache=True, logits_to_keep=1)
         self.layers = [(layer.keys, layer.values) for layer in cache.layers]
         self.ids = list(ids)
         self.computed += len(ids) - keep
@@ -97,7 +97,7 @@ def completion_logits(model: Any, ids: list[int], count: int, cache: Any = None,
     """Logits [count, V] predicting the last `count` tokens of `ids`, running the model on
     ids[start:] after `cache` (which holds ids[:start])."""
     inputs = torch.tensor([ids[start:-1]], device=device_of(model))
-    out = model(input_ids=inputs, past_key_values=cache, use_cache=cache is not None, logits_to_keep=count)
+    out = model(input_ids=inputs, cache=cache, use_cache=cache is not None, logits_to_keep=count)
     return out.logits[0]
 
 

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from trainer import checkpoints
 from trainer.data import TrainError, data_hash, load_examples, read_records, stream
 from trainer.objectives import OBJECTIVES, TEACHERS, Objective, Options, ema_start, ema_update, trainable
 from trainer.render import HINTS
+
+log = logging.getLogger(__name__)
 
 ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
 METADATA = "teachback_train.json"
@@ -139,13 +142,26 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
             checkpoints.save(out, state["step"], _snapshot(state, fingerprint, model, optimizer, ema))
     metrics = {"pairs": len(examples), "left_out": dict(loaded.left_out), "tokens": state["tokens"],
                "student_tokens_computed": objective.computed, "prefix_tokens_computed": objective.prefix.computed,
-               "train_seconds": state["seconds"]}
+               "train_seconds": state["seconds"], **_gap(objective.gaps, config.hint)}
     result = TrainResult(out, state["step"], state["losses"], state["tokens"] / max(state["seconds"], 1e-9),
                          time.perf_counter() - started, metrics)
     if accelerator.is_main_process:
         _save(accelerator.unwrap_model(net), config, digest, fingerprint, result)
         checkpoints.remove(out)
     return result
+
+
+def _gap(gaps: list[float], hint: str) -> dict[str, float]:
+    """The mean teacher-student gap on the failed tokens. Self-distillation moves the student away
+    from a failed reply only where the teacher finds it less likely (a negative gap); a hint that
+    quotes the failed reply can make a small model's teacher copy it instead."""
+    if not gaps:
+        return {}
+    mean = sum(gaps) / len(gaps)
+    if mean >= 0:
+        log.warning("the teacher finds the failed replies more likely than the student does (mean gap %+.3f nats "
+                    "per token with --hint %s): training pulls toward the mistakes; try another --hint", mean, hint)
+    return {"teacher_gap": mean, "teacher_gap_negative": sum(g < 0 for g in gaps) / len(gaps)}
 
 
 def _step(accelerator: Any, net: Any, optimizer: Any, objective: Objective, batch: list) -> Any:
