@@ -9,8 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import torch
-
 KEEP = 2
 _NAME = re.compile(r"step-(\d+)\.pt")
 
@@ -20,6 +18,8 @@ def directory(out: Path) -> Path:
 
 
 def save(out: Path, step: int, state: dict[str, Any]) -> Path:
+    import torch
+
     folder = directory(out)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"step-{step:06d}.pt"
@@ -32,6 +32,8 @@ def save(out: Path, step: int, state: dict[str, Any]) -> Path:
 
 
 def latest(out: Path) -> dict[str, Any] | None:
+    import torch
+
     found = _checkpoints(out)
     return torch.load(found[-1], weights_only=True) if found else None
 

@@ -10,18 +10,26 @@ experimental SDPO (`trl/experimental/sdpo/loss_utils.py`) and lasgroup/SDPO's
 - 0 < alpha < 1: the generalized Jensen-Shannon divergence with mixture
   M = (1 - alpha) * student + alpha * teacher: (1 - alpha) * KL(student || M) + alpha * KL(teacher || M)
   (alpha = 0.5 is the Jensen-Shannon divergence; it tends to 0, not to a KL, at either end).
+
+Like every trainer module, this one imports torch only when a function runs: importing the trainer
+(its command line, from an agent installed without the `train` extra) loads no training stack.
 """
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 LOG_RATIO_LIMIT = 20.0  # the importance ratio's log is clamped here before exp (as TRL and verl do)
 
 
 def divergence(student_logp: torch.Tensor, teacher_logp: torch.Tensor, alpha: float) -> torch.Tensor:
     """Per-position divergence between two log-distributions over the last dimension."""
+    import torch
+    import torch.nn.functional as F
+
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be between 0 (forward KL) and 1 (reverse KL), got {alpha}")
     if alpha == 0.0:
@@ -41,6 +49,8 @@ def divergence(student_logp: torch.Tensor, teacher_logp: torch.Tensor, alpha: fl
 
 def with_tail(logp: torch.Tensor) -> torch.Tensor:
     """Log-probabilities of a subset of a vocabulary, plus one bucket for the mass outside it."""
+    import torch
+
     captured = torch.logsumexp(logp, dim=-1, keepdim=True).clamp(max=-1e-7)
     return torch.cat([logp, torch.log(-torch.expm1(captured))], dim=-1)
 
@@ -102,10 +112,14 @@ def dpo_loss(
     beta: float = 0.1,
 ) -> torch.Tensor:
     """The sigmoid DPO loss on summed sequence log-probabilities (the reference is the frozen base)."""
+    import torch.nn.functional as F
+
     margin = (chosen_logp - reference_chosen_logp) - (rejected_logp - reference_rejected_logp)
     return -F.logsigmoid(beta * margin)
 
 
 def _wide(logits: torch.Tensor) -> torch.Tensor:
     """Half-precision logits in float32 for the softmax; float32 and float64 as they are."""
+    import torch
+
     return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()

@@ -20,9 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from trainer.data import Example
 from trainer.losses import dpo_loss, sdpo_loss, sft_loss, token_logprobs
@@ -30,6 +28,9 @@ from trainer.scoring import PrefixCache, base_weights, completion_logits, teache
 
 OBJECTIVES = ("sdpo", "sft", "dpo", "mix")
 TEACHERS = ("base", "ema")
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ class Objective:
         return (1 - self.options.mix_sft) * self.sdpo(example) + self.options.mix_sft * self.sft(example)
 
     def sdpo(self, example: Example) -> torch.Tensor:
+        import torch
+
         rendered, completion = example.rendered, example.completion
         if self.ema is None:
             teacher = teacher_logits(self.model, self.prefix, rendered, completion)
@@ -104,6 +107,8 @@ class Objective:
         return completion_logits(self.net, rendered.prompt + reply, len(reply), cache, start)
 
     def _reference(self, example: Example, reply: list[int]) -> torch.Tensor:
+        import torch
+
         rendered = example.rendered
         self.prefix.extend(rendered.prompt[: rendered.shared])
         with torch.no_grad(), base_weights(self.model):
@@ -113,6 +118,8 @@ class Objective:
     def _ema_teacher(self, example: Example) -> torch.Tensor:
         """The EMA adapter's logits after the teacher prompt, over the student's window (its
         weights change every step, so only the base's cached prefix is reused)."""
+        import torch
+
         rendered, completion = example.rendered, example.completion
         start = window_start(rendered, completion, self.options.window)
         cache = None
@@ -124,6 +131,8 @@ class Objective:
 
     @staticmethod
     def _ids(ids: list[int], logits: torch.Tensor) -> torch.Tensor:
+        import torch
+
         return torch.tensor(ids, device=logits.device)
 
     def _sequence_logp(self, logits: torch.Tensor, ids: list[int]) -> torch.Tensor:
@@ -152,7 +161,6 @@ def ema_start(model: Any) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in trainable(model).items()}
 
 
-@torch.no_grad()
 def ema_update(ema: dict[str, torch.Tensor], model: Any, decay: float) -> None:
     for name, p in trainable(model).items():
         ema[name].mul_(decay).add_(p.detach(), alpha=1 - decay)

@@ -20,16 +20,18 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from trainer.losses import token_logprobs, topk_divergence
 from trainer.render import Rendered, common_prefix, render
 
+if TYPE_CHECKING:
+    import torch
+
 
 def load(base: str | None = None, adapter: str | Path | None = None) -> tuple[Any, Any]:
     """The base model (float32, eval mode) and its tokenizer, with a trained adapter when given."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from trainer.weights import offline, resolve_base
@@ -67,6 +69,8 @@ class PrefixCache:
 
     def extend(self, ids: list[int]) -> None:
         """Hold the keys and values of exactly `ids`."""
+        import torch
+
         keep = common_prefix(self.ids, ids)
         self.layers = [(k[..., :keep, :], v[..., :keep, :]) for k, v in self.layers]
         self.ids = self.ids[:keep]
@@ -96,6 +100,8 @@ class PrefixCache:
 def completion_logits(model: Any, ids: list[int], count: int, cache: Any = None, start: int = 0) -> torch.Tensor:
     """Logits [count, V] predicting the last `count` tokens of `ids`, running the model on
     ids[start:] after `cache` (which holds ids[:start])."""
+    import torch
+
     inputs = torch.tensor([ids[start:-1]], device=device_of(model))
     out = model(input_ids=inputs, cache=cache, use_cache=cache is not None, logits_to_keep=count)
     return out.logits[0]
@@ -103,6 +109,8 @@ def completion_logits(model: Any, ids: list[int], count: int, cache: Any = None,
 
 def teacher_logits(model: Any, prefix: PrefixCache, rendered: Rendered, completion: list[int]) -> torch.Tensor:
     """The frozen base model's logits for `completion` after the teacher prompt (no gradient)."""
+    import torch
+
     prefix.extend(rendered.teacher[: rendered.shared])
     with torch.no_grad(), base_weights(model):
         return completion_logits(model, rendered.teacher + completion, len(completion), prefix.view(rendered.shared),
@@ -144,6 +152,8 @@ def score(
 ) -> list[PairScore]:
     """Each record's completion scored under its prompt (the model as it is) and its teacher
     prompt (the model with its adapters off), exactly: no window, prefixes cached per weights."""
+    import torch
+
     student_prefix = PrefixCache(model, adapted=True)
     teacher_prefix = PrefixCache(model) if hasattr(model, "disable_adapter") else student_prefix  # one set of weights
     scores = []
@@ -182,6 +192,8 @@ def divergence(model: Any, tokenizer: Any, records: Iterable[dict[str, Any]], **
 
 def token_logprobs_of(model: Any, prompt: list[int], completion: list[int]) -> list[float]:
     """log p(completion[t] | prompt, completion[:t]) under the model as it is."""
+    import torch
+
     with torch.no_grad():
         logits = completion_logits(model, prompt + completion, len(completion))
     return token_logprobs(logits, torch.tensor(completion, device=logits.device)).tolist()
