@@ -7,7 +7,7 @@ TRAIN_STAMP := $(VENV)/.installed-train
 # llama-cpp-python has no wheel for this platform and builds from source once (pip caches it).
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF -DGGML_NATIVE=OFF
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,13 @@ $(TRAIN_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,local,train]'
 	touch $(TRAIN_STAMP)
 
-test: $(TRAIN_STAMP)
+test: $(TRAIN_STAMP) lint
 	$(PY) -m pytest -q
+
+# ruff's lint rules and formatting, as pyproject.toml chooses them.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 # Everything except the tests that run the embedded model.
 test-fast: $(STAMP)

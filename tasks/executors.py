@@ -8,6 +8,7 @@ carries `error` (the harness failed, not the agent) is run again.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -129,7 +130,7 @@ def _ray_results(specs: list[AttemptSpec], address: str | None, parallel: int) -
         while in_flight:
             done, _ = ray.wait(list(in_flight), num_returns=1)
             spec = in_flight.pop(done[0])
-            yield _outcome(lambda: ray.get(done[0]), spec)
+            yield _outcome(functools.partial(ray.get, done[0]), spec)
             _fill(in_flight, waiting, limit, remote)
     finally:
         if started_here:

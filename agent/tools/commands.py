@@ -39,7 +39,7 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
         return error(f"The command could not start ({exc.strerror or exc}); nothing ran.", "failed", target=command)
     try:
         stdout, _ = await asyncio.wait_for(process.communicate(), timeout=limit)
-    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+    except (TimeoutError, asyncio.CancelledError) as exc:
         _kill_group(process)
         stdout, _ = await process.communicate()
         if isinstance(exc, asyncio.CancelledError):
