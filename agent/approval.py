@@ -46,8 +46,10 @@ class ApprovalPolicy:
 
     def refusal(self, action: str) -> str:
         if self.mode == "read-only":
-            return (f"This session is read-only: {action}s are not allowed. Describe the change in your "
-                    "answer instead, or ask the user to switch the approval mode.")
+            return (
+                f"This session is read-only: {action}s are not allowed. Describe the change in your "
+                "answer instead, or ask the user to switch the approval mode."
+            )
         return f"A rule in the approval policy denies this {action}. Do not retry it; try another approach."
 
 

@@ -36,8 +36,10 @@ class TerminalApprover:
         self.stderr.flush()
         line = self.stdin.readline()
         if not line:
-            return False, ("Nobody answered the approval prompt. Run with --approval full-auto (or auto-edit) "
-                           "to allow this without asking.")
+            return False, (
+                "Nobody answered the approval prompt. Run with --approval full-auto (or auto-edit) "
+                "to allow this without asking."
+            )
         if line.strip().lower() in ("y", "yes"):
             return True, None
         self.stderr.write("Reason (optional, the agent will read it): ")

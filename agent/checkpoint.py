@@ -151,11 +151,13 @@ def _restore_tree(root: Path, repo: GitRepo, commit: str, current: str) -> list[
     restored = []
     for header, top_rel in zip(fields[::2], fields[1::2]):
         old_mode, _new_mode, old_sha, _new_sha, status = header.lstrip(":").split()
-        rel = top_rel[len(repo.prefix):]
+        rel = top_rel[len(repo.prefix) :]
         if status == "A":  # created after the checkpoint
             unlink_inside(root, rel)
         elif old_mode == "120000":
-            symlink_inside(root, rel, git_bytes(repo.top, "cat-file", "blob", old_sha).decode("utf-8", "surrogateescape"))
+            symlink_inside(
+                root, rel, git_bytes(repo.top, "cat-file", "blob", old_sha).decode("utf-8", "surrogateescape")
+            )
         elif old_mode in ("100644", "100755"):
             data = git_bytes(repo.top, "cat-file", "blob", old_sha)
             write_inside(root, rel, data, mode=0o755 if old_mode == "100755" else 0o644)
@@ -183,8 +185,10 @@ def _ref_head(repo: GitRepo) -> str | None:
 def _identity() -> dict[str, str]:
     # commit-tree needs an identity; checkpoints must work where the user has none configured.
     return {
-        "GIT_AUTHOR_NAME": "teachback", "GIT_AUTHOR_EMAIL": "teachback@localhost",
-        "GIT_COMMITTER_NAME": "teachback", "GIT_COMMITTER_EMAIL": "teachback@localhost",
+        "GIT_AUTHOR_NAME": "teachback",
+        "GIT_AUTHOR_EMAIL": "teachback@localhost",
+        "GIT_COMMITTER_NAME": "teachback",
+        "GIT_COMMITTER_EMAIL": "teachback@localhost",
     }
 
 

@@ -23,8 +23,9 @@ MODEL_USAGE_ERRORS = ("setup", "auth", "not_found")
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return args.handler(args)
     except ConfigError as exc:
@@ -67,8 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     from feedback_store.lessons_cli import add_lessons_arguments
 
     add_lessons_arguments(sub.add_parser("lessons", help="see, pin, edit and delete the lessons sessions are shown"))
-    sub.choices["lessons"].set_defaults(handler=lambda a: __import__(
-        "feedback_store.lessons_cli", fromlist=["lessons_main"]).lessons_main(a))
+    sub.choices["lessons"].set_defaults(
+        handler=lambda a: __import__("feedback_store.lessons_cli", fromlist=["lessons_main"]).lessons_main(a)
+    )
 
     lsp = sub.add_parser("lsp", help="run the language server (stdio unless --tcp)")
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
@@ -88,25 +90,34 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--dest", type=Path, default=None, help="where to put the sample project (default: a temp dir)")
     demo.add_argument("--model", default=None, help="model to use instead of the embedded one")
     demo.add_argument("--max-steps", type=int, default=12)
-    demo.set_defaults(handler=lambda a: __import__("agent.demo", fromlist=["run_demo"]).run_demo(
-        a.dest, model=a.model, max_steps=a.max_steps))
+    demo.set_defaults(
+        handler=lambda a: __import__("agent.demo", fromlist=["run_demo"]).run_demo(
+            a.dest, model=a.model, max_steps=a.max_steps
+        )
+    )
 
     # `tasks` and `bench` parse the rest of the line with their own parser (tasks.cli), imported only
     # when one of them runs; prefix_chars keeps argparse from reading their options here.
-    for name, summary in (("tasks", "make graded tasks from a repository (synth) and run attempts at them (run)"),
-                          ("bench", "score a model on a task suite, or compare two bench runs")):
+    for name, summary in (
+        ("tasks", "make graded tasks from a repository (synth) and run attempts at them (run)"),
+        ("bench", "score a model on a task suite, or compare two bench runs"),
+    ):
         command = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
         command.add_argument("arguments", nargs="*")
-        command.set_defaults(handler=lambda a, name=name: __import__("tasks.cli", fromlist=["main"]).main(
-            name, a.arguments))
+        command.set_defaults(
+            handler=lambda a, name=name: __import__("tasks.cli", fromlist=["main"]).main(name, a.arguments)
+        )
     # The trainer's commands (trainer.cli, the optional `train` extra), the same way.
-    for name, summary in (("train", "train a LoRA adapter on exported feedback pairs (sdpo, sft, dpo, mix)"),
-                          ("eval", "evaluate a trained adapter against the model without it"),
-                          ("learn", "one round of export, train, evaluate and promote (or keep the current adapter)")):
+    for name, summary in (
+        ("train", "train a LoRA adapter on exported feedback pairs (sdpo, sft, dpo, mix)"),
+        ("eval", "evaluate a trained adapter against the model without it"),
+        ("learn", "one round of export, train, evaluate and promote (or keep the current adapter)"),
+    ):
         command = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
         command.add_argument("arguments", nargs="*")
-        command.set_defaults(handler=lambda a, name=name: __import__("trainer.cli", fromlist=["main"]).main(
-            name, a.arguments))
+        command.set_defaults(
+            handler=lambda a, name=name: __import__("trainer.cli", fromlist=["main"]).main(name, a.arguments)
+        )
     return parser
 
 
@@ -121,8 +132,9 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
 
 def settings_for(args: argparse.Namespace) -> Settings:
     base = load_settings(args.workspace)
-    return base.replace(model=args.model, approval=args.approval, max_steps=args.max_steps,
-                        max_cost=args.max_cost, db=args.db)
+    return base.replace(
+        model=args.model, approval=args.approval, max_steps=args.max_steps, max_cost=args.max_cost, db=args.db
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

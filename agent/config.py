@@ -125,8 +125,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     data = data.get("teachback", data)
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{path}: 'teachback' must be a table (a [teachback] header with the settings under it), "
-            f"got {data!r}."
+            f"{path}: 'teachback' must be a table (a [teachback] header with the settings under it), got {data!r}."
         )
     return {k.replace("-", "_"): v for k, v in data.items()}
 
@@ -135,9 +134,7 @@ def _merge(settings: Settings, values: dict[str, Any], source: str) -> Settings:
     known = {f.name: f for f in dataclasses.fields(Settings)}
     unknown = sorted(set(values) - set(known))
     if unknown:
-        raise ConfigError(
-            f"{source}: unknown setting(s) {', '.join(unknown)}. Known settings: {', '.join(known)}."
-        )
+        raise ConfigError(f"{source}: unknown setting(s) {', '.join(unknown)}. Known settings: {', '.join(known)}.")
     coerced = {}
     for name, value in values.items():
         coerced[name] = _coerce(known[name], value, source)
@@ -229,4 +226,3 @@ def _problem(f: dataclasses.Field, value: Any) -> str | None:
 def settings_dict(settings: Settings) -> dict[str, Any]:
     """Settings as plain JSON data (recorded with each session)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(settings).items()}
-

@@ -53,7 +53,9 @@ COMMAND_SECONDS = 60.0
 GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
 
-def run_demo(dest: Path | None = None, *, model: str | None = None, max_steps: int = 12, out: TextIO = sys.stdout) -> int:
+def run_demo(
+    dest: Path | None = None, *, model: str | None = None, max_steps: int = 12, out: TextIO = sys.stdout
+) -> int:
     """Run the demo in `dest` (default: a new temporary directory); 0 when it ran to the end."""
     say = _Writer(out)
     model = model or EMBEDDED_MODEL
@@ -153,7 +155,9 @@ class _Transcript:
                 self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
             self.say(f"        -> {mark}: {_short(event.result, 90)}")
         elif isinstance(event, TurnFinished):
-            self.say(f"  turn ended: {event.reason} after {event.steps} steps, {event.completion_tokens} tokens generated")
+            self.say(
+                f"  turn ended: {event.reason} after {event.steps} steps, {event.completion_tokens} tokens generated"
+            )
         elif isinstance(event, ErrorEvent):
             self.say(f"  error: {_short(event.message, 200)}")
 
@@ -169,7 +173,10 @@ def _report(
     say(f"\nTool errors: {_counts(errors) if errors else 'none'}")
     by_source = Counter(p.source for p in pairs)
     corrected = sum(1 for p in pairs if p.correction is not None)
-    say(f"\nFeedback pairs recorded: {len(pairs)}" + (f" ({_counts(by_source)}; {corrected} with a correction)" if pairs else ""))
+    say(
+        f"\nFeedback pairs recorded: {len(pairs)}"
+        + (f" ({_counts(by_source)}; {corrected} with a correction)" if pairs else "")
+    )
     for pair in pairs[:5]:
         say(f"  [{pair.source}] {pair.tool or 'reply'}: {_short(pair.feedback, 100)}")
     try:
@@ -191,7 +198,7 @@ def _report(
         f"\nNext:\n"
         f"  TEACHBACK_DB={db_path} {command} tui {project}   browse the session and its pairs\n"
         f"  {command} lsp                                  the same agent inside your editor\n"
-        f"  {command} run --model anthropic/claude-sonnet-4-5 --workspace {project} \"fix the failing test\"\n"
+        f'  {command} run --model anthropic/claude-sonnet-4-5 --workspace {project} "fix the failing test"\n'
         f"                                                 a hosted model (set ANTHROPIC_API_KEY first)"
     )
     return 0

@@ -14,8 +14,9 @@ from agent.config import ConfigError, Settings
 Check = tuple[str, bool, str]  # name, ok, detail (how to fix when not ok)
 
 
-def run_checks(workspace: Path, load_settings: Callable[[], Settings], open_database: Callable[[Path], str | None],
-               out=sys.stdout) -> int:
+def run_checks(
+    workspace: Path, load_settings: Callable[[], Settings], open_database: Callable[[Path], str | None], out=sys.stdout
+) -> int:
     """`load_settings` reads the configuration (raising ConfigError); `open_database` opens the feedback
     database at a path and returns why it cannot be used, or None (both come from the command line)."""
     results: list[Check] = [_check_python(), _check_git(workspace)]
@@ -44,8 +45,12 @@ def _check_git(workspace: Path) -> Check:
     if shutil.which("git") is None:
         return ("git", False, "no `git` on PATH: install git (checkpoints, undo and file listing need it).")
     version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
-    inside = subprocess.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=workspace,
-                            capture_output=True, text=True).stdout.strip() == "true"
+    inside = (
+        subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"], cwd=workspace, capture_output=True, text=True
+        ).stdout.strip()
+        == "true"
+    )
     where = "workspace is a git repository" if inside else "workspace is not a git repository (undo uses a journal)"
     return ("git", True, f"{version}; {where}")
 

@@ -27,8 +27,16 @@ class LessonSource(Protocol):
     def session_block(self, workspace: str, model: str, budget_tokens: int, focus: str = "") -> Lessons: ...
 
     def for_failure(
-        self, *, tool: str, error_kind: str | None, target: str | None, call: str, feedback: str,
-        workspace: str, session_id: str, shown: frozenset[str],
+        self,
+        *,
+        tool: str,
+        error_kind: str | None,
+        target: str | None,
+        call: str,
+        feedback: str,
+        workspace: str,
+        session_id: str,
+        shown: frozenset[str],
     ) -> Lessons: ...
 
     def close(self) -> None: ...

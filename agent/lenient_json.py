@@ -63,8 +63,11 @@ def load_json_at(text: str, pos: int) -> tuple[Any, int]:
     repaired = re.sub(r",\s*([}\]])", r"\1", snippet)
     python = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", repaired)))
     # Lenient readings in turn: trailing commas dropped, then Python literals (single quotes, True).
-    readings = ((repaired, lambda text: json.loads(text, strict=False)), (repaired, ast.literal_eval),
-                (python, ast.literal_eval))
+    readings = (
+        (repaired, lambda text: json.loads(text, strict=False)),
+        (repaired, ast.literal_eval),
+        (python, ast.literal_eval),
+    )
     for candidate, read in readings:
         try:
             value = read(candidate)

@@ -109,8 +109,15 @@ def classify(litellm: ModuleType, exc: Exception, model: str, api_base: str | No
             return kind
     transient = tuple(
         getattr(litellm, name)
-        for name in ("RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
-                     "ServiceUnavailableError", "BadGatewayError", "APIError")
+        for name in (
+            "RateLimitError",
+            "APIConnectionError",
+            "Timeout",
+            "InternalServerError",
+            "ServiceUnavailableError",
+            "BadGatewayError",
+            "APIError",
+        )
         if hasattr(litellm, name)
     )
     if isinstance(exc, transient) or isinstance(exc, (ConnectionError, TimeoutError)):
@@ -131,8 +138,7 @@ def missing_keys(litellm: ModuleType, model: str, api_base: str | None) -> list[
     return [k for k in found.get("missing_keys") or [] if any(s in k.upper() for s in secrets)]
 
 
-def describe(litellm: ModuleType, model: str, kind: str, exc: Exception, *, mode: str,
-             api_base: str | None) -> str:
+def describe(litellm: ModuleType, model: str, kind: str, exc: Exception, *, mode: str, api_base: str | None) -> str:
     """What failed, in the server's words, and what to change."""
     setup = _setup_error(exc)
     if setup is not None:
@@ -144,11 +150,15 @@ def describe(litellm: ModuleType, model: str, kind: str, exc: Exception, *, mode
         return _auth_advice(litellm, model, api_base, text)
     if kind == "bad_request":
         http = f" (HTTP {status})" if status else ""
-        return (f"Model {model} failed (bad_request): {where} refused the request{http}: {text}\n"
-                f"{_refusal_advice(text, mode)} teachback did not retry: the same request would be refused again.")
+        return (
+            f"Model {model} failed (bad_request): {where} refused the request{http}: {text}\n"
+            f"{_refusal_advice(text, mode)} teachback did not retry: the same request would be refused again."
+        )
     if kind == "unavailable" and status:
-        return (f"Model {model} failed (unavailable): {where} answered HTTP {status} to every attempt: {text}\n"
-                "It may be overloaded or failing; try again later, or check api_base and the server's log.")
+        return (
+            f"Model {model} failed (unavailable): {where} answered HTTP {status} to every attempt: {text}\n"
+            "It may be overloaded or failing; try again later, or check api_base and the server's log."
+        )
     advice = {
         "not_found": "Check the model name: it must be a litellm model string such as anthropic/claude-sonnet-4-5.",
         "context_window": "The conversation no longer fits the model's context window; start a new session.",
@@ -160,23 +170,35 @@ def describe(litellm: ModuleType, model: str, kind: str, exc: Exception, *, mode
 def _auth_advice(litellm: ModuleType, model: str, api_base: str | None, text: str) -> str:
     missing = missing_keys(litellm, model, api_base)
     if not missing:
-        return (f"Model {model} failed (auth): {text}\nThe provider refused the API key: check the key in its "
-                "environment variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY) and that it may use this model.")
-    local = (f" A local server that checks no key takes any value ({missing[0]}=none)." if api_base else "")
-    return (f"Model {model} needs its API key in {' or '.join(missing)}, which is not set. Set it "
-            f"(export {missing[0]}=...) and run again.{local}")
+        return (
+            f"Model {model} failed (auth): {text}\nThe provider refused the API key: check the key in its "
+            "environment variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY) and that it may use this model."
+        )
+    local = f" A local server that checks no key takes any value ({missing[0]}=none)." if api_base else ""
+    return (
+        f"Model {model} needs its API key in {' or '.join(missing)}, which is not set. Set it "
+        f"(export {missing[0]}=...) and run again.{local}"
+    )
 
 
 def _refusal_advice(text: str, mode: str) -> str:
     lowered = text.lower()
     if mode in ("grammar", "json_object") and any(w in lowered for w in ("response_format", "json_schema", "grammar")):
-        other = ('tool_mode = "json_object" (the {"type": "json_object", "schema": ...} form llama-cpp-python\'s '
-                 'server takes) or tool_mode = "text"' if mode == "grammar" else 'tool_mode = "text"')
-        return (f'This server does not take the response_format that tool_mode "{mode}" sends: set {other} '
-                "in teachback.toml (or TEACHBACK_TOOL_MODE).")
+        other = (
+            'tool_mode = "json_object" (the {"type": "json_object", "schema": ...} form llama-cpp-python\'s '
+            'server takes) or tool_mode = "text"'
+            if mode == "grammar"
+            else 'tool_mode = "text"'
+        )
+        return (
+            f'This server does not take the response_format that tool_mode "{mode}" sends: set {other} '
+            "in teachback.toml (or TEACHBACK_TOOL_MODE)."
+        )
     if mode == "native" and "tool" in lowered:
-        return ('This server does not take native tool calls: set tool_mode = "grammar" or tool_mode = "text" in '
-                "teachback.toml (or TEACHBACK_TOOL_MODE).")
+        return (
+            'This server does not take native tool calls: set tool_mode = "grammar" or tool_mode = "text" in '
+            "teachback.toml (or TEACHBACK_TOOL_MODE)."
+        )
     return "Check the model name, api_base and the settings sent with the request (max_tokens, temperature)."
 
 

@@ -54,7 +54,7 @@ class CycleGuard:
         return None
 
     def note(self, key: tuple[str, str] | None, failed: bool, edits: int) -> None:
-        self._calls = [*self._calls[-(MAX_PERIOD - 1):], _Call(key, failed, edits)]
+        self._calls = [*self._calls[-(MAX_PERIOD - 1) :], _Call(key, failed, edits)]
 
 
 def cycle_feedback(name: str, period: int) -> str:

@@ -66,8 +66,13 @@ class LiteLLMModel:
     ) -> ModelReply:
         litellm = load_litellm()
         # max_retries=0: the provider SDK's own retries (openai's: 2 per call) would multiply the ones below.
-        request: dict[str, Any] = {"model": self.name, "stream": True, "drop_params": True, "max_retries": 0,
-                                   **self.extra}
+        request: dict[str, Any] = {
+            "model": self.name,
+            "stream": True,
+            "drop_params": True,
+            "max_retries": 0,
+            **self.extra,
+        }
         if self.api_base:
             request["api_base"] = self.api_base
         mode = self.mode
@@ -184,8 +189,9 @@ def _response_format(tools: list[dict[str, Any]], mode: str) -> dict[str, Any]:
 
     kwargs = textcalls.grammar_kwargs(tools)
     if mode == "json_object":
-        return {"response_format": {"type": "json_object",
-                                    "schema": kwargs["response_format"]["json_schema"]["schema"]}}
+        return {
+            "response_format": {"type": "json_object", "schema": kwargs["response_format"]["json_schema"]["schema"]}
+        }
     return kwargs
 
 

@@ -76,8 +76,14 @@ class RemoteOverlay:
 
 
 class RemoteSession:
-    def __init__(self, argv: Sequence[str], root: str | Path, *, env: dict[str, str] | None = None,
-                 on_stop: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        root: str | Path,
+        *,
+        env: dict[str, str] | None = None,
+        on_stop: Callable[[str], None] | None = None,
+    ) -> None:
         self.argv = list(argv)
         self.env = env
         self.workspace = Workspace(root)
@@ -106,8 +112,11 @@ class RemoteSession:
     async def _start(self) -> None:
         try:
             self._process = await asyncio.create_subprocess_exec(
-                *self.argv, env=self.env, limit=LINE_LIMIT,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                *self.argv,
+                env=self.env,
+                limit=LINE_LIMIT,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
             )
         except OSError as exc:
             self._stopped = f"the agent's process could not start ({exc})"

@@ -68,8 +68,16 @@ class Reviewer:
         edit = self.turn_changes.last_edit(rel)
         if edit is None or user_content == edit.after:
             return None
-        return self.emit(EditReviewed(session_id=self.id, cause_id=edit.id, edit_id=edit.edit_id, path=rel,
-                                      decision="corrected", user_content=user_content))  # type: ignore[return-value]
+        return self.emit(
+            EditReviewed(
+                session_id=self.id,
+                cause_id=edit.id,
+                edit_id=edit.edit_id,
+                path=rel,
+                decision="corrected",
+                user_content=user_content,
+            )
+        )  # type: ignore[return-value]
 
     async def undo(self) -> list[str]:
         """Restore the working tree to the last checkpoint (see agent.checkpoint)."""
@@ -78,12 +86,20 @@ class Reviewer:
             self.workspace.overlay.remove(rel)
         return restored
 
-    def _reviewed(self, edit: EditApplied, rel: str, accepted: bool, comment: str | None,
-                  restored: str | None) -> EditReviewed:
-        return self.emit(EditReviewed(  # type: ignore[return-value]
-            session_id=self.id, cause_id=edit.id, edit_id=edit.edit_id, path=rel,
-            decision="accepted" if accepted else "rejected", comment=comment, user_content=restored,
-        ))
+    def _reviewed(
+        self, edit: EditApplied, rel: str, accepted: bool, comment: str | None, restored: str | None
+    ) -> EditReviewed:
+        return self.emit(
+            EditReviewed(  # type: ignore[return-value]
+                session_id=self.id,
+                cause_id=edit.id,
+                edit_id=edit.edit_id,
+                path=rel,
+                decision="accepted" if accepted else "rejected",
+                comment=comment,
+                user_content=restored,
+            )
+        )
 
     def _restore(self, change: FileChange) -> None:
         if change.new_path:
@@ -92,4 +108,3 @@ class Reviewer:
             self.workspace.write(FileChange(change.path, "delete", change.after, None))
         else:
             self.workspace.write(FileChange(change.path, "modify", change.after, change.before))
-

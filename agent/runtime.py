@@ -35,8 +35,12 @@ def open_session(
     sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature}
     if settings.model.startswith("local/"):  # only the embedded provider reads it
         sampling["adapter"] = settings.adapter
-    model = LiteLLMModel(settings.model, tool_mode=settings.tool_mode, api_base=settings.api_base,
-                         extra={k: v for k, v in sampling.items() if v is not None})
+    model = LiteLLMModel(
+        settings.model,
+        tool_mode=settings.tool_mode,
+        api_base=settings.api_base,
+        extra={k: v for k, v in sampling.items() if v is not None},
+    )
     return Session(
         model=model,
         toolbox=default_toolbox(),

@@ -73,8 +73,20 @@ def bwrap_argv(exe: str, workspace: Path, command: str, home: Path) -> list[str]
     if (workspace / ".git").is_dir():
         argv += ["--ro-bind", str(workspace / ".git"), str(workspace / ".git")]
     return argv + [
-        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-        "--chdir", ws, "--setenv", "TEACHBACK_SANDBOX", "bwrap", "--", "/bin/sh", "-c", command,
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--chdir",
+        ws,
+        "--setenv",
+        "TEACHBACK_SANDBOX",
+        "bwrap",
+        "--",
+        "/bin/sh",
+        "-c",
+        command,
     ]
 
 

@@ -18,9 +18,26 @@ from agent.interfaces import LessonSource, Model
 from agent.loop_guard import CycleGuard, call_key, call_target, cycle_feedback
 from agent.model import ModelError
 from agent.protocol import (
-    ApprovalDecision, ApprovalRequested, ApprovalResolved, AssistantDelta, AssistantMessage, EditApplied,
-    ErrorEvent, Event, Interrupt, Lessons, LessonsShown, ModelUsage, Op, SessionStarted, ToolCallFinished, ToolCallStarted,
-    TurnFinished, TurnStarted, UserInput, new_id,
+    ApprovalDecision,
+    ApprovalRequested,
+    ApprovalResolved,
+    AssistantDelta,
+    AssistantMessage,
+    EditApplied,
+    ErrorEvent,
+    Event,
+    Interrupt,
+    Lessons,
+    LessonsShown,
+    ModelUsage,
+    Op,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    UserInput,
+    new_id,
 )
 from agent.review import Reviewer
 from agent.syntax import syntax_error
@@ -36,10 +53,19 @@ NO_LESSONS = ("interrupted", *LOOP_KINDS)  # failures that earlier sessions have
 
 
 class Session(Reviewer):
-    def __init__(self, *, model: Model, toolbox: Toolbox, context: ToolContext, frontend: str,
-                 system_prompt: Callable[[UserInput], str], session_id: str | None = None,
-                 history: list[dict[str, Any]] | None = None, git_head: str | None = None,
-                 lessons: LessonSource | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: Model,
+        toolbox: Toolbox,
+        context: ToolContext,
+        frontend: str,
+        system_prompt: Callable[[UserInput], str],
+        session_id: str | None = None,
+        history: list[dict[str, Any]] | None = None,
+        git_head: str | None = None,
+        lessons: LessonSource | None = None,
+    ) -> None:
         self.id = session_id or new_id()
         self.model = model
         self.toolbox = toolbox
@@ -80,8 +106,14 @@ class Session(Reviewer):
             except Exception:  # one broken subscriber must not stop the agent or the others
                 log.exception("event subscriber %r failed on %s", callback, event.type)
                 if not isinstance(event, ErrorEvent):
-                    self.emit(ErrorEvent(session_id=self.id, cause_id=event.id, kind="subscriber",
-                                         message=f"A listener failed while handling {event.type}; see the log."))
+                    self.emit(
+                        ErrorEvent(
+                            session_id=self.id,
+                            cause_id=event.id,
+                            kind="subscriber",
+                            message=f"A listener failed while handling {event.type}; see the log.",
+                        )
+                    )
         return event
 
     async def submit(self, op: Op) -> TurnFinished | None:
@@ -115,11 +147,18 @@ class Session(Reviewer):
         block = await asyncio.to_thread(self._lessons_block, first)
         prompt += block.text if block else ""
         self.messages.append({"role": "system", "content": prompt})
-        started = self.emit(SessionStarted(
-            session_id=self.id, workspace=str(self.workspace.root), model=self.model.name,
-            frontend=self.frontend, system_prompt=prompt, tools=self.toolbox.schemas(),
-            git_head=self.git_head, config=settings_dict(self.settings),
-        ))
+        started = self.emit(
+            SessionStarted(
+                session_id=self.id,
+                workspace=str(self.workspace.root),
+                model=self.model.name,
+                frontend=self.frontend,
+                system_prompt=prompt,
+                tools=self.toolbox.schemas(),
+                git_head=self.git_head,
+                config=settings_dict(self.settings),
+            )
+        )
         self._show_lessons(block, "session_start", started.id)
 
     # -- the loop -----------------------------------------------------------------------------
@@ -142,8 +181,16 @@ class Session(Reviewer):
         self.turn_changes = TurnChanges()
         message = {"role": "user", "content": _user_content(op)}
         self.messages.append(message)
-        started = self.emit(TurnStarted(session_id=self.id, cause_id=op.id, turn=self.turn, text=op.text,
-                                        message=message, context=[_plain(c) for c in op.context]))
+        started = self.emit(
+            TurnStarted(
+                session_id=self.id,
+                cause_id=op.id,
+                turn=self.turn,
+                text=op.text,
+                message=message,
+                context=[_plain(c) for c in op.context],
+            )
+        )
         totals = {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
         deadline = time.monotonic() + self.settings.max_time
         try:
@@ -159,8 +206,11 @@ class Session(Reviewer):
             self.emit(ErrorEvent(session_id=self.id, cause_id=started.id, kind="internal", message=summary))
         finally:
             self._running = False
-        return self.emit(TurnFinished(session_id=self.id, cause_id=started.id, turn=self.turn, reason=reason,
-                                      summary=summary, **totals))
+        return self.emit(
+            TurnFinished(
+                session_id=self.id, cause_id=started.id, turn=self.turn, reason=reason, summary=summary, **totals
+            )
+        )
 
     def _check_limits(self, totals: dict[str, Any], deadline: float) -> None:
         if self._interrupt.is_set():
@@ -168,7 +218,9 @@ class Session(Reviewer):
         if totals["steps"] >= self.settings.max_steps:
             raise LimitExceeded("max_steps", f"Stopped after {totals['steps']} steps (max_steps).")
         if self.settings.max_cost and totals["cost_usd"] >= self.settings.max_cost:
-            raise LimitExceeded("max_cost", f"Stopped at ${totals['cost_usd']:.4f} (max_cost ${self.settings.max_cost}).")
+            raise LimitExceeded(
+                "max_cost", f"Stopped at ${totals['cost_usd']:.4f} (max_cost ${self.settings.max_cost})."
+            )
         if time.monotonic() >= deadline:
             raise LimitExceeded("max_time", f"Stopped after {self.settings.max_time:g} s (max_time).")
 
@@ -185,12 +237,24 @@ class Session(Reviewer):
             raise ModelFailed(str(exc)) from exc
         self.messages.append(reply.message)
         said = self.emit(AssistantMessage(session_id=self.id, cause_id=cause, step=step, message=reply.message))
-        self.emit(ModelUsage(session_id=self.id, cause_id=said.id, model=self.model.name, step=step,
-                             prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
-                             cost_usd=reply.cost_usd, latency_ms=reply.latency_ms, attempts=reply.attempts,
-                             logprobs=reply.logprobs, tool_mode=reply.tool_mode,
-                             rendered_messages=reply.rendered_messages, prompt_token_ids=reply.prompt_token_ids,
-                             completion_token_ids=reply.completion_token_ids))
+        self.emit(
+            ModelUsage(
+                session_id=self.id,
+                cause_id=said.id,
+                model=self.model.name,
+                step=step,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                cost_usd=reply.cost_usd,
+                latency_ms=reply.latency_ms,
+                attempts=reply.attempts,
+                logprobs=reply.logprobs,
+                tool_mode=reply.tool_mode,
+                rendered_messages=reply.rendered_messages,
+                prompt_token_ids=reply.prompt_token_ids,
+                completion_token_ids=reply.completion_token_ids,
+            )
+        )
         totals["prompt_tokens"] += reply.prompt_tokens
         totals["completion_tokens"] += reply.completion_tokens
         totals["cost_usd"] += reply.cost_usd
@@ -223,8 +287,9 @@ class Session(Reviewer):
         task = asyncio.ensure_future(awaitable)
         stop = asyncio.ensure_future(self._interrupt.wait())
         try:
-            done, _ = await asyncio.wait({task, stop}, timeout=max(0.0, deadline - time.monotonic()),
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {task, stop}, timeout=max(0.0, deadline - time.monotonic()), return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             stop.cancel()
         if task in done:
@@ -242,11 +307,23 @@ class Session(Reviewer):
         clock = time.perf_counter()
         prepared = self.toolbox.prepare(name, arguments)
         target = None if isinstance(prepared, ToolResult) else call_target(prepared[1])
-        started = self.emit(ToolCallStarted(session_id=self.id, cause_id=cause, call_id=call_id, name=name,
-                                            arguments=arguments, step=step, target=target))
+        started = self.emit(
+            ToolCallStarted(
+                session_id=self.id,
+                cause_id=cause,
+                call_id=call_id,
+                name=name,
+                arguments=arguments,
+                step=step,
+                target=target,
+            )
+        )
         edits = self._edit_count
-        period = None if isinstance(prepared, ToolResult) or name == "finish" else (
-            self._cycles.period(call_key(name, prepared[1]), edits))
+        period = (
+            None
+            if isinstance(prepared, ToolResult) or name == "finish"
+            else (self._cycles.period(call_key(name, prepared[1]), edits))
+        )
         if isinstance(prepared, ToolResult):
             result = prepared
         elif self._repeats_previous_step(name, prepared[1]):
@@ -269,7 +346,9 @@ class Session(Reviewer):
                 raise
             except Exception as exc:  # no input may end the turn: the model reads what went wrong
                 result = self._tool_crashed(name, exc, started.id)
-        self._cycles.note(None if isinstance(prepared, ToolResult) else call_key(name, prepared[1]), not result.ok, edits)
+        self._cycles.note(
+            None if isinstance(prepared, ToolResult) else call_key(name, prepared[1]), not result.ok, edits
+        )
         self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000, arguments)
         return result
 
@@ -279,8 +358,14 @@ class Session(Reviewer):
         log.exception("tool %s raised", name)
         detail = f"{type(exc).__name__}: {exc}"
         detail = detail if len(detail) <= 300 else detail[:297] + "..."
-        self.emit(ErrorEvent(session_id=self.id, cause_id=cause, kind="internal",
-                             message=f"The {name} tool failed unexpectedly ({detail}); details in the log."))
+        self.emit(
+            ErrorEvent(
+                session_id=self.id,
+                cause_id=cause,
+                kind="internal",
+                message=f"The {name} tool failed unexpectedly ({detail}); details in the log.",
+            )
+        )
         return error(
             f"{name} failed inside teachback ({detail}). This is a fault in the tool, not in the form of your "
             "call. Check with read_file or session_diff what it changed, if anything, then reach the goal "
@@ -288,7 +373,9 @@ class Session(Reviewer):
             "failed",
         )
 
-    async def _execute(self, tool: Tool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float) -> ToolResult:
+    async def _execute(
+        self, tool: Tool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float
+    ) -> ToolResult:
         verdict = self.policy.decide(tool.action, kwargs.get("command"))
         if verdict == "deny":
             return error(self.policy.refusal(tool.action), "denied", target=kwargs.get("command") or kwargs.get("path"))
@@ -321,14 +408,31 @@ class Session(Reviewer):
         request_id = new_id()
         future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        requested = self.emit(ApprovalRequested(session_id=self.id, cause_id=cause, request_id=request_id,
-                                                call_id=call_id, action=action, summary=summary, detail=detail))
+        requested = self.emit(
+            ApprovalRequested(
+                session_id=self.id,
+                cause_id=cause,
+                request_id=request_id,
+                call_id=call_id,
+                action=action,
+                summary=summary,
+                detail=detail,
+            )
+        )
         try:
             decision = await self._interruptible(future, float("inf"))
         finally:
             self._pending.pop(request_id, None)
-        self.emit(ApprovalResolved(session_id=self.id, cause_id=requested.id, request_id=request_id,
-                                   call_id=call_id, approved=decision.approved, comment=decision.comment))
+        self.emit(
+            ApprovalResolved(
+                session_id=self.id,
+                cause_id=requested.id,
+                request_id=request_id,
+                call_id=call_id,
+                approved=decision.approved,
+                comment=decision.comment,
+            )
+        )
         if decision.approved:
             return None
         reason = f" Their reason: {decision.comment}" if decision.comment else ""
@@ -346,8 +450,10 @@ class Session(Reviewer):
                 result.output, result.error_kind = f"Could not write {change.new_path or change.path}: {exc}", exc.kind
                 return
             except OSError as exc:  # permissions, a full disk: the model is told, nothing escapes
-                result.output = (f"Could not write {change.new_path or change.path}: {exc.strerror or exc}. "
-                                 "The file is unchanged; check its permissions or free space.")
+                result.output = (
+                    f"Could not write {change.new_path or change.path}: {exc.strerror or exc}. "
+                    "The file is unchanged; check its permissions or free space."
+                )
                 result.error_kind = "failed"
                 return
             finally:
@@ -355,17 +461,27 @@ class Session(Reviewer):
             broken = syntax_error(change.new_path or change.path, change.after) if change.after is not None else None
             if broken:
                 problems.append(broken)
-            edit = self.emit(EditApplied(
-                session_id=self.id, cause_id=cause, edit_id=new_id(), call_id=call_id, path=change.path,
-                kind=change.kind, before=change.before, after=change.after, new_path=change.new_path,
-                diff=unified_diff(change.path, change.before, change.after, new_rel=change.new_path),
-                syntax_error=broken,
-            ))
+            edit = self.emit(
+                EditApplied(
+                    session_id=self.id,
+                    cause_id=cause,
+                    edit_id=new_id(),
+                    call_id=call_id,
+                    path=change.path,
+                    kind=change.kind,
+                    before=change.before,
+                    after=change.after,
+                    new_path=change.new_path,
+                    diff=unified_diff(change.path, change.before, change.after, new_rel=change.new_path),
+                    syntax_error=broken,
+                )
+            )
             self.turn_changes.edits.append(edit)  # type: ignore[arg-type]
             self._edit_count += 1
         if problems:
             result.output += (
-                "\nThe edit was applied, but the file no longer parses:\n" + "\n".join(problems)
+                "\nThe edit was applied, but the file no longer parses:\n"
+                + "\n".join(problems)
                 + "\nFix it with another edit_file call (the change above is already in the file)."
             )
 
@@ -385,17 +501,30 @@ class Session(Reviewer):
         self.turn_changes.note(change)
         self.workspace.write(change)
 
-    def _finish_call(self, call_id: str, name: str, result: ToolResult, step: int, cause: str, ms: float,
-                     arguments: str = "") -> None:
+    def _finish_call(
+        self, call_id: str, name: str, result: ToolResult, step: int, cause: str, ms: float, arguments: str = ""
+    ) -> None:
         lessons = self._failure_lessons(name, arguments, result)
         # The message carries the lessons; `result` stays the tool's own text (the pair's feedback).
         content = result.output + lessons.text if lessons else result.output
         message = {"role": "tool", "tool_call_id": call_id, "content": content}
         self.messages.append(message)
-        finished = self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name=name,
-                                              ok=result.ok, result=result.output, step=step,
-                                              error_kind=result.error_kind, target=result.target,
-                                              exit_code=result.exit_code, duration_ms=ms, message=message))
+        finished = self.emit(
+            ToolCallFinished(
+                session_id=self.id,
+                cause_id=cause,
+                call_id=call_id,
+                name=name,
+                ok=result.ok,
+                result=result.output,
+                step=step,
+                error_kind=result.error_kind,
+                target=result.target,
+                exit_code=result.exit_code,
+                duration_ms=ms,
+                message=message,
+            )
+        )
         self._show_lessons(lessons, "tool_result", finished.id, call_id)
 
     # -- lessons from earlier sessions --------------------------------------------------------
@@ -406,16 +535,26 @@ class Session(Reviewer):
         if self.lessons is None or not self.settings.lessons or self.settings.lessons_tokens <= 0:
             return None
         source, focus = self.lessons, " ".join([first.text, *(ref.path for ref in first.context)])
-        return self._ask_lessons(lambda: source.session_block(
-            str(self.workspace.root), self.model.name, self.settings.lessons_tokens, focus))
+        return self._ask_lessons(
+            lambda: source.session_block(str(self.workspace.root), self.model.name, self.settings.lessons_tokens, focus)
+        )
 
     def _failure_lessons(self, name: str, arguments: str, result: ToolResult) -> Lessons | None:
         if result.ok or self.lessons is None or not self.settings.lessons or result.error_kind in NO_LESSONS:
             return None
         source = self.lessons
-        return self._ask_lessons(lambda: source.for_failure(
-            tool=name, error_kind=result.error_kind, target=result.target, call=arguments, feedback=result.output,
-            workspace=str(self.workspace.root), session_id=self.id, shown=frozenset(self._lessons_shown)))
+        return self._ask_lessons(
+            lambda: source.for_failure(
+                tool=name,
+                error_kind=result.error_kind,
+                target=result.target,
+                call=arguments,
+                feedback=result.output,
+                workspace=str(self.workspace.root),
+                session_id=self.id,
+                shown=frozenset(self._lessons_shown),
+            )
+        )
 
     def _ask_lessons(self, ask: Callable[[], Lessons]) -> Lessons | None:
         """Lessons help the model; they must never stop it: a failing source is logged and skipped."""
@@ -430,24 +569,51 @@ class Session(Reviewer):
             return
         if moment == "tool_result":
             self._lessons_shown.update(lesson.id for lesson in shown.lessons)
-        self.emit(LessonsShown(session_id=self.id, cause_id=cause, moment=moment, call_id=call_id,  # type: ignore[arg-type]
-                               lessons=[lesson.to_dict() for lesson in shown.lessons], text=shown.text,
-                               tokens=shown.tokens))
+        self.emit(
+            LessonsShown(
+                session_id=self.id,
+                cause_id=cause,
+                moment=moment,
+                call_id=call_id,  # type: ignore[arg-type]
+                lessons=[lesson.to_dict() for lesson in shown.lessons],
+                text=shown.text,
+                tokens=shown.tokens,
+            )
+        )
 
     def _skip_calls(self, calls: list[dict[str, Any]], step: int, cause: str) -> None:
         # Every tool call needs a result, or the next request is malformed for most providers.
         for call in calls:
-            self._finish_call(call["id"], call["function"]["name"],
-                              error("Interrupted by the user before this call ran.", "interrupted"), step, cause, 0.0)
+            self._finish_call(
+                call["id"],
+                call["function"]["name"],
+                error("Interrupted by the user before this call ran.", "interrupted"),
+                step,
+                cause,
+                0.0,
+            )
 
     def _reject_reply(self, feedback: str, step: int, cause: str) -> None:
         """A text-mode reply that tried to call a tool but could not be parsed: a schema failure."""
         call_id = f"unparsed_{step}"
-        self.emit(ToolCallStarted(session_id=self.id, cause_id=cause, call_id=call_id, name="", arguments="", step=step))
+        self.emit(
+            ToolCallStarted(session_id=self.id, cause_id=cause, call_id=call_id, name="", arguments="", step=step)
+        )
         message = {"role": "user", "content": feedback}
         self.messages.append(message)
-        self.emit(ToolCallFinished(session_id=self.id, cause_id=cause, call_id=call_id, name="", ok=False,
-                                   result=feedback, step=step, error_kind="malformed_call", message=message))
+        self.emit(
+            ToolCallFinished(
+                session_id=self.id,
+                cause_id=cause,
+                call_id=call_id,
+                name="",
+                ok=False,
+                result=feedback,
+                step=step,
+                error_kind="malformed_call",
+                message=message,
+            )
+        )
 
 
 def _stuck_summary(kind: str | None) -> str:
@@ -468,4 +634,3 @@ def _user_content(op: UserInput) -> str:
 
 def _plain(ref: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(ref).items() if v is not None}
-

@@ -30,8 +30,9 @@ class GitRepo:
     def find(cls, root: Path) -> GitRepo | None:
         """The repository `root` is in, or None (not a repository, or no git installed)."""
         try:
-            result = subprocess.run(["git", "rev-parse", "--show-toplevel", "--show-prefix"], cwd=root,
-                                    capture_output=True, text=True)
+            result = subprocess.run(
+                ["git", "rev-parse", "--show-toplevel", "--show-prefix"], cwd=root, capture_output=True, text=True
+            )
         except OSError:
             return None
         lines = result.stdout.splitlines()
@@ -56,14 +57,14 @@ def snapshot_tree(repo: GitRepo) -> tuple[str, list[str]]:
         if entries:
             git_bytes(repo.top, "update-index", "--add", "-z", "--index-info", env=env, stdin=entries)
         tree = git(repo.top, "write-tree", env=env).strip()
-    return tree, [path[len(repo.prefix):] for path in nested]
+    return tree, [path[len(repo.prefix) :] for path in nested]
 
 
 def is_ignored(root: Path, rel: str, nested: list[str]) -> bool:
     """Whether the repository that holds `rel` (the innermost of `nested`, else the workspace's)
     ignores it, so that a snapshot leaves it out."""
     owner = max((n for n in nested if rel.startswith(n + "/")), key=len, default="")
-    inner = rel[len(owner) + 1:] if owner else rel
+    inner = rel[len(owner) + 1 :] if owner else rel
     result = subprocess.run(["git", "check-ignore", "-q", "--", inner], cwd=root / owner, capture_output=True)
     return result.returncode == 0
 
@@ -84,11 +85,13 @@ def _nested_repositories(top: Path, prefix: str, env: dict[str, str]) -> list[st
 def _content_entries(top: Path, nested: str) -> bytes:
     """`update-index --index-info -z` records for every file the repository at `nested` holds
     (tracked or untracked, not ignored by it), inner repositories included."""
-    listed = subprocess.run(["git", "ls-files", "-z", "-c", "-o", "--exclude-standard"], cwd=top / nested,
-                            capture_output=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "-c", "-o", "--exclude-standard"], cwd=top / nested, capture_output=True
+    )
     if listed.returncode != 0:
-        raise UndoError(f"git ls-files failed in the nested repository {nested}: "
-                        f"{listed.stderr.decode('utf-8', 'replace').strip()}")
+        raise UndoError(
+            f"git ls-files failed in the nested repository {nested}: {listed.stderr.decode('utf-8', 'replace').strip()}"
+        )
     files: dict[str, str] = {}  # top-relative path -> git mode
     records = b""
     for name in dict.fromkeys(_split(listed.stdout)):
@@ -135,10 +138,12 @@ def git(root: Path, *args: str, env: dict[str, str] | None = None, check: bool =
     return git_bytes(root, *args, env=env, check=check).decode("utf-8", "surrogateescape")
 
 
-def git_bytes(root: Path, *args: str, env: dict[str, str] | None = None, check: bool = True,
-              stdin: bytes | None = None) -> bytes:
-    result = subprocess.run(["git", *args], cwd=root, capture_output=True, input=stdin,
-                            env={**os.environ, **(env or {})})
+def git_bytes(
+    root: Path, *args: str, env: dict[str, str] | None = None, check: bool = True, stdin: bytes | None = None
+) -> bytes:
+    result = subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, input=stdin, env={**os.environ, **(env or {})}
+    )
     if check and result.returncode != 0:
         raise UndoError(f"git {args[0]} failed in {root}: {result.stderr.decode('utf-8', 'replace').strip()}")
     return result.stdout

@@ -35,9 +35,7 @@ from agent.lenient_json import (
 )
 
 _TAG_NAMES = r"(?:tool_calls?|function_?calls?|tool)"
-_TAG_BLOCK = re.compile(
-    rf"<{_TAG_NAMES}\s*>(?P<body>.*?)(?:</{_TAG_NAMES}\s*>|(?=<{_TAG_NAMES}\s*>)|\Z)", re.S | re.I
-)
+_TAG_BLOCK = re.compile(rf"<{_TAG_NAMES}\s*>(?P<body>.*?)(?:</{_TAG_NAMES}\s*>|(?=<{_TAG_NAMES}\s*>)|\Z)", re.S | re.I)
 _STRAY_TAG = re.compile(rf"</?{_TAG_NAMES}\s*/?>", re.I)
 _FENCE = re.compile(r"```[ \t]*(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)(?:```|\Z)", re.S)
 _TOOL_FENCE_LANGS = {"tool_call", "tool_calls", "tool", "function_call", "function_calls"}
@@ -66,10 +64,14 @@ def tool_prompt(tools: list[dict[str, Any]]) -> str:
         if "finish" in names
         else "When you are done, reply in plain text with no <tool_call> block."
     )
-    return _template("text_tools.md").substitute(
-        done_rule=done_rule,
-        tools="\n\n".join(_describe_tool(f) for f in functions),
-    ).strip()
+    return (
+        _template("text_tools.md")
+        .substitute(
+            done_rule=done_rule,
+            tools="\n\n".join(_describe_tool(f) for f in functions),
+        )
+        .strip()
+    )
 
 
 def to_text_messages(messages: list[dict], tools: list[dict]) -> list[dict]:
@@ -99,8 +101,11 @@ def to_text_messages(messages: list[dict], tools: list[dict]) -> list[dict]:
                 out.append({"role": "user", "content": block})
                 results_at = len(out) - 1
             continue
-        elif role == "user" and results_at is not None and results_at == len(out) - 1 and isinstance(
-            message.get("content"), str
+        elif (
+            role == "user"
+            and results_at is not None
+            and results_at == len(out) - 1
+            and isinstance(message.get("content"), str)
         ):
             # Some chat templates require user/assistant alternation: keep one user message.
             out[-1]["content"] += "\n\n" + message["content"]
@@ -205,9 +210,11 @@ def call_feedback(problem: str, tool_names: Collection[str]) -> str:
         example = f'{{"name": {json.dumps(names[0])}, "arguments": {{}}}}'
     else:
         example = '{"name": "TOOL_NAME", "arguments": {}}'
-    return _template("text_tools_feedback.md").substitute(
-        problem=problem, example=example, names=", ".join(names) or "(none)"
-    ).strip()
+    return (
+        _template("text_tools_feedback.md")
+        .substitute(problem=problem, example=example, names=", ".join(names) or "(none)")
+        .strip()
+    )
 
 
 def _calls_in_block(body: str, names: set[str], strict: bool) -> list[tuple[str, str]]:
@@ -347,7 +354,9 @@ def _attempt_without_call(text: str, names: set[str]) -> list[str]:
     for name in sorted(names):
         match = re.search(rf"(?<![\w.])(?<!def ){re.escape(name)}\s*[({{]", prose)
         if match:
-            return [f"it writes {match.group().strip()}... as code; a call must be a JSON object inside <tool_call> tags"]
+            return [
+                f"it writes {match.group().strip()}... as code; a call must be a JSON object inside <tool_call> tags"
+            ]
     if _STRAY_TAG.search(prose):
         return ["it has a <tool_call> tag but no JSON call object inside the tags"]
     return []
@@ -370,7 +379,9 @@ def _python_calls(body: str, names: set[str]) -> list[tuple[str, str]] | None:
         try:
             arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
         except ValueError:
-            raise Unreadable(f"the arguments to {node.func.id} are not plain values (strings, numbers, lists)") from None
+            raise Unreadable(
+                f"the arguments to {node.func.id} are not plain values (strings, numbers, lists)"
+            ) from None
         calls.append((node.func.id, json.dumps(arguments, ensure_ascii=False)))
     return calls or None
 
@@ -409,8 +420,10 @@ def _describe_tool(function: dict[str, Any]) -> str:
     if properties:
         lines.append("Arguments:")
     for arg, schema in properties.items():
-        kind = schema.get("type", "any") if set(schema) <= {"type", "description"} else json.dumps(
-            {k: v for k, v in schema.items() if k != "description"}
+        kind = (
+            schema.get("type", "any")
+            if set(schema) <= {"type", "description"}
+            else json.dumps({k: v for k, v in schema.items() if k != "description"})
         )
         note = f": {schema['description']}" if schema.get("description") else ""
         lines.append(f"- {arg} ({kind}, {'required' if arg in required else 'optional'}){note}")

@@ -65,9 +65,7 @@ class Tool:
         return inspect.iscoroutinefunction(self.fn)
 
     def schema(self) -> dict[str, Any]:
-        properties = {
-            p.name: {"type": _JSON_TYPES[p.py_type], "description": p.description} for p in self.params
-        }
+        properties = {p.name: {"type": _JSON_TYPES[p.py_type], "description": p.description} for p in self.params}
         return {
             "type": "function",
             "function": {
@@ -83,9 +81,7 @@ class Tool:
         }
 
     def signature_text(self) -> str:
-        args = ", ".join(
-            f"{p.name}: {_JSON_TYPES[p.py_type]}" + ("" if p.required else "?") for p in self.params
-        )
+        args = ", ".join(f"{p.name}: {_JSON_TYPES[p.py_type]}" + ("" if p.required else "?") for p in self.params)
         return f"{self.name}({args})"
 
 

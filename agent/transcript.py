@@ -6,8 +6,15 @@ import sys
 from typing import TextIO
 
 from agent.protocol import (
-    ApprovalRequested, AssistantDelta, AssistantMessage, EditApplied, ErrorEvent, Event, ToolCallFinished,
-    ToolCallStarted, TurnFinished,
+    ApprovalRequested,
+    AssistantDelta,
+    AssistantMessage,
+    EditApplied,
+    ErrorEvent,
+    Event,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
 )
 
 PREVIEW_LINES = 12
@@ -55,9 +62,12 @@ class Transcript:
             self._line(self._paint("red", f"error ({event.kind}): {event.message}"))
         elif isinstance(event, TurnFinished):
             self._end_stream()
-            self._line(self._paint("bold", f"[{event.reason}] ") + _short(event.summary, 400)
-                       + f"  ({event.steps} steps, {event.prompt_tokens + event.completion_tokens} tokens, "
-                         f"${event.cost_usd:.4f})")
+            self._line(
+                self._paint("bold", f"[{event.reason}] ")
+                + _short(event.summary, 400)
+                + f"  ({event.steps} steps, {event.prompt_tokens + event.completion_tokens} tokens, "
+                f"${event.cost_usd:.4f})"
+            )
         self.out.flush()
 
     def _end_stream(self) -> None:

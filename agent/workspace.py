@@ -50,16 +50,22 @@ def _length_problem(path: str) -> str | None:
     name_sizes = [(len(name.encode("utf-8", "surrogatepass")), name) for name in path.split("/")]
     size, name = max(name_sizes)
     if size > MAX_NAME_BYTES:
-        return (f"the name {name[:40]!r}... is {size:,} bytes long, over the {MAX_NAME_BYTES}-byte limit for "
-                "one file or folder name")
+        return (
+            f"the name {name[:40]!r}... is {size:,} bytes long, over the {MAX_NAME_BYTES}-byte limit for "
+            "one file or folder name"
+        )
     return None
 
 
 def _not_a_file(path: Path, rel: str) -> WorkspaceError:
     """Why `path`, neither a folder nor a regular file, cannot be read: it is absent or a special file
     (which is never opened: opening a named pipe blocks until something writes to it)."""
-    special = ((Path.is_fifo, "a named pipe (FIFO)"), (Path.is_socket, "a socket"),
-               (Path.is_char_device, "a character device"), (Path.is_block_device, "a block device"))
+    special = (
+        (Path.is_fifo, "a named pipe (FIFO)"),
+        (Path.is_socket, "a socket"),
+        (Path.is_char_device, "a character device"),
+        (Path.is_block_device, "a block device"),
+    )
     for is_kind, kind in special:
         if is_kind(path):
             return WorkspaceError(
@@ -233,7 +239,9 @@ class Workspace:
 
 def decode_text(data: bytes, rel: str) -> str:
     if b"\x00" in data[:8192]:
-        raise WorkspaceError(f"{rel} is a binary file ({len(data):,} bytes); teachback reads text files only.", "binary")
+        raise WorkspaceError(
+            f"{rel} is a binary file ({len(data):,} bytes); teachback reads text files only.", "binary"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -249,7 +257,7 @@ def _encoded(text: str, rel: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise WorkspaceError(
-            f"the new text for {rel} holds {text[exc.start:exc.end]!r} at character {exc.start}, which is not "
+            f"the new text for {rel} holds {text[exc.start : exc.end]!r} at character {exc.start}, which is not "
             "valid Unicode text (a lone surrogate); nothing was written. Send the text without it.",
             "encoding",
         ) from None

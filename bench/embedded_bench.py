@@ -55,8 +55,12 @@ def main() -> None:
     def run_stream(messages: list[dict]) -> int:
         async def consume() -> int:
             stream = await litellm.acompletion(
-                model="local/smollm2", messages=messages, max_tokens=args.max_tokens, temperature=0.0,
-                stream=True, stream_options={"include_usage": True},
+                model="local/smollm2",
+                messages=messages,
+                max_tokens=args.max_tokens,
+                temperature=0.0,
+                stream=True,
+                stream_options={"include_usage": True},
             )
             usage = None
             async for chunk in stream:
@@ -78,8 +82,10 @@ def main() -> None:
                 speeds[name].append(tokens / (time.perf_counter() - started))
 
     baseline = statistics.median(speeds["raw llama-cpp-python"])
-    print(f"SmolLM2-135M-Instruct Q4_1, {threads} threads, {args.rounds} rounds x {len(PROMPTS)} prompts, "
-          f"max {args.max_tokens} tokens, greedy")
+    print(
+        f"SmolLM2-135M-Instruct Q4_1, {threads} threads, {args.rounds} rounds x {len(PROMPTS)} prompts, "
+        f"max {args.max_tokens} tokens, greedy"
+    )
     for name, values in speeds.items():
         median = statistics.median(values)
         print(f"{name:24s} median {median:7.1f} tokens/s   ratio to raw {median / baseline:5.2f}")

@@ -24,19 +24,40 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.protocol import (  # noqa: E402
-    AssistantMessage, Event, SessionStarted, ToolCallFinished, ToolCallStarted, TurnFinished, TurnStarted, new_id,
+    AssistantMessage,
+    Event,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    new_id,
 )
 from feedback_store import Recorder, open_store  # noqa: E402
 from feedback_store.export import export  # noqa: E402
 
-TOOLS = [{"type": "function", "function": {"name": "edit_file", "description": "Replace text in a file.",
-                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "edit_file",
+            "description": "Replace text in a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+]
 
 
 def template(sid: str) -> list[Event]:
     events: list[Event] = [
-        SessionStarted(session_id=sid, workspace="/w", model="openai/gpt", frontend="bench",
-                       system_prompt="You are a careful coding agent working in /w.", tools=TOOLS),
+        SessionStarted(
+            session_id=sid,
+            workspace="/w",
+            model="openai/gpt",
+            frontend="bench",
+            system_prompt="You are a careful coding agent working in /w.",
+            tools=TOOLS,
+        ),
         TurnStarted(session_id=sid, turn=1, text="task", message={"role": "user", "content": "task"}),
     ]
     for step in range(1, 11):
@@ -45,12 +66,29 @@ def template(sid: str) -> list[Event]:
         args = json.dumps({"path": "app.py", "old_text": f"value = {step}", "new_text": f"value = {step + 1}"})
         result = "Edited app.py." if ok else f"old_text was not found in app.py; the closest line is 'value = {step}0'."
         events += [
-            AssistantMessage(session_id=sid, step=step, message={"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": "edit_file", "arguments": args}}]}),
+            AssistantMessage(
+                session_id=sid,
+                step=step,
+                message={
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": "edit_file", "arguments": args}}
+                    ],
+                },
+            ),
             ToolCallStarted(session_id=sid, call_id=call_id, name="edit_file", arguments=args, step=step),
-            ToolCallFinished(session_id=sid, call_id=call_id, name="edit_file", ok=ok, result=result, step=step,
-                             error_kind=None if ok else "no_match", target="app.py",
-                             message={"role": "tool", "tool_call_id": call_id, "content": result}),
+            ToolCallFinished(
+                session_id=sid,
+                call_id=call_id,
+                name="edit_file",
+                ok=ok,
+                result=result,
+                step=step,
+                error_kind=None if ok else "no_match",
+                target="app.py",
+                message={"role": "tool", "tool_call_id": call_id, "content": result},
+            ),
         ]
     return [*events, TurnFinished(session_id=sid, turn=1, reason="finished", steps=10)]
 
@@ -62,13 +100,18 @@ def build(db: Path, pairs: int) -> int:
     per_session = store.count_pairs()
     clones = -(-pairs // per_session)
     with store.write() as conn:
-        conn.execute(f"CREATE TEMP TABLE nums AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
-                     f"WHERE i < {clones - 1}) SELECT printf('%07d', i) AS k, i FROM n")
+        conn.execute(
+            f"CREATE TEMP TABLE nums AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+            f"WHERE i < {clones - 1}) SELECT printf('%07d', i) AS k, i FROM n"
+        )
         conn.execute("""INSERT INTO sessions SELECT s.id || '-' || k, workspace, model, frontend, git_head, config,
             system_prompt_hash, tools_hash, protocol_version, started_at + i, title FROM sessions s, nums""")
-        conn.execute("""INSERT INTO messages SELECT m.session_id || '-' || k, seq, event_id || '-' || k, role,
+        conn.execute(
+            """INSERT INTO messages SELECT m.session_id || '-' || k, seq, event_id || '-' || k, role,
             CASE WHEN role = 'user' THEN json_set(message, '$.content', 'task ' || k) ELSE message END
-            FROM messages m, nums WHERE m.session_id = ?""", (sid,))
+            FROM messages m, nums WHERE m.session_id = ?""",
+            (sid,),
+        )
         conn.execute("""INSERT INTO pairs SELECT p.id || '-' || k, p.session_id || '-' || k, source, tool, error_kind,
             target, feedback, tools_hash, anchor_seq, completion_seq, correction_seq, correction, closes_on,
             failure_event_id, correction_event_id, created_at + i, corrected_at + i FROM pairs p, nums""")
@@ -79,20 +122,30 @@ def build(db: Path, pairs: int) -> int:
 
 def raw(db: Path, out: Path) -> None:
     conn = sqlite3.connect(db)
-    rows = conn.execute("SELECT id, session_id, source, feedback, completion_seq, correction_seq FROM pairs "
-                        "ORDER BY session_id, completion_seq").fetchall()
+    rows = conn.execute(
+        "SELECT id, session_id, source, feedback, completion_seq, correction_seq FROM pairs "
+        "ORDER BY session_id, completion_seq"
+    ).fetchall()
     current, messages = None, []
     with out.open("w", encoding="utf-8") as handle:
         for pair_id, sid, source, feedback, seq, fix in rows:
             if sid != current:
                 current = sid
-                messages = [json.loads(m) for (m,) in conn.execute(
-                    "SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (sid,))]
+                messages = [
+                    json.loads(m)
+                    for (m,) in conn.execute("SELECT message FROM messages WHERE session_id = ? ORDER BY seq", (sid,))
+                ]
             prompt = messages[:seq]
-            record = {"id": pair_id, "session_id": sid, "source": source, "prompt": prompt,
-                      "completion": messages[seq], "feedback": feedback,
-                      "correction": messages[fix] if fix is not None else None,
-                      "teacher_prompt": [*prompt, {"role": "user", "content": feedback}]}
+            record = {
+                "id": pair_id,
+                "session_id": sid,
+                "source": source,
+                "prompt": prompt,
+                "completion": messages[seq],
+                "feedback": feedback,
+                "correction": messages[fix] if fix is not None else None,
+                "teacher_prompt": [*prompt, {"role": "user", "content": feedback}],
+            }
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     conn.close()
 
@@ -106,8 +159,10 @@ def main() -> None:
         db, out = Path(folder) / "bench.db", Path(folder) / "out.jsonl"
         started = time.perf_counter()
         total = build(db, args.pairs)
-        print(f"{total:,} pairs in {db.stat().st_size / 1e6:.0f} MB (built in {time.perf_counter() - started:.1f} s), "
-              f"{args.repeat} runs each")
+        print(
+            f"{total:,} pairs in {db.stat().st_size / 1e6:.0f} MB (built in {time.perf_counter() - started:.1f} s), "
+            f"{args.repeat} runs each"
+        )
         runners = {
             "raw SELECT + json.dumps": lambda: raw(db, out),
             "export sdpo, no redaction": lambda: export([db], "sdpo", out, redact=False),

@@ -103,9 +103,17 @@ class Tally:
 
     def figures(self) -> dict[str, int]:
         self.seen.update(self.mine)
-        return {"errors": len(self.mine), "within": self.within, "across": self.across,
-                "repeated": self.within + self.across, "calls": self.calls, "prompt_tokens": self.prompt,
-                "lesson_tokens": self.lesson_tokens, "repeat_moments": self.repeat_moments, "hits": self.hits}
+        return {
+            "errors": len(self.mine),
+            "within": self.within,
+            "across": self.across,
+            "repeated": self.within + self.across,
+            "calls": self.calls,
+            "prompt_tokens": self.prompt,
+            "lesson_tokens": self.lesson_tokens,
+            "repeat_moments": self.repeat_moments,
+            "hits": self.hits,
+        }
 
 
 def bootstrap_reduction(without: list[dict], with_: list[dict], key: str, seed: int, rounds: int = 4000):
@@ -121,8 +129,10 @@ def bootstrap_reduction(without: list[dict], with_: list[dict], key: str, seed: 
     draws = sorted(r for r in (reduction([rnd.choice(pairs) for _ in pairs]) for _ in range(rounds)) if r is not None)
     if point is None or not draws:
         return {"reduction": None, "ci95": None}
-    return {"reduction": round(point, 3), "ci95": [round(draws[int(0.025 * len(draws))], 3),
-                                                   round(draws[int(0.975 * len(draws)) - 1], 3)]}
+    return {
+        "reduction": round(point, 3),
+        "ci95": [round(draws[int(0.025 * len(draws))], 3), round(draws[int(0.975 * len(draws)) - 1], 3)],
+    }
 
 
 # -- 1. scripted replays ------------------------------------------------------------------------
@@ -142,17 +152,40 @@ def session_jobs(rnd: random.Random) -> list[dict[str, Any]]:
     for i in rnd.sample(range(FILES), 2):
         path, line = f"mod{i}.py", f"    return x * {i + 2}"
         right = {"path": path, "old_text": line, "new_text": line + "  # checked"}
-        jobs.append({"tool": "edit_file", "target": path, "prepare": ("read_file", {"path": path}),
-                     "wrong": [{**right, "old_text": line.replace(" * ", "*")},
-                               {**right, "old_text": line.replace("    ", "\t")}], "right": right})
+        jobs.append(
+            {
+                "tool": "edit_file",
+                "target": path,
+                "prepare": ("read_file", {"path": path}),
+                "wrong": [
+                    {**right, "old_text": line.replace(" * ", "*")},
+                    {**right, "old_text": line.replace("    ", "\t")},
+                ],
+                "right": right,
+            }
+        )
     if rnd.random() < 0.5:
         typo = "pyhton -m compileall -q ."
-        jobs.append({"tool": "run_command", "target": typo, "prepare": None, "wrong": [{"command": typo}],
-                     "right": {"command": f"{sys.executable} -m compileall -q ."}})
+        jobs.append(
+            {
+                "tool": "run_command",
+                "target": typo,
+                "prepare": None,
+                "wrong": [{"command": typo}],
+                "right": {"command": f"{sys.executable} -m compileall -q ."},
+            }
+        )
     else:
         i = rnd.randrange(FILES)
-        jobs.append({"tool": "read_file", "target": f"src/mod{i}.py", "prepare": None,
-                     "wrong": [{"path": f"src/mod{i}.py"}], "right": {"path": f"mod{i}.py"}})
+        jobs.append(
+            {
+                "tool": "read_file",
+                "target": f"src/mod{i}.py",
+                "prepare": None,
+                "wrong": [{"path": f"src/mod{i}.py"}],
+                "right": {"path": f"mod{i}.py"},
+            }
+        )
     return [{**job, "draws": [rnd.random() for _ in range(4)]} for job in jobs]
 
 
@@ -175,11 +208,17 @@ class ReplayModel:
             name, args = next(self._plan)
         else:
             name, args = self._plan.send(messages[-1].get("content") or "")
-        call = {"id": f"call_{len(messages)}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)}}
+        call = {
+            "id": f"call_{len(messages)}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
         prompt = self._tools_tokens + estimate_tokens(json.dumps(messages))
-        return ModelReply(message={"role": "assistant", "content": None, "tool_calls": [call]},
-                          prompt_tokens=prompt, completion_tokens=estimate_tokens(call["function"]["arguments"]))
+        return ModelReply(
+            message={"role": "assistant", "content": None, "tool_calls": [call]},
+            prompt_tokens=prompt,
+            completion_tokens=estimate_tokens(call["function"]["arguments"]),
+        )
 
     def _policy(self, jobs: list[dict[str, Any]]):
         for job in jobs:
@@ -206,12 +245,19 @@ async def replay_arm(root: Path, db: Path, seed: int, sessions: int, lessons: bo
     seen: set[tuple] = set()
     figures = []
     for _ in range(sessions):
-        settings = Settings(model=ReplayModel.name, approval="full-auto", repo_map_tokens=0, lessons=lessons,
-                            lessons_tokens=budget)
+        settings = Settings(
+            model=ReplayModel.name, approval="full-auto", repo_map_tokens=0, lessons=lessons, lessons_tokens=budget
+        )
         context = ToolContext(workspace=Workspace(root), settings=settings)
         jobs = session_jobs(rnd)
-        session = Session(model=ReplayModel(jobs), toolbox=default_toolbox(), context=context,
-                          frontend="bench", system_prompt=lambda first, c=context: system_prompt(c, first), lessons=book)
+        session = Session(
+            model=ReplayModel(jobs),
+            toolbox=default_toolbox(),
+            context=context,
+            frontend="bench",
+            system_prompt=lambda first, c=context: system_prompt(c, first),
+            lessons=book,
+        )
         tally = Tally(seen)
         session.subscribe(Recorder(store))
         session.subscribe(tally)
@@ -269,8 +315,9 @@ def embedded(scratch: Path, seeds: list[int], n_tasks: int, sampling: dict[str, 
             copy_db(learn_db, db)
             arm_seen = set(seen)
             for task in held:
-                figures, reward = attempt(task, task_file, db, scratch, arm_seen, lessons=arm == "with",
-                                          sampling=sampling)
+                figures, reward = attempt(
+                    task, task_file, db, scratch, arm_seen, lessons=arm == "with", sampling=sampling
+                )
                 arms[arm].append(figures)
                 rewards[arm].append(reward)
     out = summarize(arms, seeds[0])
@@ -285,8 +332,14 @@ def attempt(task: Any, task_file: Path, db: Path, scratch: Path, seen: set, *, l
 
     dest = Path(tempfile.mkdtemp(dir=scratch)) / "workspace"
     workspace = make_workspace(task, task_file, dest, tests=task.tests)
-    spec = AttemptSpec(task=task, task_file=str(task_file), attempt=0, model="local/smollm2", db=str(db),
-                       overrides={**sampling, "lessons": lessons})
+    spec = AttemptSpec(
+        task=task,
+        task_file=str(task_file),
+        attempt=0,
+        model="local/smollm2",
+        db=str(db),
+        overrides={**sampling, "lessons": lessons},
+    )
     settings = attempt_settings(workspace, spec)
     store = open_store(db)
     book = LessonBook(store) if lessons else None
@@ -298,8 +351,12 @@ def attempt(task: Any, task_file: Path, db: Path, scratch: Path, seen: set, *, l
     store.close()
     reward = grade(task, task_file, workspace).reward
     shutil.rmtree(dest.parent, ignore_errors=True)
-    print(f"  embedded {task.instance_id} lessons={lessons}: {tally.calls} calls, {len(tally.mine)} errors, "
-          f"reward {reward:g}", file=sys.stderr, flush=True)
+    print(
+        f"  embedded {task.instance_id} lessons={lessons}: {tally.calls} calls, {len(tally.mine)} errors, "
+        f"reward {reward:g}",
+        file=sys.stderr,
+        flush=True,
+    )
     return tally.figures(), float(reward)
 
 
@@ -310,8 +367,14 @@ def copy_db(source: Path, dest: Path) -> None:
 
 # -- 3. retrieval at scale ------------------------------------------------------------------------
 
-TOOLS = [("edit_file", "no_match"), ("edit_file", "ambiguous"), ("read_file", "not_found"),
-         ("run_command", "exit_status"), ("create_file", "exists"), ("edit_file", "bad_arguments")]
+TOOLS = [
+    ("edit_file", "no_match"),
+    ("edit_file", "ambiguous"),
+    ("read_file", "not_found"),
+    ("run_command", "exit_status"),
+    ("create_file", "exists"),
+    ("edit_file", "bad_arguments"),
+]
 
 
 def synthetic_store(path: Path, pairs: int, seed: int, index: bool = True) -> float:
@@ -328,24 +391,40 @@ def synthetic_store(path: Path, pairs: int, seed: int, index: bool = True) -> fl
         for n in range(pairs):
             sid = f"s{n // 25:06d}"
             if n % 25 == 0:
-                conn.execute("INSERT INTO sessions (id, workspace, model, started_at) VALUES (?, ?, ?, ?)",
-                             (sid, f"/work/project{n // 25 % 50}", rnd.choice(["m-a", "m-b"]), n))
+                conn.execute(
+                    "INSERT INTO sessions (id, workspace, model, started_at) VALUES (?, ?, ?, ?)",
+                    (sid, f"/work/project{n // 25 % 50}", rnd.choice(["m-a", "m-b"]), n),
+                )
             tool, kind = rnd.choice(TOOLS)
             target = rnd.choice(files) if tool != "run_command" else rnd.choice(["pytest -q", "make test", "npm test"])
             seq = (n % 25) * 4 + 1
-            feedback = (f"{tool} failed ({kind}) on {target}: name_{rnd.randrange(3000)} "
-                        f"{' '.join(rnd.choice(['alpha', 'beta', 'parse', 'render', 'cache']) for _ in range(20))}")
+            feedback = (
+                f"{tool} failed ({kind}) on {target}: name_{rnd.randrange(3000)} "
+                f"{' '.join(rnd.choice(['alpha', 'beta', 'parse', 'render', 'cache']) for _ in range(20))}"
+            )
             arguments = json.dumps({"path": target, "old_text": f"def f{rnd.randrange(999)}():"})
-            conn.execute("INSERT INTO tool_calls (id, session_id, call_id, name, arguments, message_seq, status) "
-                         "VALUES (?, ?, ?, ?, ?, ?, 'error')", (f"t{n}", sid, f"c{n}", tool, arguments, seq))
+            conn.execute(
+                "INSERT INTO tool_calls (id, session_id, call_id, name, arguments, message_seq, status) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'error')",
+                (f"t{n}", sid, f"c{n}", tool, arguments, seq),
+            )
             fixed = rnd.random() < 0.5
             if fixed:
-                conn.execute("INSERT INTO messages (session_id, seq, role, message) VALUES (?, ?, 'assistant', ?)",
-                             (sid, seq + 2, json.dumps({"role": "assistant", "tool_calls": [
-                                 {"function": {"name": tool, "arguments": arguments}}]})))
-            conn.execute("""INSERT INTO pairs (id, session_id, source, tool, error_kind, target, feedback,
+                conn.execute(
+                    "INSERT INTO messages (session_id, seq, role, message) VALUES (?, ?, 'assistant', ?)",
+                    (
+                        sid,
+                        seq + 2,
+                        json.dumps(
+                            {"role": "assistant", "tool_calls": [{"function": {"name": tool, "arguments": arguments}}]}
+                        ),
+                    ),
+                )
+            conn.execute(
+                """INSERT INTO pairs (id, session_id, source, tool, error_kind, target, feedback,
                 completion_seq, correction_seq, created_at) VALUES (?, ?, 'tool', ?, ?, ?, ?, ?, ?, ?)""",
-                         (f"p{n}", sid, tool, kind, target, feedback, seq, seq + 2 if fixed else None, n))
+                (f"p{n}", sid, tool, kind, target, feedback, seq, seq + 2 if fixed else None, n),
+            )
     per_pair = (time.perf_counter() - started) / pairs * 1e6
     store.close()
     return per_pair
@@ -364,10 +443,20 @@ def latency(scratch: Path, pairs: int, seed: int, queries: int = 500) -> dict[st
     rows = store.query("SELECT tool, error_kind, target, feedback FROM pairs ORDER BY random() LIMIT ?", (queries,))
     timings: dict[str, list[float]] = {"same situation": [], "new situation": [], "cpu (both)": []}
     for row in rows:
-        for case, target in (("same situation", row["target"]), ("new situation", f"other/new{rnd.randrange(10**6)}.py")):
+        for case, target in (
+            ("same situation", row["target"]),
+            ("new situation", f"other/new{rnd.randrange(10**6)}.py"),
+        ):
             clock, cpu = time.perf_counter(), time.thread_time()
-            book.for_failure(tool=row["tool"], error_kind=row["error_kind"], target=target, call="",
-                             feedback=row["feedback"], workspace="/work/project7", session_id="live")
+            book.for_failure(
+                tool=row["tool"],
+                error_kind=row["error_kind"],
+                target=target,
+                call="",
+                feedback=row["feedback"],
+                workspace="/work/project7",
+                session_id="live",
+            )
             timings[case].append((time.perf_counter() - clock) * 1000)
             timings["cpu (both)"].append((time.thread_time() - cpu) * 1000)
     blocks = []
@@ -380,14 +469,22 @@ def latency(scratch: Path, pairs: int, seed: int, queries: int = 500) -> dict[st
 
     def spread(ms: list[float]) -> dict[str, float]:
         ordered = sorted(ms)
-        return {"median_ms": round(statistics.median(ordered), 3), "p95_ms": round(ordered[int(0.95 * len(ordered))], 3),
-                "max_ms": round(ordered[-1], 3)}
+        return {
+            "median_ms": round(statistics.median(ordered), 3),
+            "p95_ms": round(ordered[int(0.95 * len(ordered))], 3),
+            "max_ms": round(ordered[-1], 3),
+        }
 
-    return {"pairs": pairs, "lessons": lessons, "pair_write_us": {"with_index": round(write_us, 1),
-                                                                   "without": round(plain_us, 1)},
-            "load_average": [round(x, 1) for x in os.getloadavg()], "cpus": os.cpu_count(),
-            "distil_pairs_per_s": round(distilled / distil_s), "for_failure": {k: spread(v) for k, v in timings.items()},
-            "session_block": spread(blocks)}
+    return {
+        "pairs": pairs,
+        "lessons": lessons,
+        "pair_write_us": {"with_index": round(write_us, 1), "without": round(plain_us, 1)},
+        "load_average": [round(x, 1) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+        "distil_pairs_per_s": round(distilled / distil_s),
+        "for_failure": {k: spread(v) for k, v in timings.items()},
+        "session_block": spread(blocks),
+    }
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -406,8 +503,13 @@ def main() -> None:
     parser.add_argument("--parts", nargs="+", default=["replay", "embedded", "latency"])
     parser.add_argument("--out", type=Path, default=Path("lessons-bench.json"))
     args = parser.parse_args()
-    results: dict[str, Any] = {"format": "teachback-lessons-bench-1", "seeds": args.seeds,
-                               "compliance": COMPLIANCE, "p_mistake": P_MISTAKE, "p_again": P_AGAIN}
+    results: dict[str, Any] = {
+        "format": "teachback-lessons-bench-1",
+        "seeds": args.seeds,
+        "compliance": COMPLIANCE,
+        "p_mistake": P_MISTAKE,
+        "p_again": P_AGAIN,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         os.environ["TEACHBACK_HOME"] = str(scratch / "home")  # the user's own store stays untouched

@@ -41,8 +41,10 @@ KINDS = ("hover", "codeAction", "didChange")
 APP = "def greet(name):\n    return 'Hello, ' + name\n"
 CAPABILITIES = {
     "window": {"workDoneProgress": True},
-    "workspace": {"applyEdit": True, "workspaceEdit": {
-        "documentChanges": True, "resourceOperations": ["create", "rename", "delete"]}},
+    "workspace": {
+        "applyEdit": True,
+        "workspaceEdit": {"documentChanges": True, "resourceOperations": ["create", "rename", "delete"]},
+    },
 }
 
 
@@ -61,8 +63,15 @@ class Client:
     async def start(cls, mode: str, home: Path) -> Client:
         env = {**os.environ, "TEACHBACK_HOME": str(home), "TEACHBACK_TURN_PROCESS": mode}
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "lsp_server", cwd=str(REPO), env=env, limit=2**26,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "-m",
+            "lsp_server",
+            cwd=str(REPO),
+            env=env,
+            limit=2**26,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
         )
         return cls(process)
 
@@ -71,8 +80,9 @@ class Client:
         assert self.process.stdin is not None
         self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
-    async def request(self, method: str, params: Any, timeout: float = 600, since: float | None = None
-                      ) -> tuple[float, dict[str, Any]]:
+    async def request(
+        self, method: str, params: Any, timeout: float = 600, since: float | None = None
+    ) -> tuple[float, dict[str, Any]]:
         """(seconds from sending, or from `since`, to the answer; the answer)."""
         msg_id, self.next_id = self.next_id, self.next_id + 1
         future = self.pending[msg_id] = asyncio.get_running_loop().create_future()
@@ -84,8 +94,12 @@ class Client:
     def change(self, uri: str) -> None:
         self.version += 1
         text = APP + f"# edit {self.version}\n"
-        self.send({"method": "textDocument/didChange", "params": {
-            "textDocument": {"uri": uri, "version": self.version}, "contentChanges": [{"text": text}]}})
+        self.send(
+            {
+                "method": "textDocument/didChange",
+                "params": {"textDocument": {"uri": uri, "version": self.version}, "contentChanges": [{"text": text}]},
+            }
+        )
 
     async def _read(self) -> None:
         stdout = self.process.stdout
@@ -135,8 +149,11 @@ def percentile(values: list[float], q: float) -> float:
 async def sample(client: Client, uri: str, done: Any, into: dict[str, list[float]], gap: float = 0.01) -> None:
     """Time each request kind in turn until `done()`."""
     position = {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 11}}
-    action = {"textDocument": {"uri": uri}, "context": {"diagnostics": []},
-              "range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}}
+    action = {
+        "textDocument": {"uri": uri},
+        "context": {"diagnostics": []},
+        "range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}},
+    }
     while not done():
         took, _ = await client.request("textDocument/hover", position)
         into["hover"].append(took)
@@ -152,21 +169,30 @@ async def sample(client: Client, uri: str, done: Any, into: dict[str, list[float
 
 def script(steps: int) -> list[dict[str, Any]]:
     """A turn that reads, lists, searches, edits and creates; no two consecutive calls alike."""
+
     def step(i: int) -> dict[str, Any]:
         if i % 25 == 24:
             name, args = "create_file", {"path": f"gen/m{i}.py", "content": f"VALUE = {i}\n" * 5}
         elif i % 10 == 9:
             old = "a - b" if (i // 10) % 2 == 0 else "b - a"
-            name, args = "edit_file", {"path": "util.py", "old_text": f"return {old}",
-                                       "new_text": f"return {'b - a' if old == 'a - b' else 'a - b'}"}
+            name, args = (
+                "edit_file",
+                {
+                    "path": "util.py",
+                    "old_text": f"return {old}",
+                    "new_text": f"return {'b - a' if old == 'a - b' else 'a - b'}",
+                },
+            )
         elif i % 5 == 4:
             name, args = "search", {"pattern": "def \\w+"}
         elif i % 7 == 6:
             name, args = "list_files", {}
         else:
             name, args = "read_file", {"path": ("app.py", "util.py")[i % 2], "start_line": 1 + i % 2}
-        return {"content": f"Step {i}: looking at the code before changing it.",
-                "tool_calls": [{"id": f"c{i}", "function": {"name": name, "arguments": json.dumps(args)}}]}
+        return {
+            "content": f"Step {i}: looking at the code before changing it.",
+            "tool_calls": [{"id": f"c{i}", "function": {"name": name, "arguments": json.dumps(args)}}],
+        }
 
     return [step(i) for i in range(steps)]
 
@@ -175,8 +201,11 @@ def make_repo(root: Path) -> None:
     root.mkdir(parents=True)
     (root / "app.py").write_text(APP)
     (root / "util.py").write_text("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n")
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                 ["-c", "user.email=b@example.com", "-c", "user.name=bench", "commit", "-q", "-m", "initial"]):
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.email=b@example.com", "-c", "user.name=bench", "commit", "-q", "-m", "initial"],
+    ):
         subprocess.run(["git", *args], cwd=root, check=True)
 
 
@@ -207,9 +236,16 @@ def _cpu_seconds(pid: int) -> float | None:
 
 
 async def initialize(client: Client, root: Path, options: dict[str, Any]) -> dict[str, float]:
-    took, answer = await client.request("initialize", {
-        "processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": CAPABILITIES,
-        "initializationOptions": options}, since=client.spawned)
+    took, answer = await client.request(
+        "initialize",
+        {
+            "processId": os.getpid(),
+            "rootUri": root.as_uri(),
+            "capabilities": CAPABILITIES,
+            "initializationOptions": options,
+        },
+        since=client.spawned,
+    )
     assert "result" in answer, answer
     client.send({"method": "initialized", "params": {}})
     return {"from_spawn": took}
@@ -217,8 +253,12 @@ async def initialize(client: Client, root: Path, options: dict[str, Any]) -> dic
 
 def open_app(client: Client, root: Path) -> str:
     uri = (root / "app.py").as_uri()
-    client.send({"method": "textDocument/didOpen", "params": {"textDocument": {
-        "uri": uri, "languageId": "python", "version": 1, "text": APP}}})
+    client.send(
+        {
+            "method": "textDocument/didOpen",
+            "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": APP}},
+        }
+    )
     return uri
 
 
@@ -227,11 +267,16 @@ async def status(client: Client) -> dict[str, Any]:
     return answer["result"]
 
 
-async def ask_while_sampling(client: Client, uri: str, into: dict[str, list[float]], instruction: str,
-                             limit: float) -> dict[str, Any]:
-    asking = asyncio.ensure_future(client.request(
-        "workspace/executeCommand", {"command": "teachback.ask", "arguments": [{"instruction": instruction}]},
-        timeout=limit + 120))
+async def ask_while_sampling(
+    client: Client, uri: str, into: dict[str, list[float]], instruction: str, limit: float
+) -> dict[str, Any]:
+    asking = asyncio.ensure_future(
+        client.request(
+            "workspace/executeCommand",
+            {"command": "teachback.ask", "arguments": [{"instruction": instruction}]},
+            timeout=limit + 120,
+        )
+    )
     deadline = time.monotonic() + limit
     await sample(client, uri, lambda: asking.done() or time.monotonic() > deadline, into)
     if not asking.done():
@@ -252,8 +297,12 @@ async def run_mode(mode: str, tmp: Path, steps: int, seconds: float, embedded: f
     make_repo(root)
     turn_script = tmp / mode / "turn.json"
     turn_script.write_text(json.dumps(script(steps)))
-    options = {"model": f"scripted/{turn_script}", "approval": "auto-edit", "maxSteps": steps,
-               "db": str(tmp / mode / "feedback.db")}
+    options = {
+        "model": f"scripted/{turn_script}",
+        "approval": "auto-edit",
+        "maxSteps": steps,
+        "db": str(tmp / mode / "feedback.db"),
+    }
     client = await Client.start(mode, tmp / mode / "home")
     try:
         report["initialize"] = await initialize(client, root, options)
@@ -303,9 +352,11 @@ def show(reports: dict[str, dict[str, Any]]) -> None:
     for mode, report in reports.items():
         init = report["initialize"]
         print(f"\n== turn_process = {mode}")
-        print(f"initialize: {init['from_spawn'] * 1000:.0f} ms from spawn to answer "
-              f"(server's own handling {init.get('server_ms', float('nan')):.1f} ms); "
-              f"settled {report['settled_after_s']:.0f} s after start-up")
+        print(
+            f"initialize: {init['from_spawn'] * 1000:.0f} ms from spawn to answer "
+            f"(server's own handling {init.get('server_ms', float('nan')):.1f} ms); "
+            f"settled {report['settled_after_s']:.0f} s after start-up"
+        )
         for extra in ("turn", "embedded"):
             if extra in report:
                 print(f"{extra}: {report[extra]}")
@@ -335,8 +386,12 @@ async def main() -> None:
     parser.add_argument("--steps", type=int, default=400, help="steps of the scripted turn")
     parser.add_argument("--seconds", type=float, default=12.0, help="seconds of sampling on the idle server")
     parser.add_argument("--modes", default="inline,worker", help="turn processes to measure, in order")
-    parser.add_argument("--embedded-seconds", type=float, default=30.0,
-                        help="seconds of sampling while the embedded model generates (0: skip that phase)")
+    parser.add_argument(
+        "--embedded-seconds",
+        type=float,
+        default=30.0,
+        help="seconds of sampling while the embedded model generates (0: skip that phase)",
+    )
     args = parser.parse_args()
     reports = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,14 +23,30 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.protocol import (  # noqa: E402
-    AssistantMessage, EditApplied, Event, ModelUsage, SessionStarted, ToolCallFinished, ToolCallStarted,
-    TurnFinished, TurnStarted, new_id,
+    AssistantMessage,
+    EditApplied,
+    Event,
+    ModelUsage,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    new_id,
 )
 from feedback_store import Recorder, open_store  # noqa: E402
 
-TOOLS = [{"type": "function", "function": {"name": n, "description": f"The {n} tool. " * 8,
-                                           "parameters": {"type": "object", "properties": {}}}}
-         for n in ("read_file", "edit_file", "run_command", "finish")]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": n,
+            "description": f"The {n} tool. " * 8,
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    for n in ("read_file", "edit_file", "run_command", "finish")
+]
 CODE = "def handler(request):\n    return render(request, 'index.html', {'items': items})\n" * 6
 
 
@@ -38,8 +54,14 @@ def session_events(n: int) -> list[Event]:
     """A realistic session: ~1 KB messages, tool calls that fail and are fixed, edits, usage."""
     sid = new_id()
     events: list[Event] = [
-        SessionStarted(session_id=sid, workspace="/w", model="openai/gpt", frontend="bench",
-                       system_prompt="You are a coding agent. " * 40, tools=TOOLS),
+        SessionStarted(
+            session_id=sid,
+            workspace="/w",
+            model="openai/gpt",
+            frontend="bench",
+            system_prompt="You are a coding agent. " * 40,
+            tools=TOOLS,
+        ),
         TurnStarted(session_id=sid, turn=1, text=f"task {n}", message={"role": "user", "content": f"task {n}"}),
     ]
     for step in range(1, 11):
@@ -47,20 +69,55 @@ def session_events(n: int) -> list[Event]:
         ok = step % 2 == 0
         args = json.dumps({"path": "app.py", "old_text": CODE[:200], "new_text": CODE[:210]})
         events += [
-            AssistantMessage(session_id=sid, step=step, message={"role": "assistant", "content": "Editing.", "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": "edit_file", "arguments": args}}]}),
-            ModelUsage(session_id=sid, model="openai/gpt", step=step, prompt_tokens=900, completion_tokens=80,
-                       cost_usd=0.002, latency_ms=800.0),
+            AssistantMessage(
+                session_id=sid,
+                step=step,
+                message={
+                    "role": "assistant",
+                    "content": "Editing.",
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": "edit_file", "arguments": args}}
+                    ],
+                },
+            ),
+            ModelUsage(
+                session_id=sid,
+                model="openai/gpt",
+                step=step,
+                prompt_tokens=900,
+                completion_tokens=80,
+                cost_usd=0.002,
+                latency_ms=800.0,
+            ),
             ToolCallStarted(session_id=sid, call_id=call_id, name="edit_file", arguments=args, step=step),
         ]
         if ok:
-            events.append(EditApplied(session_id=sid, edit_id=new_id(), call_id=call_id, path="app.py",
-                                      kind="modify", before=CODE + str(step - 1), after=CODE + str(step),
-                                      diff=f"-{step - 1}\n+{step}\n"))
+            events.append(
+                EditApplied(
+                    session_id=sid,
+                    edit_id=new_id(),
+                    call_id=call_id,
+                    path="app.py",
+                    kind="modify",
+                    before=CODE + str(step - 1),
+                    after=CODE + str(step),
+                    diff=f"-{step - 1}\n+{step}\n",
+                )
+            )
         result = "Edited app.py." if ok else "old_text was not found in app.py. Closest lines:\n" + CODE[:300]
-        events.append(ToolCallFinished(session_id=sid, call_id=call_id, name="edit_file", ok=ok, result=result,
-                                       step=step, error_kind=None if ok else "no_match", target="app.py",
-                                       message={"role": "tool", "tool_call_id": call_id, "content": result}))
+        events.append(
+            ToolCallFinished(
+                session_id=sid,
+                call_id=call_id,
+                name="edit_file",
+                ok=ok,
+                result=result,
+                step=step,
+                error_kind=None if ok else "no_match",
+                target="app.py",
+                message={"role": "tool", "tool_call_id": call_id, "content": result},
+            )
+        )
     events.append(TurnFinished(session_id=sid, turn=1, reason="finished", steps=10))
     return events
 
@@ -113,7 +170,11 @@ def main() -> None:
     events = [e for n in range(args.sessions) for e in session_events(n)]
     size = sum(len(e.to_json()) for e in events) / len(events)
     print(f"{len(events)} events ({args.sessions} sessions, mean {size:.0f} bytes of JSON each), {args.repeat} runs")
-    runners = {"recorder (per event)": run_recorder, "recorder.record_many": run_record_many, "raw executemany": run_raw}
+    runners = {
+        "recorder (per event)": run_recorder,
+        "recorder.record_many": run_record_many,
+        "raw executemany": run_raw,
+    }
     rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:
         for name, runner in runners.items():

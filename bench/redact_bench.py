@@ -41,7 +41,7 @@ def numbered(path: str, lines: list[str], first: int) -> str:
 
 def message(rng: random.Random, name: str, lines: list[str]) -> str:
     start = rng.randrange(max(1, len(lines) - 60))
-    chunk = lines[start:start + rng.randrange(10, 60)] or ["pass"]
+    chunk = lines[start : start + rng.randrange(10, 60)] or ["pass"]
     form = rng.randrange(5)
     if form == 0:
         return numbered(name, chunk, start + 1)
@@ -49,11 +49,16 @@ def message(rng: random.Random, name: str, lines: list[str]) -> str:
         return "\n".join(f"{name}:{start + i + 1}: {line}" for i, line in enumerate(chunk) if line.strip())
     if form == 2:
         return f"--- a/{name}\n+++ b/{name}\n@@ -{start},9 +{start},9 @@\n" + "\n".join(
-            ("-" if i % 7 == 3 else "+" if i % 7 == 4 else " ") + line for i, line in enumerate(chunk))
+            ("-" if i % 7 == 3 else "+" if i % 7 == 4 else " ") + line for i, line in enumerate(chunk)
+        )
     if form == 3:
         return json.dumps({"path": name, "old_text": "\n".join(chunk[:5]), "new_text": "\n".join(chunk[:6])})
-    return (f"$ python -m pytest -q tests/test_{Path(name).stem}.py\n" + "." * rng.randrange(5, 60)
-            + f"F\nFAILED tests/test_{Path(name).stem}.py::test_case - AssertionError\n" + "\n".join(chunk[:12]))
+    return (
+        f"$ python -m pytest -q tests/test_{Path(name).stem}.py\n"
+        + "." * rng.randrange(5, 60)
+        + f"F\nFAILED tests/test_{Path(name).stem}.py::test_case - AssertionError\n"
+        + "\n".join(chunk[:12])
+    )
 
 
 def transcript(megabytes: float, seed: int = 0) -> list[str]:
@@ -116,16 +121,20 @@ def main() -> None:
     found = Redactor(env={})
     for m in messages:
         found.redact(m)
-    print(f"transcript: {len(messages)} messages, {megabytes:.1f} MB, {found.total} secrets redacted "
-          f"(medians of {args.repeat})")
+    print(
+        f"transcript: {len(messages)} messages, {megabytes:.1f} MB, {found.total} secrets redacted "
+        f"(medians of {args.repeat})"
+    )
     print(f"  redact        {megabytes / redact:8.1f} MB/s")
     print(f"  plain re.sub  {megabytes / plain:8.1f} MB/s")
     print(f"  ratio         {redact / plain:8.1f}x the time of one plain pass")
     rate, total, kinds = recall()
     print(f"recall: {rate:.2%} over {total} cases ({kinds} kinds, every context)")
     code_rate, lines, data_rate, data_lines = false_positives()
-    print(f"false positives: {code_rate:.2f} per 10,000 lines of standard library code ({lines} lines); "
-          f"{data_rate:.2f} per 10,000 lines of hashes, UUIDs and base64 ({data_lines} lines)")
+    print(
+        f"false positives: {code_rate:.2f} per 10,000 lines of standard library code ({lines} lines); "
+        f"{data_rate:.2f} per 10,000 lines of hashes, UUIDs and base64 ({data_lines} lines)"
+    )
 
 
 if __name__ == "__main__":

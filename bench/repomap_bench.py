@@ -147,13 +147,16 @@ def main() -> int:
         ours_map = map_file.read_text()
 
     report(figures, update, ours_map, args.tokens)
-    print("\nwarm maps (same process, new process, `teachback map`) byte-identical to the cold map:",
-          "yes" if not mismatches else "NO: " + ", ".join(mismatches))
+    print(
+        "\nwarm maps (same process, new process, `teachback map`) byte-identical to the cold map:",
+        "yes" if not mismatches else "NO: " + ", ".join(mismatches),
+    )
     return 0 if not mismatches else 1
 
 
-def run_ours(figures: dict[str, list], mismatches: list[str], home: Path, tokens: int, workers: int,
-             label: str, map_file: Path) -> None:
+def run_ours(
+    figures: dict[str, list], mismatches: list[str], home: Path, tokens: int, workers: int, label: str, map_file: Path
+) -> None:
     """Cold and warm in one process (the cold map into `map_file`), warm in a new one, warm with a
     new focus in a new one (the stored graph, not the stored map), and the whole `teachback map`."""
     env = {"TEACHBACK_HOME": str(home)}
@@ -200,25 +203,32 @@ def report(figures: dict[str, list], update: dict, ours_map: str, tokens: int) -
     raw = "raw parse (1 process)"
     print("\nratios")
     for label in ("teachback cold (1 process)", f"teachback cold ({PROCESSES} processes)"):
-        print(f"  {label} / raw parse: wall {median(label) / median(raw):.2f}x,"
-              f" cpu {median(label, 'cpu') / median(raw, 'cpu'):.2f}x   (target <= 2x)")
+        print(
+            f"  {label} / raw parse: wall {median(label) / median(raw):.2f}x,"
+            f" cpu {median(label, 'cpu') / median(raw, 'cpu'):.2f}x   (target <= 2x)"
+        )
     if "aider cold" in figures:
-        targets = {"teachback warm, same process": "   (target >= 10x)",
-                   "teachback warm, new process": "   (target >= 20x)"}
-        for ours, theirs in (("teachback warm, same process", "aider warm, same process"),
-                             ("teachback warm, new process", "aider warm, new process"),
-                             ("teachback warm, new process, new focus", "aider warm, new process"),
-                             ("teachback map, whole command (warm)", "aider, whole script (warm)"),
-                             ("teachback cold (1 process)", "aider cold")):
+        targets = {
+            "teachback warm, same process": "   (target >= 10x)",
+            "teachback warm, new process": "   (target >= 20x)",
+        }
+        for ours, theirs in (
+            ("teachback warm, same process", "aider warm, same process"),
+            ("teachback warm, new process", "aider warm, new process"),
+            ("teachback warm, new process, new focus", "aider warm, new process"),
+            ("teachback map, whole command (warm)", "aider, whole script (warm)"),
+            ("teachback cold (1 process)", "aider cold"),
+        ):
             print(f"  {theirs} / {ours}: {median(theirs) / median(ours):.1f}x faster" + targets.get(ours, ""))
         estimate = estimate_tokens(ours_map)
         real = statistics.median(figures["tiktoken"])
-        print(f"\nteachback map at --tokens {tokens}: estimated {estimate} tokens,"
-              f" gpt-4o tokenizer {real} ({real / estimate:.2f}x the estimate)")
+        print(
+            f"\nteachback map at --tokens {tokens}: estimated {estimate} tokens,"
+            f" gpt-4o tokenizer {real} ({real / estimate:.2f}x the estimate)"
+        )
     disk_ms = statistics.median(update["disk"]) * 1000
     editor_ms = statistics.median(update["editor"]) * 1000
-    print(f"\nper-turn update on {update['files']} files, one file changed"
-          f" (median of {len(update['disk'])}):")
+    print(f"\nper-turn update on {update['files']} files, one file changed (median of {len(update['disk'])}):")
     parsed = sorted(set(update["parsed"]))
     print(f"  changed on disk, render: {disk_ms:.0f} ms (files parsed per turn: {parsed})   (target < 300 ms)")
     print(f"  editor text via update(), render: {editor_ms:.0f} ms")
@@ -236,8 +246,14 @@ def run_json(python: str | Path, code: str, *args: object, env: dict[str, str] |
 def timed_command(command: list[object], env: dict[str, str] | None = None) -> tuple[float, float, bytes]:
     """(wall seconds, CPU seconds, stdout) of a whole process, run from the repository."""
     before, start = os.times(), time.perf_counter()
-    result = subprocess.run([str(part) for part in command], cwd=REPO, capture_output=True,
-                            env={**os.environ, **(env or {})}, timeout=1800, check=False)
+    result = subprocess.run(
+        [str(part) for part in command],
+        cwd=REPO,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=1800,
+        check=False,
+    )
     wall, after = time.perf_counter() - start, os.times()
     if result.returncode != 0:
         raise SystemExit(f"benchmark step failed:\n{result.stderr.decode(errors='replace')[-3000:]}")
@@ -250,8 +266,9 @@ def build_corpus() -> None:
         return
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     print(f"building {CORPUS} from {stdlib} ...", file=sys.stderr, flush=True)
-    shutil.copytree(stdlib, CORPUS, symlinks=True,
-                    ignore=shutil.ignore_patterns("site-packages", "__pycache__", "*.pyc"))
+    shutil.copytree(
+        stdlib, CORPUS, symlinks=True, ignore=shutil.ignore_patterns("site-packages", "__pycache__", "*.pyc")
+    )
     git_commit(CORPUS)
 
 
@@ -269,14 +286,20 @@ def build_small_corpus() -> None:
 
 
 def git_commit(root: Path) -> None:
-    for command in (["init", "-q", "-b", "main"], ["add", "-A"],
-                    ["-c", "user.email=bench@example.com", "-c", "user.name=bench", "commit", "-q", "-m", "corpus"]):
+    for command in (
+        ["init", "-q", "-b", "main"],
+        ["add", "-A"],
+        ["-c", "user.email=bench@example.com", "-c", "user.name=bench", "commit", "-q", "-m", "corpus"],
+    ):
         subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
 
 
 def ensure_aider() -> Path | None:
     python = AIDER_VENV / "bin" / "python"
-    if python.exists() and subprocess.run([python, "-c", "import aider.repomap"], capture_output=True, check=False).returncode == 0:
+    if (
+        python.exists()
+        and subprocess.run([python, "-c", "import aider.repomap"], capture_output=True, check=False).returncode == 0
+    ):
         return python
     print(f"installing aider-chat into {AIDER_VENV} ...", file=sys.stderr, flush=True)
     subprocess.run([sys.executable, "-m", "venv", "--clear", AIDER_VENV], check=True)

@@ -54,22 +54,34 @@ def main() -> int:
             if executor == "ray" and not _has_ray():
                 print("ray: not installed (pip install 'teachback[ray]'); skipped")
                 continue
-            specs = specs_for(tasks, args.attempts, task_file=str(sample_suite_path()), model=MODEL,
-                              db=str(Path(scratch, f"{executor}.db")),
-                              overrides={"max_steps": args.max_steps, "max_time": args.max_time})
+            specs = specs_for(
+                tasks,
+                args.attempts,
+                task_file=str(sample_suite_path()),
+                model=MODEL,
+                db=str(Path(scratch, f"{executor}.db")),
+                overrides={"max_steps": args.max_steps, "max_time": args.max_time},
+            )
             started = time.perf_counter()
-            records = run_all(specs, ResultsFile(Path(scratch, f"{executor}.jsonl")), executor=executor,
-                              parallel=args.parallel)
+            records = run_all(
+                specs, ResultsFile(Path(scratch, f"{executor}.jsonl")), executor=executor, parallel=args.parallel
+            )
             seconds = time.perf_counter() - started
             s = summarize(records, args.attempts)["summary"]
             rows.append((executor, len(records), seconds, s))
-    print(f"{len(tasks)} tasks x {args.attempts} attempt(s), {MODEL}, max {args.max_steps} steps, "
-          f"{args.parallel} at once, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
-    print("| executor | attempts | seconds | rollouts/min | s/attempt (agent, tests) | steps | pass@1 | harness errors |")
+    print(
+        f"{len(tasks)} tasks x {args.attempts} attempt(s), {MODEL}, max {args.max_steps} steps, "
+        f"{args.parallel} at once, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end"
+    )
+    print(
+        "| executor | attempts | seconds | rollouts/min | s/attempt (agent, tests) | steps | pass@1 | harness errors |"
+    )
     print("|---|---:|---:|---:|---|---:|---:|---:|")
     for executor, count, seconds, s in rows:
-        print(f"| {executor} | {count} | {seconds:.1f} | {count / seconds * 60:.2f} | {s['wall_s']:.1f} "
-              f"({s['agent_s']:.1f}, {s['grade_s']:.1f}) | {s['steps']:.1f} | {s['pass@1']:.2f} | {s['harness_errors']} |")
+        print(
+            f"| {executor} | {count} | {seconds:.1f} | {count / seconds * 60:.2f} | {s['wall_s']:.1f} "
+            f"({s['agent_s']:.1f}, {s['grade_s']:.1f}) | {s['steps']:.1f} | {s['pass@1']:.2f} | {s['harness_errors']} |"
+        )
     return 0 if rows and all(s["harness_errors"] == 0 for *_, s in rows) else 1
 
 

@@ -43,8 +43,17 @@ async def measure(steps: int) -> None:
         script = Path(tmp) / "script.json"
         # Each step reads a different range: the session refuses a call identical to the previous one.
         turns = [
-            {"content": None, "tool_calls": [{"function": {"name": "read_file", "arguments": json.dumps(
-                {"path": "app.py", "start_line": 1 + i % 2, "end_line": 20})}}]}
+            {
+                "content": None,
+                "tool_calls": [
+                    {
+                        "function": {
+                            "name": "read_file",
+                            "arguments": json.dumps({"path": "app.py", "start_line": 1 + i % 2, "end_line": 20}),
+                        }
+                    }
+                ],
+            }
             for i in range(steps + 5)
         ]
         script.write_text(json.dumps(turns))
@@ -74,8 +83,10 @@ async def measure(steps: int) -> None:
     print(f"steps measured:            {len(overhead)}")
     print(f"step wall time   median {statistics.median(step_ms):7.2f} ms   p95 {percentile(step_ms, 0.95):7.2f} ms")
     print(f"litellm call     median {statistics.median(model_ms):7.2f} ms   p95 {percentile(model_ms, 0.95):7.2f} ms")
-    print(f"agent overhead   median {statistics.median(overhead):7.2f} ms   p95 {percentile(overhead, 0.95):7.2f} ms"
-          "   (target <= 5 ms median)")
+    print(
+        f"agent overhead   median {statistics.median(overhead):7.2f} ms   p95 {percentile(overhead, 0.95):7.2f} ms"
+        "   (target <= 5 ms median)"
+    )
     print(f"agent share of a step: {statistics.median(overhead) / statistics.median(step_ms):.0%}")
 
 

@@ -37,12 +37,33 @@ TEST_CMD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python -m pytest"
 def fetch(name: str, version: str) -> Path:
     """The extracted sdist of name==version under .bench/synth/src (downloaded once)."""
     downloads = BENCH / "downloads"
-    archives = [p for p in downloads.glob("*.tar.gz") if p.name.lower().replace("-", "_").startswith(
-        f"{name}_{version}".replace("-", "_"))] if downloads.is_dir() else []
+    archives = (
+        [
+            p
+            for p in downloads.glob("*.tar.gz")
+            if p.name.lower().replace("-", "_").startswith(f"{name}_{version}".replace("-", "_"))
+        ]
+        if downloads.is_dir()
+        else []
+    )
     if not archives:
         downloads.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
-                        ":all:", f"{name}=={version}", "-d", str(downloads)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"{name}=={version}",
+                "-d",
+                str(downloads),
+            ],
+            check=True,
+        )
         return fetch(name, version)
     target = BENCH / "src" / archives[0].name.removesuffix(".tar.gz")
     if not target.is_dir():
@@ -62,17 +83,25 @@ def run(name: str, source: Path, n: int | None, workers: int, strategy: str) -> 
 
     started = time.perf_counter()
     with progress_bar(f"{name}: validating") as bar:
+
         def both(done: int, total: int) -> None:
             count(done, total)
             bar(done, total)
 
-        tasks = synthesize(source, out, n=n, seed=0, strategy=strategy, test_cmd=TEST_CMD,
-                           progress=both, workers=workers)
+        tasks = synthesize(
+            source, out, n=n, seed=0, strategy=strategy, test_cmd=TEST_CMD, progress=both, workers=workers
+        )
     seconds = time.perf_counter() - started
     passing = len(tasks[0].FAIL_TO_PASS) + len(tasks[0].PASS_TO_PASS) if tasks else 0
-    return {"tests": passing, "candidates": checked[1], "checked": checked[0], "tasks": len(tasks),
-            "seconds": seconds, "per_minute": len(tasks) / seconds * 60,
-            "runs_per_minute": (checked[0] + 2) / seconds * 60}
+    return {
+        "tests": passing,
+        "candidates": checked[1],
+        "checked": checked[0],
+        "tasks": len(tasks),
+        "seconds": seconds,
+        "per_minute": len(tasks) / seconds * 60,
+        "runs_per_minute": (checked[0] + 2) / seconds * 60,
+    }
 
 
 def main() -> int:
@@ -86,15 +115,20 @@ def main() -> int:
     for name, version in LIBRARIES:
         source = fetch(name, version)
         rows.append((f"{name} {version}", run(name, source, args.n, args.workers, args.strategy)))
-    print(f"\nsynth throughput ({args.strategy} strategy, {args.workers} workers, "
-          f"{os.cpu_count()} cores, n={args.n})")
-    print(f"{'library':<18}{'tests':>7}{'candidates':>12}{'checked':>9}{'tasks':>7}{'wall s':>9}"
-          f"{'tasks/min':>11}{'runs/min':>10}")
+    print(f"\nsynth throughput ({args.strategy} strategy, {args.workers} workers, {os.cpu_count()} cores, n={args.n})")
+    print(
+        f"{'library':<18}{'tests':>7}{'candidates':>12}{'checked':>9}{'tasks':>7}{'wall s':>9}"
+        f"{'tasks/min':>11}{'runs/min':>10}"
+    )
     for label, r in rows:
-        print(f"{label:<18}{r['tests']:>7}{r['candidates']:>12}{r['checked']:>9}{r['tasks']:>7}"
-              f"{r['seconds']:>9.1f}{r['per_minute']:>11.1f}{r['runs_per_minute']:>10.1f}")
-    print("tests: passing on the original; candidates: exercised definitions; checked: those whose "
-          "mutated tree ran the tests (validation stops once n are kept); runs: checked + 2 baseline runs")
+        print(
+            f"{label:<18}{r['tests']:>7}{r['candidates']:>12}{r['checked']:>9}{r['tasks']:>7}"
+            f"{r['seconds']:>9.1f}{r['per_minute']:>11.1f}{r['runs_per_minute']:>10.1f}"
+        )
+    print(
+        "tests: passing on the original; candidates: exercised definitions; checked: those whose "
+        "mutated tree ran the tests (validation stops once n are kept); runs: checked + 2 baseline runs"
+    )
     return 0
 
 

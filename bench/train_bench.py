@@ -51,8 +51,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="train-bench-") as tmp:
         data = Path(tmp) / "pairs.jsonl"
         data.write_text("".join(_line(r) for r in records))
-        print(f"{len(records)} pairs in {len({r['session_id'] for r in records})} sessions; torch threads "
-              f"{torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"{len(records)} pairs in {len({r['session_id'] for r in records})} sessions; torch threads "
+            f"{torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}"
+        )
         rows = []
         for window in args.windows.split(","):
             rows.append(_ours(data, Path(tmp) / f"w{window}", args, None if window == "none" else int(window)))
@@ -61,8 +63,10 @@ def main() -> None:
     for name, speed, per_pair, note in rows:
         print(f"{name:34} {speed:9.0f} {per_pair:8.1f} {per_pair * ROUND / 60:8.1f} m   {note}")
     fastest = min(row[2] for row in rows[:-1])
-    print(f"\nteachback is {rows[-1][2] / fastest:.1f}x the plain loop; a {ROUND}-pair round is projected at "
-          f"{fastest * ROUND / 60:.0f} min ({BUDGET_MINUTES} min budget) at this machine's load.")
+    print(
+        f"\nteachback is {rows[-1][2] / fastest:.1f}x the plain loop; a {ROUND}-pair round is projected at "
+        f"{fastest * ROUND / 60:.0f} min ({BUDGET_MINUTES} min budget) at this machine's load."
+    )
 
 
 def _line(record: dict) -> str:
@@ -75,13 +79,22 @@ def _ours(data: Path, out: Path, args: argparse.Namespace, window: int | None) -
     from trainer.train import TrainConfig, train
 
     pairs = sum(1 for _ in data.open())
-    config = TrainConfig(data=[data], out=out, base=args.base, max_tokens=window, batch_size=args.batch_size,
-                         steps=-(-pairs // args.batch_size), checkpoint_every=10**6)
+    config = TrainConfig(
+        data=[data],
+        out=out,
+        base=args.base,
+        max_tokens=window,
+        batch_size=args.batch_size,
+        steps=-(-pairs // args.batch_size),
+        checkpoint_every=10**6,
+    )
     result = train(config)
     seconds = result.metrics["train_seconds"]
     drift = _window_drift(data, out, args.base, window) if window is not None else 0.0
-    note = (f"{result.metrics['student_tokens_computed']} student and {result.metrics['prefix_tokens_computed']} "
-            f"prefix tokens computed; loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}")
+    note = (
+        f"{result.metrics['student_tokens_computed']} student and {result.metrics['prefix_tokens_computed']} "
+        f"prefix tokens computed; loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}"
+    )
     if window is not None:
         note += f"; window vs exact after training: {drift:.4f} nats/token"
     label = f"teachback, window {window}" if window is not None else "teachback, whole sequences"
@@ -97,8 +110,9 @@ def _window_drift(data: Path, adapter: Path, base: str | None, window: int) -> f
     from trainer.scoring import PrefixCache, completion_logits, load, window_start
 
     model, tokenizer = load(base, adapter)
-    examples = load_examples(read_records([data]), tokenizer, objective="sdpo", hint="feedback",
-                             max_completion_tokens=256).examples
+    examples = load_examples(
+        read_records([data]), tokenizer, objective="sdpo", hint="feedback", max_completion_tokens=256
+    ).examples
     prefix, gaps = PrefixCache(model), []
     with torch.no_grad():
         for example in examples:
@@ -125,11 +139,24 @@ def _plain(data: Path, args: argparse.Namespace) -> tuple[str, float, float, str
     defaults = TrainConfig(data=[data], out=data)
     torch.manual_seed(defaults.seed)
     model, tokenizer = load(args.base)
-    model = get_peft_model(model, LoraConfig(r=defaults.lora_r, lora_alpha=defaults.lora_alpha, lora_dropout=0.0,
-                                             target_modules=ATTENTION, task_type="CAUSAL_LM"))
+    model = get_peft_model(
+        model,
+        LoraConfig(
+            r=defaults.lora_r,
+            lora_alpha=defaults.lora_alpha,
+            lora_dropout=0.0,
+            target_modules=ATTENTION,
+            task_type="CAUSAL_LM",
+        ),
+    )
     model.train()
-    examples = load_examples(read_records([data]), tokenizer, objective="sdpo", hint=defaults.hint,
-                             max_completion_tokens=defaults.max_completion_tokens).examples[: args.plain_pairs]
+    examples = load_examples(
+        read_records([data]),
+        tokenizer,
+        objective="sdpo",
+        hint=defaults.hint,
+        max_completion_tokens=defaults.max_completion_tokens,
+    ).examples[: args.plain_pairs]
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=defaults.lr)
     tokens, started = 0, time.perf_counter()
     for i, example in enumerate(examples):
@@ -138,8 +165,15 @@ def _plain(data: Path, args: argparse.Namespace) -> tuple[str, float, float, str
             teacher = completion_logits(model, r.teacher + completion, len(completion))
         student = completion_logits(model, r.prompt + completion, len(completion))
         sampler = torch.tensor(example.sampler_logprobs) if example.sampler_logprobs else None
-        loss = sdpo_loss(student, teacher, torch.tensor(completion), top_k=defaults.top_k, alpha=defaults.alpha,
-                         sampler_logp=sampler, is_clip=defaults.is_clip)
+        loss = sdpo_loss(
+            student,
+            teacher,
+            torch.tensor(completion),
+            top_k=defaults.top_k,
+            alpha=defaults.alpha,
+            sampler_logp=sampler,
+            is_clip=defaults.is_clip,
+        )
         (loss / args.batch_size).backward()
         if (i + 1) % args.batch_size == 0 or i == len(examples) - 1:
             optimizer.step()

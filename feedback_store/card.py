@@ -17,13 +17,13 @@ MARK = "<!-- teachback dataset card -->"
 TRAINERS = {
     "sdpo": "teachback's own trainer, or any offline analysis: the full record",
     "trl-sdpo": "trl.experimental.sdpo.SDPOTrainer with SDPOConfig(include_environment_feedback=True) and "
-                "reward_funcs=[feedback_store.rewards.tool_call_reward]",
+    "reward_funcs=[feedback_store.rewards.tool_call_reward]",
     "trl-sdft": "trl.experimental.sdft.SDFTTrainer",
     "dpo": "trl.DPOTrainer",
     "sft": "trl.SFTTrainer (prompt/completion: only the completion is trained)",
     "kto": "trl.KTOTrainer",
     "verl": "verl's RLHFDataset, scored with custom_reward_function.path=<feedback_store/rewards.py> "
-            "custom_reward_function.name=compute_score",
+    "custom_reward_function.name=compute_score",
 }
 
 FIELDS = {
@@ -33,11 +33,11 @@ FIELDS = {
     "prompt": "the conversation before the failed reply, in the record's view (native or text)",
     "tools": "the tool schemas as JSON text (native view; null in the text view, whose system prompt lists them)",
     "completion / chosen / rejected": "assistant replies; `chosen` and sft/kto-true completions are derived to fit "
-                                      "the prompt's workspace state (one call)",
+    "the prompt's workspace state (one call)",
     "privileged_context": "trl-sdpo: the environment's feedback; trl-sdft: a fitting demonstration and the feedback",
     "ground_truth": "JSON for feedback_store.rewards: the failed call, the expected call, the feedback, tool schemas",
     "rendered": "what the model was given when it saw a rendered form: exact messages, prompt token ids, the "
-                "sampled token ids and their logprobs (token data dropped when redaction changed the text)",
+    "sampled token ids and their logprobs (token data dropped when redaction changed the text)",
     "label": "kto: whether the completion is desirable",
 }
 
@@ -72,8 +72,12 @@ def write_card(out: Path, info: CardInfo) -> Path:
     name = out.name
     begin, end = f"<!-- teachback:begin {name} -->", f"<!-- teachback:end {name} -->"
     section = f"{begin}\n{render_section(name, info)}\n{end}"
-    old = path.read_text(encoding="utf-8") if path.exists() else f"{MARK}\n# teachback feedback exports\n\n" \
+    old = (
+        path.read_text(encoding="utf-8")
+        if path.exists()
+        else f"{MARK}\n# teachback feedback exports\n\n"
         "Training data exported from teachback's feedback store (`teachback export`).\n"
+    )
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     text = pattern.sub(lambda _: section, old) if pattern.search(old) else f"{old.rstrip()}\n\n{section}\n"
     path.write_text(text, encoding="utf-8")
@@ -82,29 +86,48 @@ def write_card(out: Path, info: CardInfo) -> Path:
 
 def render_section(name: str, info: CardInfo) -> str:
     files = ", ".join(f"`{f}` ({n} records)" for f, n in info.files.items())
-    split = ("one file, no test split" if info.test_fraction <= 0 else
-             f"split by session (a hash of the session id; test fraction {info.test_fraction:g}): "
-             "no conversation is on both sides")
-    redaction = "off" if not info.redact else (
-        "on; " + (", ".join(f"{k}: {n}" for k, n in sorted(info.redacted_kinds.items())) or "nothing found")
-        + " (replacements, by rule)")
+    split = (
+        "one file, no test split"
+        if info.test_fraction <= 0
+        else f"split by session (a hash of the session id; test fraction {info.test_fraction:g}): "
+        "no conversation is on both sides"
+    )
+    redaction = (
+        "off"
+        if not info.redact
+        else (
+            "on; "
+            + (", ".join(f"{k}: {n}" for k, n in sorted(info.redacted_kinds.items())) or "nothing found")
+            + " (replacements, by rule)"
+        )
+    )
     lines = [
-        f"## {name} — `{info.format_name}`", "",
+        f"## {name} — `{info.format_name}`",
+        "",
         f"- Trainer: {TRAINERS[info.fmt]}",
         *([f"- Command: `{info.command}`"] if info.command else []),
         f"- Files: {files}",
         f"- Split: {split}",
         f"- View: template `{info.template}`" + (", compact tool schemas" if info.compact_tools else ""),
         f"- Redaction: {redaction}",
-        "", "| source | records |", "|---|---|",
+        "",
+        "| source | records |",
+        "|---|---|",
         *(f"| {k} | {n} |" for k, n in sorted(info.by_source.items())),
-        "", "| error kind | records |", "|---|---|",
+        "",
+        "| error kind | records |",
+        "|---|---|",
         *(f"| {k} | {n} |" for k, n in sorted(info.by_kind.items())),
-        "", "Left out:" if info.left_out else "Left out: nothing.",
+        "",
+        "Left out:" if info.left_out else "Left out: nothing.",
         *(f"- {k}: {n}" for k, n in sorted(info.left_out.items())),
-        "", *info.lengths,
-        "", *(f"Warning: {w}" for w in info.warnings),
-        "", "Fields:", *(f"- `{k}`: {v}" for k, v in FIELDS.items()),
+        "",
+        *info.lengths,
+        "",
+        *(f"Warning: {w}" for w in info.warnings),
+        "",
+        "Fields:",
+        *(f"- `{k}`: {v}" for k, v in FIELDS.items()),
     ]
     return "\n".join(line for line in _squeeze(lines))
 

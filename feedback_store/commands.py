@@ -18,34 +18,62 @@ BAR_WIDTH = 30
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", nargs="+", action="extend", metavar="PATH",
-                        help="feedback database(s) to read (default: $TEACHBACK_HOME/feedback.db); "
-                             "pairs found in several are written once")
-    parser.add_argument("--format", required=True, metavar="FORMAT",
-                        help=f"output format: {', '.join(EXPORT_FORMATS)}")
+    parser.add_argument(
+        "--db",
+        nargs="+",
+        action="extend",
+        metavar="PATH",
+        help="feedback database(s) to read (default: $TEACHBACK_HOME/feedback.db); "
+        "pairs found in several are written once",
+    )
+    parser.add_argument("--format", required=True, metavar="FORMAT", help=f"output format: {', '.join(EXPORT_FORMATS)}")
     parser.add_argument("--out", required=True, metavar="PATH", help="output file (.jsonl; .parquet for verl)")
     parser.add_argument("--source", help="only pairs from this source: schema, tool, lint, test, user, monitor")
     parser.add_argument("--since", help="only pairs recorded on or after this date/time (ISO, e.g. 2025-06-01)")
     parser.add_argument("--model", help="only pairs from sessions with this model string")
-    parser.add_argument("--test-fraction", type=float, default=0.0, metavar="F",
-                        help="put this share of sessions in a separate .test file (split by session id)")
-    parser.add_argument("--no-redact", action="store_true",
-                        help="do not redact secrets (API keys, tokens, passwords); redaction is on by default")
-    parser.add_argument("--include-flagged", action="store_true",
-                        help="include sessions the reward-hacking monitor flagged (left out by default)")
-    parser.add_argument("--template", choices=TEMPLATES, default="auto",
-                        help="native: OpenAI/Hugging Face tool calls, schemas in a `tools` column (models whose chat "
-                             "template supports tools); text: tools in the system prompt and calls as text, as "
-                             "teachback gives models without tool support (SmolLM2); auto (default): text for "
-                             "sessions whose model was given the text form, native otherwise")
-    parser.add_argument("--compact-tools", action="store_true",
-                        help="shorter tool schemas for small models (first sentence of each description, no "
-                             "argument descriptions)")
-    parser.add_argument("--max-tokens", type=int, metavar="N",
-                        help="leave out records longer than N tokens (prompt, tools and completion)")
-    parser.add_argument("--tokenizer", metavar="SPEC",
-                        help="how to count tokens: local/smollm2, a .gguf file, or estimate (4 characters per "
-                             "token). Default: local/smollm2 when installed and --max-tokens is given, else estimate")
+    parser.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="put this share of sessions in a separate .test file (split by session id)",
+    )
+    parser.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="do not redact secrets (API keys, tokens, passwords); redaction is on by default",
+    )
+    parser.add_argument(
+        "--include-flagged",
+        action="store_true",
+        help="include sessions the reward-hacking monitor flagged (left out by default)",
+    )
+    parser.add_argument(
+        "--template",
+        choices=TEMPLATES,
+        default="auto",
+        help="native: OpenAI/Hugging Face tool calls, schemas in a `tools` column (models whose chat "
+        "template supports tools); text: tools in the system prompt and calls as text, as "
+        "teachback gives models without tool support (SmolLM2); auto (default): text for "
+        "sessions whose model was given the text form, native otherwise",
+    )
+    parser.add_argument(
+        "--compact-tools",
+        action="store_true",
+        help="shorter tool schemas for small models (first sentence of each description, no argument descriptions)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="leave out records longer than N tokens (prompt, tools and completion)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="how to count tokens: local/smollm2, a .gguf file, or estimate (4 characters per "
+        "token). Default: local/smollm2 when installed and --max-tokens is given, else estimate",
+    )
 
 
 def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,10 +90,20 @@ def export_main(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     try:
         result = export(
-            databases, args.format, args.out, progress=bar, redact=not args.no_redact,
-            include_flagged=args.include_flagged, source=args.source, since=args.since,
-            model=args.model, test_fraction=args.test_fraction, template=args.template,
-            compact_tools=args.compact_tools, max_tokens=args.max_tokens, tokenizer=args.tokenizer,
+            databases,
+            args.format,
+            args.out,
+            progress=bar,
+            redact=not args.no_redact,
+            include_flagged=args.include_flagged,
+            source=args.source,
+            since=args.since,
+            model=args.model,
+            test_fraction=args.test_fraction,
+            template=args.template,
+            compact_tools=args.compact_tools,
+            max_tokens=args.max_tokens,
+            tokenizer=args.tokenizer,
             command=_command(args),
         )
     except StoreError as exc:
@@ -74,7 +112,7 @@ def export_main(args: argparse.Namespace) -> int:
         return EMPTY_EXPORT_EXIT if isinstance(exc, EmptyExport) else 1
     bar.clear()
     paths = ", ".join(str(p) for p in result.paths)
-    redacted = (f"{result.redactions} secrets redacted" if not args.no_redact else "redaction off")
+    redacted = f"{result.redactions} secrets redacted" if not args.no_redact else "redaction off"
     if result.redacted_kinds:
         redacted += " (" + ", ".join(f"{k}: {n}" for k, n in sorted(result.redacted_kinds.items())) + ")"
     print(f"Wrote {result.records} {args.format} records to {paths}; {redacted}.")
@@ -100,8 +138,15 @@ def _command(args: argparse.Namespace) -> str:
         words += ["--test-fraction", str(args.test_fraction)]
     if args.template != "auto":
         words += ["--template", args.template]
-    words += [flag for flag, on in (("--compact-tools", args.compact_tools), ("--no-redact", args.no_redact),
-                                    ("--include-flagged", args.include_flagged)) if on]
+    words += [
+        flag
+        for flag, on in (
+            ("--compact-tools", args.compact_tools),
+            ("--no-redact", args.no_redact),
+            ("--include-flagged", args.include_flagged),
+        )
+        if on
+    ]
     return shlex.join(words)
 
 

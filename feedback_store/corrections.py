@@ -137,14 +137,22 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     name = call["function"].get("name")
     if name in EDIT_TOOLS and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
         return _net_change(ws, pair, arguments["path"], seq, fix["fixed_at"], None, call_id)
-    paths = [arguments.get(k) for k in PATH_ARGUMENTS if isinstance(arguments, dict) and isinstance(arguments.get(k), str)]
+    paths = [
+        arguments.get(k) for k in PATH_ARGUMENTS if isinstance(arguments, dict) and isinstance(arguments.get(k), str)
+    ]
     if any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
         return Fit(None, "fix uses a file created later")
     return Fit(_reply(canonical_call(call)))
 
 
 def _net_change(
-    ws: Workspace, pair: Pair, path: str, seq: int, fixed_at: float | None, after: str | None, call_id: str | None = None
+    ws: Workspace,
+    pair: Pair,
+    path: str,
+    seq: int,
+    fixed_at: float | None,
+    after: str | None,
+    call_id: str | None = None,
 ) -> Fit:
     known, before = ws.state_at_prefix(pair.session_id, path, seq)
     if not known:

@@ -22,7 +22,7 @@ from typing import Any
 from feedback_store.card import CardInfo, write_card
 from feedback_store.corrections import Workspace, fitting_correction
 from feedback_store.errors import StoreError
-from feedback_store.export_io import Sink, SessionMessages, accepted_edits, near_key, redact_record, scrub_render
+from feedback_store.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
 from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
 from feedback_store.lengths import LengthReport, TokenCounter
 from feedback_store.redact import Redactor
@@ -97,10 +97,14 @@ def export(
 ) -> ExportResult:
     form = _check(db_paths, fmt, test_fraction, template, max_tokens)
     out = Path(out_path).expanduser()
-    names = {"train": out} if test_fraction <= 0 else {
-        "train": out.with_name(f"{out.stem}.train{out.suffix}"),
-        "test": out.with_name(f"{out.stem}.test{out.suffix}"),
-    }
+    names = (
+        {"train": out}
+        if test_fraction <= 0
+        else {
+            "train": out.with_name(f"{out.stem}.train{out.suffix}"),
+            "test": out.with_name(f"{out.stem}.test{out.suffix}"),
+        }
+    )
     filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
     options = Options(template=template, compact_tools=compact_tools)
     redactor = Redactor() if redact else None
@@ -117,9 +121,12 @@ def export(
         splits = {name: len(sink) for name, sink in sinks.items()}
         if not sum(splits.values()):
             raise EmptyExport(_empty_message(fmt, stores, filters, tally, report))
-        warnings = [f"the {name} split is empty (its sessions all hashed to the other side); {names[name].name} "
-                    "was not written. Record more sessions or change --test-fraction."
-                    for name, n in splits.items() if n == 0]
+        warnings = [
+            f"the {name} split is empty (its sessions all hashed to the other side); {names[name].name} "
+            "was not written. Record more sessions or change --test-fraction."
+            for name, n in splits.items()
+            if n == 0
+        ]
         paths = [sink.path for sink in sinks.values() if len(sink)]
         for sink in sinks.values():
             sink.finish()
@@ -131,21 +138,50 @@ def export(
     if tally.duplicates:
         left["duplicates (same content in several databases)"] = tally.duplicates
     kinds = dict(redactor.counts) if redactor else {}
-    card = write_card(out, CardInfo(
-        fmt=fmt, format_name=form.name, files={p.name: splits[n] for n, p in names.items() if splits[n]},
-        test_fraction=test_fraction, template=_templates(template, tally), compact_tools=compact_tools, redact=redact,
-        redacted_kinds=kinds, by_source=tally.by_source, by_kind=tally.by_kind, left_out=left,
-        lengths=report.lines(), warnings=warnings, command=command))
+    card = write_card(
+        out,
+        CardInfo(
+            fmt=fmt,
+            format_name=form.name,
+            files={p.name: splits[n] for n, p in names.items() if splits[n]},
+            test_fraction=test_fraction,
+            template=_templates(template, tally),
+            compact_tools=compact_tools,
+            redact=redact,
+            redacted_kinds=kinds,
+            by_source=tally.by_source,
+            by_kind=tally.by_kind,
+            left_out=left,
+            lengths=report.lines(),
+            warnings=warnings,
+            command=command,
+        ),
+    )
     return ExportResult(
-        records=sum(splits.values()), redactions=redactor.total if redactor else 0, paths=paths,
-        redacted_kinds=kinds, duplicates=tally.duplicates, splits=splits, near_duplicates=tally.near_duplicates,
-        left_out=left, lengths=report.summary(), length_lines=report.lines(), warnings=warnings, card=card,
+        records=sum(splits.values()),
+        redactions=redactor.total if redactor else 0,
+        paths=paths,
+        redacted_kinds=kinds,
+        duplicates=tally.duplicates,
+        splits=splits,
+        near_duplicates=tally.near_duplicates,
+        left_out=left,
+        lengths=report.summary(),
+        length_lines=report.lines(),
+        warnings=warnings,
+        card=card,
     )
 
 
 def _fill(
-    sinks: dict[str, Sink], examples: Iterator[Example], form: Format, redactor: Redactor | None,
-    counter: TokenCounter, report: LengthReport, tally: _Tally, test_fraction: float,
+    sinks: dict[str, Sink],
+    examples: Iterator[Example],
+    form: Format,
+    redactor: Redactor | None,
+    counter: TokenCounter,
+    report: LengthReport,
+    tally: _Tally,
+    test_fraction: float,
 ) -> None:
     """Build, redact, measure and write each example's records to its split's sink."""
     session, redacted, measured = None, Memo(), Memo()
@@ -184,14 +220,20 @@ def _check(
         _require_pyarrow(fmt)
     for path in db_paths:
         if not Path(path).expanduser().is_file():
-            raise StoreError(f"No feedback database at {path}. Check the path (the default is "
-                             "$TEACHBACK_HOME/feedback.db).")
+            raise StoreError(
+                f"No feedback database at {path}. Check the path (the default is $TEACHBACK_HOME/feedback.db)."
+            )
     return form
 
 
 def _examples(
-    stores: list[Store], filters: dict[str, Any], options: Options, redactor: Redactor | None, tally: _Tally,
-    progress: Progress | None, with_accepted: bool,
+    stores: list[Store],
+    filters: dict[str, Any],
+    options: Options,
+    redactor: Redactor | None,
+    tally: _Tally,
+    progress: Progress | None,
+    with_accepted: bool,
 ) -> Iterator[Example]:
     """Each distinct pair as an Example: its fitting correction and render, redacted."""
     total = sum(store.count_pairs(**filters) for store in stores)
@@ -219,24 +261,28 @@ def _examples(
         fit = fitting_correction(workspaces[id(store)], pair)
         render = renders[id(store)].at(pair.session_id, len(pair.prompt))
         clean = messages.scrub(pair)
-        yield Example(pair=clean, fit=fit, render=scrub_render(render, pair, clean, redactor), options=options,
-                      memo=memo)
+        yield Example(
+            pair=clean, fit=fit, render=scrub_render(render, pair, clean, redactor), options=options, memo=memo
+        )
     if with_accepted:
         for store in stores:
             for pair in accepted_edits(store, filters):
                 render = renders[id(store)].at(pair.session_id, len(pair.prompt))
                 clean = messages.scrub(pair)
-                yield Example(pair=clean, render=scrub_render(render, pair, clean, redactor), options=options,
-                              label=True)
+                yield Example(
+                    pair=clean, render=scrub_render(render, pair, clean, redactor), options=options, label=True
+                )
 
 
 def _merged(stores: list[Store], filters: dict[str, Any]) -> Iterator[tuple[Store, Pair]]:
     """All stores' pairs in one order that does not depend on the order the databases were given."""
+
     def tagged(store: Store) -> Iterator[tuple[Store, Pair]]:
         return ((store, pair) for pair in store.iter_pairs(**filters))
 
-    return heapq.merge(*(tagged(s) for s in stores),
-                       key=lambda sp: (sp[1].session_id, len(sp[1].prompt), sp[1].source, sp[1].id))
+    return heapq.merge(
+        *(tagged(s) for s in stores), key=lambda sp: (sp[1].session_id, len(sp[1].prompt), sp[1].source, sp[1].id)
+    )
 
 
 def _templates(template: str, tally: _Tally) -> str:
@@ -248,22 +294,31 @@ def _templates(template: str, tally: _Tally) -> str:
 def _empty_message(fmt: str, stores: list[Store], filters: dict[str, Any], tally: _Tally, report: LengthReport) -> str:
     everything = sum(store.count_pairs() for store in stores)
     used = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in filters.items() if v not in (None, False))
-    lines = [f"Nothing to export: no {fmt} record came out of {tally.matched} matching pairs "
-             f"({everything} pairs in the database{'s' if len(stores) > 1 else ''}{'; filters: ' + used if used else ''})."
-             " No file was written."]
+    lines = [
+        f"Nothing to export: no {fmt} record came out of {tally.matched} matching pairs "
+        f"({everything} pairs in the database{'s' if len(stores) > 1 else ''}{'; filters: ' + used if used else ''})."
+        " No file was written."
+    ]
     if not tally.matched:
-        lines.append("Change the filters (--source, --since, --model; --include-flagged for flagged sessions) or "
-                     "record sessions first (teachback run, teachback demo)." if everything else
-                     "The database holds no feedback pairs yet: record sessions first (teachback run, teachback demo).")
+        lines.append(
+            "Change the filters (--source, --since, --model; --include-flagged for flagged sessions) or "
+            "record sessions first (teachback run, teachback demo)."
+            if everything
+            else "The database holds no feedback pairs yet: record sessions first (teachback run, teachback demo)."
+        )
     if tally.left_out:
         reasons = ", ".join(f"{n} {r}" for r, n in tally.left_out.most_common())
         lines.append(f"Left out: {reasons}.")
         if fmt in CORRECTED_FORMATS:
-            lines.append(f"{fmt} needs a correction that fits the failed turn's prompt; export sdpo, trl-sdpo or kto, "
-                         "which keep uncorrected pairs.")
+            lines.append(
+                f"{fmt} needs a correction that fits the failed turn's prompt; export sdpo, trl-sdpo or kto, "
+                "which keep uncorrected pairs."
+            )
     if report.over:
-        lines.append(f"{report.over} records were over --max-tokens {report.max_tokens}: raise it, or shorten the "
-                     "records with --compact-tools.")
+        lines.append(
+            f"{report.over} records were over --max-tokens {report.max_tokens}: raise it, or shorten the "
+            "records with --compact-tools."
+        )
     return " ".join(lines)
 
 

@@ -26,7 +26,9 @@ _IDS = re.compile(r"\bcall_[0-9A-Za-z_]+|\b[0-9a-f]{16,}\b")
 def near_key(pair: Pair) -> tuple[str, ...]:
     """Pairs with equal keys are near-duplicates: in one session, the same source, the same failed
     call(s) and the same feedback once call ids and whitespace are normalised."""
-    calls = [(c["function"].get("name"), c["function"].get("arguments")) for c in pair.completion.get("tool_calls") or []]
+    calls = [
+        (c["function"].get("name"), c["function"].get("arguments")) for c in pair.completion.get("tool_calls") or []
+    ]
     said = canonical_json(calls) if calls else str(pair.completion.get("content") or "")
     return (pair.session_id, pair.source, _normal(said), _normal(pair.feedback))
 
@@ -93,7 +95,7 @@ def accepted_edits(store: Store, filters: dict[str, Any]) -> list[Pair]:
         where.append("NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = e.session_id)")
     rows = store.query(
         f"""SELECT e.id, e.session_id, e.message_seq, e.path, e.reviewed_at, e.call_id, s.model, s.tools_hash
-            FROM edits e JOIN sessions s ON s.id = e.session_id WHERE {' AND '.join(where)}
+            FROM edits e JOIN sessions s ON s.id = e.session_id WHERE {" AND ".join(where)}
             ORDER BY e.session_id, e.message_seq, e.id""",
         params,
     )
@@ -105,12 +107,25 @@ def accepted_edits(store: Store, filters: dict[str, Any]) -> list[Pair]:
         if row["message_seq"] >= len(messages):
             continue
         tools = json.loads(store.blob(row["tools_hash"]) or "[]")
-        out.append(Pair(
-            id=f"{row['id']}-accepted", session_id=row["session_id"], source="user", tool=None,
-            error_kind="accepted", target=row["path"], feedback="The user accepted this edit.",
-            prompt=messages[: row["message_seq"]], completion=messages[row["message_seq"]], correction=None,
-            tools=tools, model=row["model"], created_at=row["reviewed_at"] or 0.0, corrected_at=None, flagged=False,
-        ))
+        out.append(
+            Pair(
+                id=f"{row['id']}-accepted",
+                session_id=row["session_id"],
+                source="user",
+                tool=None,
+                error_kind="accepted",
+                target=row["path"],
+                feedback="The user accepted this edit.",
+                prompt=messages[: row["message_seq"]],
+                completion=messages[row["message_seq"]],
+                correction=None,
+                tools=tools,
+                model=row["model"],
+                created_at=row["reviewed_at"] or 0.0,
+                corrected_at=None,
+                flagged=False,
+            )
+        )
     return out
 
 
@@ -220,7 +235,9 @@ def _verl_rows(rows: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:
     for index, row in enumerate(rows):
         row["extra_info"].update(index=index, split=split)
         if names:  # parquet cannot hold a struct without fields
-            row["extra_info"]["tools_kwargs"] = {n: {"create_kwargs": {"pair_id": row["extra_info"]["id"]}} for n in names}
+            row["extra_info"]["tools_kwargs"] = {
+                n: {"create_kwargs": {"pair_id": row["extra_info"]["id"]}} for n in names
+            }
     return rows
 
 

@@ -124,9 +124,14 @@ def rendered(ex: Example) -> dict[str, Any] | None:
     r = ex.render
     if r is None or (r.messages is None and r.prompt_token_ids is None):
         return None
-    return {"tool_mode": r.tool_mode, "messages": r.messages, "completion": ex.pair.completion.get("content") or "",
-            "prompt_token_ids": r.prompt_token_ids, "completion_token_ids": r.completion_token_ids,
-            "logprobs": r.logprobs}
+    return {
+        "tool_mode": r.tool_mode,
+        "messages": r.messages,
+        "completion": ex.pair.completion.get("content") or "",
+        "prompt_token_ids": r.prompt_token_ids,
+        "completion_token_ids": r.completion_token_ids,
+        "logprobs": r.logprobs,
+    }
 
 
 def _first_call(message: Message | None) -> dict[str, Any] | None:
@@ -137,9 +142,17 @@ def _first_call(message: Message | None) -> dict[str, Any] | None:
 def ground_truth(ex: Example) -> str:
     """What the reward function checks a sampled call against (feedback_store.rewards)."""
     tools = {t.get("function", t)["name"]: t.get("function", t).get("parameters") or {} for t in ex.pair.tools}
-    return json.dumps({"failed": _first_call(ex.pair.completion), "expected": _first_call(ex.fit.message),
-                       "feedback": ex.pair.feedback, "error_kind": ex.pair.error_kind, "tools": tools},
-                      ensure_ascii=False, sort_keys=True)
+    return json.dumps(
+        {
+            "failed": _first_call(ex.pair.completion),
+            "expected": _first_call(ex.fit.message),
+            "feedback": ex.pair.feedback,
+            "error_kind": ex.pair.error_kind,
+            "tools": tools,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+    )
 
 
 @cache
@@ -168,15 +181,24 @@ def hindsight(pair: Pair) -> str:
         fix = render_message(canonical_message(pair.correction, names))
         correction = f"\nA reply that worked afterwards:\n\n{fix}\n"
     return _hindsight_template().substitute(
-        attempt=render_message(canonical_message(pair.completion, names)), feedback=pair.feedback,
+        attempt=render_message(canonical_message(pair.completion, names)),
+        feedback=pair.feedback,
         correction=correction,
     )
 
 
 def _ids(ex: Example) -> dict[str, Any]:
     p = ex.pair
-    return {"id": p.id, "session_id": p.session_id, "source": p.source, "tool": p.tool, "error_kind": p.error_kind,
-            "model": p.model, "created_at": p.created_at, "corrected_at": p.corrected_at}
+    return {
+        "id": p.id,
+        "session_id": p.session_id,
+        "source": p.source,
+        "tool": p.tool,
+        "error_kind": p.error_kind,
+        "model": p.model,
+        "created_at": p.created_at,
+        "corrected_at": p.corrected_at,
+    }
 
 
 def _head(kind: str, ex: Example) -> dict[str, Any]:
@@ -190,20 +212,22 @@ def _head(kind: str, ex: Example) -> dict[str, Any]:
 def sdpo(ex: Example) -> Built:
     prompt = canonical(ex.pair.prompt, ex.pair.tools, ex.memo)
     names = tool_names(ex.pair.tools)
-    return [{
-        "format": FORMATS["sdpo"].name,
-        **_ids(ex),
-        "target": ex.pair.target,
-        "prompt": prompt,
-        "tools": ex.pair.tools,
-        "completion": canonical_message(ex.pair.completion, names),
-        "feedback": ex.pair.feedback,
-        "correction": None if ex.pair.correction is None else canonical_message(ex.pair.correction, names),
-        "chosen": ex.fit.message,
-        "chosen_left_out": ex.fit.reason,
-        "teacher_prompt": [*prompt, {"role": "user", "content": hindsight(ex.pair)}],
-        "rendered": rendered(ex),
-    }]
+    return [
+        {
+            "format": FORMATS["sdpo"].name,
+            **_ids(ex),
+            "target": ex.pair.target,
+            "prompt": prompt,
+            "tools": ex.pair.tools,
+            "completion": canonical_message(ex.pair.completion, names),
+            "feedback": ex.pair.feedback,
+            "correction": None if ex.pair.correction is None else canonical_message(ex.pair.correction, names),
+            "chosen": ex.fit.message,
+            "chosen_left_out": ex.fit.reason,
+            "teacher_prompt": [*prompt, {"role": "user", "content": hindsight(ex.pair)}],
+            "rendered": rendered(ex),
+        }
+    ]
 
 
 def _user_ended(ex: Example) -> list[Message] | Left:
@@ -219,8 +243,16 @@ def trl_sdpo(ex: Example) -> Built:
     prompt = _user_ended(ex)
     if isinstance(prompt, Left):
         return prompt
-    return [{**_head("trl-sdpo", ex), "prompt": prompt, "privileged_context": ex.pair.feedback,
-             "tools": tools_column(ex), "ground_truth": ground_truth(ex), "rendered": rendered(ex)}]
+    return [
+        {
+            **_head("trl-sdpo", ex),
+            "prompt": prompt,
+            "privileged_context": ex.pair.feedback,
+            "tools": tools_column(ex),
+            "ground_truth": ground_truth(ex),
+            "rendered": rendered(ex),
+        }
+    ]
 
 
 def trl_sdft(ex: Example) -> Built:
@@ -233,23 +265,45 @@ def trl_sdft(ex: Example) -> Built:
         return prompt
     demonstration = text_reply(ex.fit.message, "json" if style_of(ex) in JSON_MODES else "text")["content"]
     context = f"Example response:\n{demonstration}\n\nWhy an earlier reply failed: {ex.pair.feedback}"
-    return [{**_head("trl-sdft", ex), "prompt": prompt, "privileged_context": context, "tools": tools_column(ex),
-             "rendered": rendered(ex)}]
+    return [
+        {
+            **_head("trl-sdft", ex),
+            "prompt": prompt,
+            "privileged_context": context,
+            "tools": tools_column(ex),
+            "rendered": rendered(ex),
+        }
+    ]
 
 
 def dpo(ex: Example) -> Built:
     if ex.fit.message is None:
         return Left(ex.fit.reason or "no fitting correction")
-    return [{**_head("dpo", ex), "prompt": prompt_of(ex), "chosen": [reply_of(ex, ex.fit.message)],
-             "rejected": [reply_of(ex, ex.pair.completion)], "tools": tools_column(ex), "rendered": rendered(ex)}]
+    return [
+        {
+            **_head("dpo", ex),
+            "prompt": prompt_of(ex),
+            "chosen": [reply_of(ex, ex.fit.message)],
+            "rejected": [reply_of(ex, ex.pair.completion)],
+            "tools": tools_column(ex),
+            "rendered": rendered(ex),
+        }
+    ]
 
 
 def sft(ex: Example) -> Built:
     # Prompt/completion conversational shape: only the correction is trained, not earlier turns.
     if ex.fit.message is None:
         return Left(ex.fit.reason or "no fitting correction")
-    return [{**_head("sft", ex), "prompt": prompt_of(ex), "completion": [reply_of(ex, ex.fit.message)],
-             "tools": tools_column(ex), "rendered": rendered(ex)}]
+    return [
+        {
+            **_head("sft", ex),
+            "prompt": prompt_of(ex),
+            "completion": [reply_of(ex, ex.fit.message)],
+            "tools": tools_column(ex),
+            "rendered": rendered(ex),
+        }
+    ]
 
 
 def kto(ex: Example) -> Built:
@@ -257,35 +311,62 @@ def kto(ex: Example) -> Built:
     the user accepted (true)."""
     prompt, tools = prompt_of(ex), tools_column(ex)
     if ex.label is not None:
-        return [{**_head("kto", ex), "prompt": prompt, "completion": [reply_of(ex, ex.pair.completion)],
-                 "label": ex.label, "tools": tools, "rendered": rendered(ex)}]
-    records = [{**_head("kto", ex), "prompt": prompt, "completion": [reply_of(ex, ex.pair.completion)],
-                "label": False, "tools": tools, "rendered": rendered(ex)}]
+        return [
+            {
+                **_head("kto", ex),
+                "prompt": prompt,
+                "completion": [reply_of(ex, ex.pair.completion)],
+                "label": ex.label,
+                "tools": tools,
+                "rendered": rendered(ex),
+            }
+        ]
+    records = [
+        {
+            **_head("kto", ex),
+            "prompt": prompt,
+            "completion": [reply_of(ex, ex.pair.completion)],
+            "label": False,
+            "tools": tools,
+            "rendered": rendered(ex),
+        }
+    ]
     if ex.fit.message is not None:
-        records.append({**_head("kto", ex), "id": f"{ex.pair.id}-fix", "prompt": prompt,
-                        "completion": [reply_of(ex, ex.fit.message)], "label": True, "tools": tools, "rendered": None})
+        records.append(
+            {
+                **_head("kto", ex),
+                "id": f"{ex.pair.id}-fix",
+                "prompt": prompt,
+                "completion": [reply_of(ex, ex.fit.message)],
+                "label": True,
+                "tools": tools,
+                "rendered": None,
+            }
+        )
     return records
 
 
 def verl(ex: Example) -> Built:
     """A verl RL row. Values that vary in shape are JSON text so the parquet schema is fixed;
     extra_info's `index` and `tools_kwargs` are filled in when the split is written."""
-    return [{
-        "format": FORMATS["verl"].name,
-        "data_source": f"teachback/{ex.pair.source}",
-        "prompt": [_flat_message(m) for m in prompt_of(ex)],
-        "ability": "coding",
-        "reward_model": {"style": "rule", "ground_truth": ground_truth(ex)},
-        "extra_info": {
-            **{k: v for k, v in _ids(ex).items() if k not in ("created_at", "corrected_at")},
-            "feedback": ex.pair.feedback,
-            "privileged_context": hindsight(ex.pair),
-            "tools": json.dumps(tools_of(ex), ensure_ascii=False),
-            "rendered": json.dumps(rendered(ex), ensure_ascii=False),
-            "need_tools_kwargs": False,
-            "created_at": ex.pair.created_at,
-        },
-    }]
+    return [
+        {
+            "format": FORMATS["verl"].name,
+            "data_source": f"teachback/{ex.pair.source}",
+            "prompt": [_flat_message(m) for m in prompt_of(ex)],
+            "ability": "coding",
+            "reward_model": {"style": "rule", "ground_truth": ground_truth(ex)},
+            "extra_info": {
+                **{k: v for k, v in _ids(ex).items() if k not in ("created_at", "corrected_at")},
+                "feedback": ex.pair.feedback,
+                "privileged_context": hindsight(ex.pair),
+                "tools": json.dumps(tools_of(ex), ensure_ascii=False),
+                "rendered": json.dumps(rendered(ex), ensure_ascii=False),
+                "need_tools_kwargs": False,
+                "created_at": ex.pair.created_at,
+            },
+        }
+    ]
 
 
 def _flat_message(message: Message) -> Message:
@@ -293,9 +374,14 @@ def _flat_message(message: Message) -> Message:
     return {
         "role": message["role"],
         "content": message["content"],
-        "tool_calls": None if calls is None else [
-            {"id": c["id"], "type": "function",
-             "function": {"name": c["function"]["name"], "arguments": _json_text(c["function"]["arguments"])}}
+        "tool_calls": None
+        if calls is None
+        else [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["function"]["name"], "arguments": _json_text(c["function"]["arguments"])},
+            }
             for c in calls
         ],
         "tool_call_id": message.get("tool_call_id"),

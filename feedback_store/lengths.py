@@ -104,8 +104,13 @@ class LengthReport:
         return True
 
     def summary(self) -> dict[str, Any]:
-        return {"tokenizer": self.tokenizer, "max_tokens": self.max_tokens, "left_out_over_max": self.over,
-                "prompt": _spread(self.prompts), "total": _spread(self.totals)}
+        return {
+            "tokenizer": self.tokenizer,
+            "max_tokens": self.max_tokens,
+            "left_out_over_max": self.over,
+            "prompt": _spread(self.prompts),
+            "total": _spread(self.totals),
+        }
 
     def lines(self) -> list[str]:
         s = self.summary()
@@ -123,5 +128,9 @@ def _spread(values: list[int]) -> dict[str, int]:
     if not values:
         return {}
     ordered = sorted(values)
-    return {"min": ordered[0], "median": int(statistics.median(ordered)),
-            "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], "max": ordered[-1]}
+    return {
+        "min": ordered[0],
+        "median": int(statistics.median(ordered)),
+        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "max": ordered[-1],
+    }

@@ -118,8 +118,23 @@ def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], re
             feedback = excluded.feedback, correction = excluded.correction, occurrences = excluded.occurrences,
             corrected = excluded.corrected, source_pair = excluded.source_pair,
             source_session = excluded.source_session, updated_at = excluded.updated_at, last_seen = excluded.last_seen""",
-        (ident, canonical_json(list(situation)), tool, kind, target, text, feedback[:1000], fix, count,
-         corrected or 0, best[0], best[1], now, now, last),
+        (
+            ident,
+            canonical_json(list(situation)),
+            tool,
+            kind,
+            target,
+            text,
+            feedback[:1000],
+            fix,
+            count,
+            corrected or 0,
+            best[0],
+            best[1],
+            now,
+            now,
+            last,
+        ),
     )
 
 
@@ -140,9 +155,15 @@ def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, target: str | 
     calls = [c.get("function") or {} for c in message.get("tool_calls") or []]
     if not calls:
         content = (message.get("content") or "").strip()
-        return "the user changed the file by hand" if correction is not None else one_line(redactor.redact(content), FIX_CHARS) or None
+        return (
+            "the user changed the file by hand"
+            if correction is not None
+            else one_line(redactor.redact(content), FIX_CHARS) or None
+        )
     call = next((c for c in calls if c.get("name") == tool), calls[0])
-    arguments = _short_arguments(call.get("arguments") or "", redactor, same=target if call.get("name") == tool else None)
+    arguments = _short_arguments(
+        call.get("arguments") or "", redactor, same=target if call.get("name") == tool else None
+    )
     return one_line(f"{call.get('name')}({arguments})", FIX_CHARS)
 
 
@@ -155,8 +176,11 @@ def _short_arguments(arguments: str, redactor: Redactor, same: str | None) -> st
     if not isinstance(value, dict):
         return redactor.redact(arguments)
     value = redactor.redact_value(value)
-    shown = [(k, v if not isinstance(v, str) or len(v) <= VALUE_CHARS else v[: VALUE_CHARS - 1] + "…")
-             for k, v in value.items() if v != same]
+    shown = [
+        (k, v if not isinstance(v, str) or len(v) <= VALUE_CHARS else v[: VALUE_CHARS - 1] + "…")
+        for k, v in value.items()
+        if v != same
+    ]
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
 
 
@@ -218,8 +242,10 @@ class Shelf:
                 self._conn = None
 
 
-LESSON_COLUMNS = "l.id, l.text, l.origin, l.pinned, l.tool, l.error_kind, l.target, l.occurrences, l.corrected, " \
-                 "l.source_session, l.created_at"
+LESSON_COLUMNS = (
+    "l.id, l.text, l.origin, l.pinned, l.tool, l.error_kind, l.target, l.occurrences, l.corrected, "
+    "l.source_session, l.created_at"
+)
 USABLE = """l.deleted = 0 AND (l.origin = 'user' OR (l.occurrences > 0
     AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = l.source_session)))"""
 LEARNED_HERE = """SELECT lp.lesson_id FROM sessions s JOIN lesson_pairs lp ON lp.session_id = s.id
@@ -230,8 +256,15 @@ class LessonBook:
     """Lessons for sessions, from the user's store and any team stores. Reading never raises for a
     database problem: it is logged and the session goes on without lessons."""
 
-    def __init__(self, store: Store, *, scope: str = "team", team: Iterable[str | Path] = (),
-                 owns_store: bool = False, refresh_limit: int | None = REFRESH_LIMIT) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        scope: str = "team",
+        team: Iterable[str | Path] = (),
+        owns_store: bool = False,
+        refresh_limit: int | None = REFRESH_LIMIT,
+    ) -> None:
         if scope not in SCOPES:
             raise ValueError(f"lessons_scope must be one of {', '.join(SCOPES)}, got {scope!r}")
         self.scope = scope
@@ -266,7 +299,9 @@ class LessonBook:
 
     def _block_candidates(self, shelf: Shelf, workspace: str, model: str, focus: str) -> list[tuple[tuple, Lesson]]:
         named = sorted(set(_PATHLIKE.findall(focus)))
-        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, s.model FROM lessons l
+        rows = self._read(
+            shelf,
+            f"""SELECT {LESSON_COLUMNS}, s.model FROM lessons l
             LEFT JOIN sessions s ON s.id = l.source_session
             WHERE {USABLE} AND (l.origin != 'user' OR l.workspace IS NULL OR l.workspace = ?)
               AND l.id IN (SELECT id FROM lessons WHERE pinned = 1
@@ -274,7 +309,8 @@ class LessonBook:
                 UNION SELECT * FROM (SELECT id FROM lessons WHERE id IN ({LEARNED_HERE})
                                      ORDER BY occurrences DESC, id LIMIT ?)
                 UNION SELECT id FROM lessons WHERE target IN ({",".join("?" * len(named))}))""",
-            (workspace, BLOCK_CANDIDATES, workspace, BLOCK_CANDIDATES, *named))
+            (workspace, BLOCK_CANDIDATES, workspace, BLOCK_CANDIDATES, *named),
+        )
         root, learned = Path(workspace), self._learned_here(shelf, workspace)
         found = []
         for row in rows:
@@ -285,15 +321,33 @@ class LessonBook:
                 tier = 2
             if tier is None or (self.scope == "workspace" and tier > 1):
                 continue
-            order = (tier > 0, not mentioned, tier, row["model"] != model, not row["corrected"], -row["occurrences"],
-                     row["created_at"] or 0, row["id"])
+            order = (
+                tier > 0,
+                not mentioned,
+                tier,
+                row["model"] != model,
+                not row["corrected"],
+                -row["occurrences"],
+                row["created_at"] or 0,
+                row["id"],
+            )
             found.append((order, _lesson(row, shelf, here)))
         return found
 
     # -- a failing call --------------------------------------------------------------------------
 
-    def for_failure(self, *, tool: str, error_kind: str | None, target: str | None, call: str, feedback: str,
-                    workspace: str, session_id: str, shown: frozenset[str] = frozenset()) -> Lessons:
+    def for_failure(
+        self,
+        *,
+        tool: str,
+        error_kind: str | None,
+        target: str | None,
+        call: str,
+        feedback: str,
+        workspace: str,
+        session_id: str,
+        shown: frozenset[str] = frozenset(),
+    ) -> Lessons:
         found: dict[str, Lesson] = {}
         for shelf in self.shelves:
             for lesson in self._same_situation(shelf, tool, error_kind, target, workspace, session_id):
@@ -306,31 +360,41 @@ class LessonBook:
         picked = [lesson for lesson in found.values() if lesson.id not in shown][:MAX_FAILURE_LESSONS]
         return render(FAILURE_HEADER, picked)
 
-    def _same_situation(self, shelf: Shelf, tool: str, kind: str | None, target: str | None, workspace: str,
-                        session_id: str) -> list[Lesson]:
-        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS} FROM lessons l
+    def _same_situation(
+        self, shelf: Shelf, tool: str, kind: str | None, target: str | None, workspace: str, session_id: str
+    ) -> list[Lesson]:
+        rows = self._read(
+            shelf,
+            f"""SELECT {LESSON_COLUMNS} FROM lessons l
             WHERE l.tool IS ? AND l.error_kind IS ? AND l.target IS ? AND l.origin = 'distilled'
               AND l.source_session IS NOT ? AND {USABLE}
             UNION ALL SELECT {LESSON_COLUMNS} FROM lessons l
             WHERE l.pinned = 1 AND l.origin = 'user' AND l.deleted = 0 AND (l.tool IS NULL OR l.tool = ?)
               AND (l.target IS NULL OR l.target = ?) AND (l.tool IS NOT NULL OR l.target IS NOT NULL)
               AND (l.workspace IS NULL OR l.workspace = ?)""",
-            (tool, kind, target, session_id, tool, target, workspace))
+            (tool, kind, target, session_id, tool, target, workspace),
+        )
         learned = self._learned_here(shelf, workspace)
         if self.scope == "workspace":
             rows = [row for row in rows if row["origin"] == "user" or row["id"] in learned]
         rows.sort(key=lambda row: (row["origin"] != "user", row["id"]))
         return [_lesson(row, shelf, row["id"] in learned) for row in rows]
 
-    def _similar(self, shelf: Shelf, tool: str, kind: str | None, terms: list[str], workspace: str,
-                 session_id: str) -> list[Lesson]:
+    def _similar(
+        self, shelf: Shelf, tool: str, kind: str | None, terms: list[str], workspace: str, session_id: str
+    ) -> list[Lesson]:
         if not terms:
             return []
-        match = " AND ".join(f"{column} : {_quote(value)}" for column, value in (("tool", tool), ("error_kind", kind))
-                             if value and _WORD.search(value))
+        match = " AND ".join(
+            f"{column} : {_quote(value)}"
+            for column, value in (("tool", tool), ("error_kind", kind))
+            if value and _WORD.search(value)
+        )
         match = (match + " AND " if match else "") + "(" + " OR ".join(_quote(term) for term in terms) + ")"
         only_here = " AND s.workspace = ?" if self.scope == "workspace" else ""
-        rows = self._read(shelf, f"""SELECT {LESSON_COLUMNS}, hit.target AS hit_target, hit.feedback AS hit_feedback,
+        rows = self._read(
+            shelf,
+            f"""SELECT {LESSON_COLUMNS}, hit.target AS hit_target, hit.feedback AS hit_feedback,
                 s.workspace = ? AS here
             FROM (SELECT rowid, target, substr(feedback, 1, 400) AS feedback FROM pair_search
                   WHERE pair_search MATCH ? ORDER BY rowid DESC LIMIT ?) hit
@@ -338,7 +402,8 @@ class LessonBook:
             JOIN sessions s ON s.id = lp.session_id
             WHERE lp.session_id != ? AND l.source_session IS NOT ? AND {USABLE}
               AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = lp.session_id){only_here}""",
-            (workspace, match, SIMILAR_CANDIDATES, session_id, session_id, *([workspace] if only_here else [])))
+            (workspace, match, SIMILAR_CANDIDATES, session_id, session_id, *([workspace] if only_here else [])),
+        )
         wanted = set(terms)
         scored: dict[str, tuple[float, dict]] = {}
         for row in rows:
@@ -448,11 +513,14 @@ def book_for(settings: Any) -> LessonBook | None:
     database), or None when lessons are off or nothing has been recorded yet."""
     if not settings.lessons:
         return None
-    return open_lessons(settings.db_path(), scope=settings.lessons_scope, team=settings.lessons_db,
-                        wait=settings.db_wait)
+    return open_lessons(
+        settings.db_path(), scope=settings.lessons_scope, team=settings.lessons_db, wait=settings.db_wait
+    )
 
 
-def open_lessons(db: str | Path, *, scope: str = "team", team: Iterable[str] = (), wait: float = 30.0) -> LessonBook | None:
+def open_lessons(
+    db: str | Path, *, scope: str = "team", team: Iterable[str] = (), wait: float = 30.0
+) -> LessonBook | None:
     """A LessonBook on the database at `db`, or None when it does not exist yet (nothing to learn
     from) or cannot be opened (logged: the session runs without lessons)."""
     path = Path(db).expanduser()

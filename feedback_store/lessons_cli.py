@@ -35,7 +35,9 @@ def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON lines")
     show = sub.add_parser("show", parents=[common], help="one lesson with where it came from")
     show.add_argument("id", help="a lesson id (or a unique prefix of one)")
-    pin = sub.add_parser("pin", parents=[common], help="always show a lesson at session start; with --text, add your own")
+    pin = sub.add_parser(
+        "pin", parents=[common], help="always show a lesson at session start; with --text, add your own"
+    )
     pin.add_argument("id", nargs="?", help="the lesson to pin (omit with --text)")
     pin.add_argument("--text", help="your own lesson, in the words the model should read")
     pin.add_argument("--tool", help="also show it when this tool fails (with --text)")
@@ -76,36 +78,49 @@ def find_lesson(store: Any, ident: str) -> dict[str, Any]:
     """The lesson whose id is `ident` or starts with it (deleted ones included)."""
     rows = store.query("SELECT * FROM lessons WHERE id = ?", (ident,))
     if not rows:
-        rows = store.query("SELECT * FROM lessons WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 3",
-                           (ident.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",))
+        rows = store.query(
+            "SELECT * FROM lessons WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 3",
+            (ident.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
+        )
     if not rows:
         raise LessonNotFound(f"no lesson {ident!r}. See the ids with `teachback lessons list`.")
     if len(rows) > 1:
-        raise LessonNotFound(f"{ident!r} starts several lesson ids ({', '.join(r['id'] for r in rows)}, ...): "
-                             "give more of it.")
+        raise LessonNotFound(
+            f"{ident!r} starts several lesson ids ({', '.join(r['id'] for r in rows)}, ...): give more of it."
+        )
     return rows[0]
 
 
 def _list(store: Any, args: argparse.Namespace) -> int:
-    rows = shown_rows(store.query(
-        """SELECT * FROM lessons WHERE deleted = 0 AND (origin = 'user' OR occurrences > 0)
+    rows = shown_rows(
+        store.query(
+            """SELECT * FROM lessons WHERE deleted = 0 AND (origin = 'user' OR occurrences > 0)
         ORDER BY pinned DESC, origin = 'user' DESC, occurrences DESC, id LIMIT ?""",
-        (args.limit or -1,),
-    ))
+            (args.limit or -1,),
+        )
+    )
     if args.json:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False, sort_keys=True))
         return EXIT_OK
     if not rows:
-        print("No lessons yet: they come from failures recorded in sessions and the fixes that followed "
-              "(or add your own with `teachback lessons pin --text ...`).")
+        print(
+            "No lessons yet: they come from failures recorded in sessions and the fixes that followed "
+            "(or add your own with `teachback lessons pin --text ...`)."
+        )
         return EXIT_OK
     for row in rows:
-        marks = ("P" if row["pinned"] else "-") + ("U" if row["origin"] == "user" else "-") + ("E" if row["edited"] else "-")
+        marks = (
+            ("P" if row["pinned"] else "-")
+            + ("U" if row["origin"] == "user" else "-")
+            + ("E" if row["edited"] else "-")
+        )
         text = row["text"] if len(row["text"]) <= TEXT_WIDTH else row["text"][: TEXT_WIDTH - 1] + "…"
         print(f"{row['id']}  {marks}  {row['occurrences'] or 0:>4}  {text}")
-    print("\nP pinned, U your own, E edited; the number is how many recorded failures it was learned from. "
-          "`teachback lessons show ID` for details.")
+    print(
+        "\nP pinned, U your own, E edited; the number is how many recorded failures it was learned from. "
+        "`teachback lessons show ID` for details."
+    )
     return EXIT_OK
 
 
@@ -121,19 +136,25 @@ def _show(store: Any, args: argparse.Namespace) -> int:
     state = "deleted" if row["deleted"] else ("pinned" if row["pinned"] else "active")
     lines = [f"{row['id']} ({row['origin']}, {state}{', edited' if row['edited'] else ''})", "", row["text"], ""]
     if row["origin"] == "user":
-        lines.append(f"Pinned by {row['author']} on {_date(row['created_at'])} for "
-                     f"{row['workspace'] or 'every workspace'}.")
+        lines.append(
+            f"Pinned by {row['author']} on {_date(row['created_at'])} for {row['workspace'] or 'every workspace'}."
+        )
     else:
-        lines.append(f"Situation: {row['tool']} on {row['target'] or '(no target)'}, error {row['error_kind']}; "
-                     f"{row['occurrences']} failure(s), {row['corrected']} with a recorded fix; last seen "
-                     f"{_date(row['last_seen'])}.")
+        lines.append(
+            f"Situation: {row['tool']} on {row['target'] or '(no target)'}, error {row['error_kind']}; "
+            f"{row['occurrences']} failure(s), {row['corrected']} with a recorded fix; last seen "
+            f"{_date(row['last_seen'])}."
+        )
         lines += ["", "Feedback of the failure it was distilled from (redacted):", row["feedback"] or ""]
         if row["correction"]:
             lines += ["", f"What worked: {row['correction']}"]
     if sources:
         lines += ["", "Sessions (newest first; flagged ones are never used):"]
-        lines += [f"  {s['session_id']}  {_date(s['started_at'])}  {s['model']}  {s['workspace']}"
-                  f"{'  FLAGGED' if s['flagged'] else ''}" for s in sources]
+        lines += [
+            f"  {s['session_id']}  {_date(s['started_at'])}  {s['model']}  {s['workspace']}"
+            f"{'  FLAGGED' if s['flagged'] else ''}"
+            for s in sources
+        ]
     print("\n".join(lines))
     return EXIT_OK
 
@@ -178,7 +199,9 @@ def _delete(store: Any, args: argparse.Namespace) -> int:
 def _set(store: Any, ident: str, assignments: str, done: str, values: tuple = ()) -> int:
     row = find_lesson(store, ident)
     with store.write() as conn:
-        conn.execute(f"UPDATE lessons SET {assignments}, updated_at = ? WHERE id = ?", (*values, time.time(), row["id"]))
+        conn.execute(
+            f"UPDATE lessons SET {assignments}, updated_at = ? WHERE id = ?", (*values, time.time(), row["id"])
+        )
     print(f"{row['id']} {done}.")
     return EXIT_OK
 

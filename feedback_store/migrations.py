@@ -220,9 +220,7 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
     for name, migration in MIGRATIONS:
         db.conn.execute("BEGIN IMMEDIATE")
         try:
-            db.execute(
-                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at REAL)"
-            )
+            db.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at REAL)")
             if name not in applied(db):  # re-checked under the write lock: another process may have won
                 migration(db)
                 db.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, ?)", (name, time.time()))

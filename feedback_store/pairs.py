@@ -152,10 +152,15 @@ def _exit_code(event: ToolCallFinished) -> int | None:
 def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, waiting: list[tuple]) -> None:
     """Close the open pairs (id, closes_on, tool, target, anchor_seq) that this call fixes."""
     earlier = [row for row in waiting if row[4] < seq]  # a fix must come in a later message
-    fixed = [row[0] for row in earlier
-             if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS and event.error_kind not in REPEATED]
+    fixed = [
+        row[0]
+        for row in earlier
+        if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS and event.error_kind not in REPEATED
+    ]
     if event.ok:
-        same_call = [row[0] for row in earlier if row[1] == SAME_CALL and row[2] == event.name and row[3] == event.target]
+        same_call = [
+            row[0] for row in earlier if row[1] == SAME_CALL and row[2] == event.name and row[3] == event.target
+        ]
         same_command = any(row[1] == SAME_COMMAND and row[3] == event.target for row in earlier)
         lint_here = any(row[1] == SAME_FILE and row[4] == seq for row in waiting)
         if (same_call or lint_here) and _broke_syntax(conn, event):
@@ -169,10 +174,13 @@ def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, wai
 
 
 def _broke_syntax(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
-    return conn.execute(
-        "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND syntax_error IS NOT NULL",
-        (event.session_id, event.call_id),
-    ).fetchone() is not None
+    return (
+        conn.execute(
+            "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND syntax_error IS NOT NULL",
+            (event.session_id, event.call_id),
+        ).fetchone()
+        is not None
+    )
 
 
 def _explain_lint(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
@@ -278,9 +286,7 @@ def on_review(conn: sqlite3.Connection, event: EditReviewed) -> None:
     """A rejected or hand-corrected edit becomes a `user` pair."""
     if event.decision == "accepted":
         return
-    edit = conn.execute(
-        "SELECT message_seq, call_id, after_hash FROM edits WHERE id = ?", (event.edit_id,)
-    ).fetchone()
+    edit = conn.execute("SELECT message_seq, call_id, after_hash FROM edits WHERE id = ?", (event.edit_id,)).fetchone()
     if edit is None or edit[0] is None:
         return
     seq, call_id, after_hash = edit
@@ -293,8 +299,7 @@ def on_review(conn: sqlite3.Connection, event: EditReviewed) -> None:
         after = conn.execute("SELECT content FROM blobs WHERE hash = ?", (after_hash,)).fetchone()
         change = _diff(after[0] if after else "", event.user_content or "", event.path)
         feedback = (
-            f"The user corrected your edit to {event.path} by hand.{note}\n"
-            f"Their changes to your version:\n{change}"
+            f"The user corrected your edit to {event.path} by hand.{note}\nTheir changes to your version:\n{change}"
         )
         correction = {"role": "assistant", "content": event.user_content or ""}
     open_pair(

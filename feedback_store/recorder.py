@@ -99,21 +99,26 @@ class Recorder:
         self._show(done[shown:])
         if refused:
             self.lost += refused
-            self._report(StoreError(
-                f"The feedback database {self.store.path} refused {len(refused)} event(s) "
-                f"({', '.join(e.type for e in refused)}); they are not recorded. This is a teachback "
-                "bug: please report it with the log (-v)."
-            ))
+            self._report(
+                StoreError(
+                    f"The feedback database {self.store.path} refused {len(refused)} event(s) "
+                    f"({', '.join(e.type for e in refused)}); they are not recorded. This is a teachback "
+                    "bug: please report it with the log (-v)."
+                )
+            )
 
     def _failed(self, exc: StoreError) -> None:
         first, self.error = self.error is None, exc
-        self._show(self.pending[self._shown:])
+        self._show(self.pending[self._shown :])
         self._shown = len(self.pending)
         if first:
-            self._report(StoreError(
-                f"{exc} {len(self.pending)} event(s) not yet recorded are kept in memory and written "
-                "as soon as the database takes writes again."
-            ), cause=exc)
+            self._report(
+                StoreError(
+                    f"{exc} {len(self.pending)} event(s) not yet recorded are kept in memory and written "
+                    "as soon as the database takes writes again."
+                ),
+                cause=exc,
+            )
 
     def _report(self, error: StoreError, cause: BaseException | None = None) -> None:
         if self.on_error is None:
@@ -224,21 +229,15 @@ def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
             event.ts,
         ),
     )
-    has_messages = conn.execute(
-        "SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (event.session_id,)
-    ).fetchone()
+    has_messages = conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (event.session_id,)).fetchone()
     if not has_messages:  # a resumed session keeps its recorded conversation
         _add_message(conn, event.session_id, event.id, {"role": "system", "content": event.system_prompt})
 
 
 def _turn_started(conn: sqlite3.Connection, event: TurnStarted) -> None:
     title = event.text.strip().splitlines()[0][:TITLE_LENGTH] if event.text.strip() else None
-    conn.execute(
-        "INSERT OR IGNORE INTO sessions (id, started_at) VALUES (?, ?)", (event.session_id, event.ts)
-    )
-    conn.execute(
-        "UPDATE sessions SET title = ? WHERE id = ? AND title IS NULL", (title, event.session_id)
-    )
+    conn.execute("INSERT OR IGNORE INTO sessions (id, started_at) VALUES (?, ?)", (event.session_id, event.ts))
+    conn.execute("UPDATE sessions SET title = ? WHERE id = ? AND title IS NULL", (title, event.session_id))
     conn.execute(
         "INSERT INTO turns (id, session_id, turn, text, started_at) VALUES (?, ?, ?, ?, ?)",
         (event.id, event.session_id, event.turn, event.text, event.ts),
@@ -287,8 +286,16 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None
         INSERT INTO tool_calls (id, session_id, call_id, name, arguments, step, message_seq, status, started_at)
         VALUES (?, ?, ?, ?, ?, ?, {LAST_ASSISTANT_SEQ}, 'running', ?) RETURNING message_seq
         """,
-        (event.id, event.session_id, event.call_id, event.name, event.arguments, event.step, event.session_id,
-         event.ts),
+        (
+            event.id,
+            event.session_id,
+            event.call_id,
+            event.name,
+            event.arguments,
+            event.step,
+            event.session_id,
+            event.ts,
+        ),
     ).fetchone()[0]
     if seq is not None:  # every tool's arguments: command lines, and the paths read, listed or searched
         _flag(conn, event, seq, monitor.check_call(event.name, event.arguments))
@@ -354,7 +361,12 @@ def _edit_applied(conn: sqlite3.Connection, event: EditApplied) -> None:
     pairs.on_edit(conn, event, seq)
     if seq is not None:
         findings = monitor.check_edit(
-            event.path, event.kind, event.before, event.after, event.diff, event.new_path,
+            event.path,
+            event.kind,
+            event.before,
+            event.after,
+            event.diff,
+            event.new_path,
             test_text=_test_text(conn, event.session_id) if monitor.LITERAL_BRANCH.search(event.diff) else "",
         )
         _flag(conn, event, seq, findings)
@@ -392,7 +404,8 @@ def _flag(conn: sqlite3.Connection, event: Event, seq: int, findings: list[monit
             completion_seq=seq,
             feedback=finding.feedback,
             ts=event.ts,
-            tool=getattr(event, "name", None) or pairs.tool_of_call(conn, event.session_id, getattr(event, "call_id", None)),
+            tool=getattr(event, "name", None)
+            or pairs.tool_of_call(conn, event.session_id, getattr(event, "call_id", None)),
             error_kind=finding.rule,
             target=getattr(event, "path", None) or finding.detail,
         )

@@ -47,9 +47,16 @@ class Rule:
 
 def load_rules() -> list[Rule]:
     text = resources.files("feedback_store").joinpath("secret_rules.toml").read_text(encoding="utf-8")
-    return [Rule(**{**rule, "regex": rule["regex"].replace("{START}", TOKEN_START),
-                    **{k: tuple(rule.get(k, ())) for k in ("keywords", "checks", "anchors")}})
-            for rule in tomllib.loads(text)["rules"]]
+    return [
+        Rule(
+            **{
+                **rule,
+                "regex": rule["regex"].replace("{START}", TOKEN_START),
+                **{k: tuple(rule.get(k, ())) for k in ("keywords", "checks", "anchors")},
+            }
+        )
+        for rule in tomllib.loads(text)["rules"]
+    ]
 
 
 def shannon_entropy(text: str) -> float:
@@ -174,8 +181,13 @@ class _Compiled:
 
 def _compile(rule: Rule) -> _Compiled:
     prefix = re.compile(f"(?:{rule.anchor_prefix})$") if rule.anchor_prefix else None
-    return _Compiled(rule, re.compile(rule.regex), tuple(CHECKS[name] for name in rule.checks),
-                     re.compile(rule.ignore_key) if rule.ignore_key else None, prefix)
+    return _Compiled(
+        rule,
+        re.compile(rule.regex),
+        tuple(CHECKS[name] for name in rule.checks),
+        re.compile(rule.ignore_key) if rule.ignore_key else None,
+        prefix,
+    )
 
 
 Span = tuple[int, int, str]  # start, end, kind
@@ -276,7 +288,8 @@ class Redactor:
             while at >= 0:
                 starts.add(at)
                 prefix = compiled.anchor_prefix and compiled.anchor_prefix.search(
-                    lowered, max(0, at - ANCHOR_PREFIX_REACH), at)
+                    lowered, max(0, at - ANCHOR_PREFIX_REACH), at
+                )
                 if prefix:
                     starts.add(prefix.start())
                 at = lowered.find(word, at + len(word))

@@ -33,8 +33,9 @@ def columns_for(conn: sqlite3.Connection, event: ModelUsage, put_blob: PutBlob) 
         rendered = [put_blob(conn, "rendered_message", canonical_json(m)) for m in event.rendered_messages]
     if event.prompt_token_ids is not None:
         ids = event.prompt_token_ids
-        prompt_ids = [put_blob(conn, "token_ids", json.dumps(ids[i : i + TOKEN_CHUNK]))
-                      for i in range(0, len(ids), TOKEN_CHUNK)]
+        prompt_ids = [
+            put_blob(conn, "token_ids", json.dumps(ids[i : i + TOKEN_CHUNK])) for i in range(0, len(ids), TOKEN_CHUNK)
+        ]
     return {
         "tool_mode": event.tool_mode,
         "rendered": None if rendered is None else json.dumps(rendered),

@@ -47,7 +47,9 @@ def tool_call_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) 
     return [score(completion, truth) for completion, truth in zip(completions, truths, strict=True)]
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any) -> float:
+def compute_score(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
+) -> float:
     """verl's custom reward function for teachback rows (data_source "teachback/<source>")."""
     if not str(data_source).startswith("teachback"):
         raise NotImplementedError(f"teachback's compute_score scores teachback rows only, not {data_source!r}")
@@ -63,7 +65,9 @@ def score(completion: Any, ground_truth: Any) -> float:
     schemas = truth.get("tools") or {}
     if schemas and call["name"] not in schemas:
         return WRONG
-    if not isinstance(call["arguments"], dict) or (schemas and schema_problem(call["arguments"], schemas[call["name"]])):
+    if not isinstance(call["arguments"], dict) or (
+        schemas and schema_problem(call["arguments"], schemas[call["name"]])
+    ):
         return BAD_ARGUMENTS
     if _repeats_failure(call, truth.get("failed"), truth.get("error_kind")):
         return WRONG
@@ -105,7 +109,9 @@ def schema_problem(arguments: dict[str, Any], schema: dict[str, Any]) -> str | N
                 return f"unknown argument {name}"
             continue
         kind = _TYPES.get(spec.get("type"))
-        if kind is not None and (not isinstance(value, kind) or (isinstance(value, bool) and spec.get("type") != "boolean")):
+        if kind is not None and (
+            not isinstance(value, kind) or (isinstance(value, bool) and spec.get("type") != "boolean")
+        ):
             return f"{name} must be {spec.get('type')}"
         if "enum" in spec and value not in spec["enum"]:
             return f"{name} must be one of {spec['enum']}"

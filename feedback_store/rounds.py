@@ -17,8 +17,22 @@ from typing import Any
 from feedback_store.store import Store
 
 LEARN, ROLLBACK = "learn", "rollback"
-_COLUMNS = ("id", "action", "adapter_id", "adapter_dir", "parent", "base", "data_hash", "records", "since",
-            "metrics", "promoted", "reason", "started_at", "finished_at")
+_COLUMNS = (
+    "id",
+    "action",
+    "adapter_id",
+    "adapter_dir",
+    "parent",
+    "base",
+    "data_hash",
+    "records",
+    "since",
+    "metrics",
+    "promoted",
+    "reason",
+    "started_at",
+    "finished_at",
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,9 @@ def served(store: Store) -> Round | None:
 
 def last_learned(store: Store, *, promoted_only: bool = False) -> Round | None:
     """The latest finished learn round (or the latest promoted one)."""
-    done = [r for r in rounds(store) if r.action == LEARN and r.finished_at is not None
-            and (r.promoted or not promoted_only)]
+    done = [
+        r
+        for r in rounds(store)
+        if r.action == LEARN and r.finished_at is not None and (r.promoted or not promoted_only)
+    ]
     return done[-1] if done else None

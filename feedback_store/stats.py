@@ -32,9 +32,16 @@ def secret_counts(store: Store, redactor: Redactor | None = None) -> dict[str, i
     found: Counter[str] = Counter()
     for table, column in EXPORTED_TEXT:
         last = 0
-        while rows := store.query(f"SELECT rowid AS id, {column} AS text FROM {table} WHERE rowid > ? "
-                                  f"AND {column} IS NOT NULL ORDER BY rowid LIMIT {PAGE_ROWS}", (last,)):
-            texts = (text for row in rows for text in _strings(json.loads(row["text"]) if table == "messages" else row["text"]))
+        while rows := store.query(
+            f"SELECT rowid AS id, {column} AS text FROM {table} WHERE rowid > ? "
+            f"AND {column} IS NOT NULL ORDER BY rowid LIMIT {PAGE_ROWS}",
+            (last,),
+        ):
+            texts = (
+                text
+                for row in rows
+                for text in _strings(json.loads(row["text"]) if table == "messages" else row["text"])
+            )
             found.update(kind for text in texts for _, _, kind in redactor.find(text))
             last = rows[-1]["id"]
     return dict(sorted(found.items()))
@@ -97,7 +104,9 @@ def compute_stats(store: Store) -> dict[str, Any]:
         "tool_errors": total_errors,
         "error_rate": _rate(total_errors, total_calls),
         "error_rate_by_tool": dict(sorted(by_tool.items())),
-        "errors_by_kind": {k: {"count": n, "share_of_calls": _rate(n, total_calls)} for k, n in sorted(by_kind.items())},
+        "errors_by_kind": {
+            k: {"count": n, "share_of_calls": _rate(n, total_calls)} for k, n in sorted(by_kind.items())
+        },
         "error_rate_by_model": dict(sorted(by_model.items())),
         "pairs": pair_total,
         "pairs_by_source": {r["source"]: r["n"] for r in pairs},
@@ -118,20 +127,30 @@ def format_stats(stats: dict[str, Any]) -> str:
     ]
     if stats["error_rate_by_tool"]:
         lines.append("Error rate by tool:")
-        lines += [f"  {name:<16} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
-                  for name, e in stats["error_rate_by_tool"].items()]
+        lines += [
+            f"  {name:<16} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
+            for name, e in stats["error_rate_by_tool"].items()
+        ]
     if stats["errors_by_kind"]:
         lines.append("Errors by kind:")
-        lines += [f"  {kind:<16} {e['count']:>6}  {e['share_of_calls']:.1%} of calls"
-                  for kind, e in stats["errors_by_kind"].items()]
+        lines += [
+            f"  {kind:<16} {e['count']:>6}  {e['share_of_calls']:.1%} of calls"
+            for kind, e in stats["errors_by_kind"].items()
+        ]
     if stats["error_rate_by_model"]:
         lines.append("Error rate by model:")
-        lines += [f"  {model:<40} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
-                  for model, e in stats["error_rate_by_model"].items()]
-    lines.append(f"Feedback pairs: {stats['pairs']}  with a correction: {stats['pairs_corrected']} "
-                 f"({stats['share_corrected']:.1%})")
+        lines += [
+            f"  {model:<40} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
+            for model, e in stats["error_rate_by_model"].items()
+        ]
+    lines.append(
+        f"Feedback pairs: {stats['pairs']}  with a correction: {stats['pairs_corrected']} "
+        f"({stats['share_corrected']:.1%})"
+    )
     lines += [f"  {source:<8} {n}" for source, n in stats["pairs_by_source"].items()]
     secrets = stats["secrets_by_kind"]
-    lines.append(f"Secrets an export would redact: {sum(secrets.values())}"
-                 + (" (" + ", ".join(f"{kind}: {n}" for kind, n in secrets.items()) + ")" if secrets else ""))
+    lines.append(
+        f"Secrets an export would redact: {sum(secrets.values())}"
+        + (" (" + ", ".join(f"{kind}: {n}" for kind, n in secrets.items()) + ")" if secrets else "")
+    )
     return "\n".join(lines)

@@ -129,8 +129,7 @@ def parse_since(since: float | str | dt.datetime | None) -> float | None:
             since = dt.datetime.fromisoformat(since)
         except ValueError:
             raise StoreError(
-                f"--since must be an ISO date or time such as 2025-06-01 or 2025-06-01T12:00, "
-                f"got {since!r}."
+                f"--since must be an ISO date or time such as 2025-06-01 or 2025-06-01T12:00, got {since!r}."
             ) from None
     if since.tzinfo is None:
         since = since.astimezone()
@@ -252,17 +251,13 @@ class Store:
 
     def events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's raw event log (as JSON objects), in the order it was recorded."""
-        rows = self.query(
-            "SELECT json FROM events WHERE session_id = ? ORDER BY rowid", (session_id,)
-        )
+        rows = self.query("SELECT json FROM events WHERE session_id = ? ORDER BY rowid", (session_id,))
         return [json.loads(row["json"]) for row in rows]
 
     def flags(self, session_id: str | None = None) -> list[dict[str, Any]]:
         if session_id is None:
             return self.query("SELECT * FROM flags ORDER BY created_at, id")
-        return self.query(
-            "SELECT * FROM flags WHERE session_id = ? ORDER BY created_at, id", (session_id,)
-        )
+        return self.query("SELECT * FROM flags WHERE session_id = ? ORDER BY created_at, id", (session_id,))
 
     def pairs(
         self,
@@ -287,9 +282,7 @@ class Store:
 
     def count_pairs(self, **filters: Any) -> int:
         where, params = _pair_filters(**filters)
-        rows = self.query(
-            f"SELECT count(*) AS n FROM pairs p JOIN sessions s ON s.id = p.session_id {where}", params
-        )
+        rows = self.query(f"SELECT count(*) AS n FROM pairs p JOIN sessions s ON s.id = p.session_id {where}", params)
         return rows[0]["n"]
 
     def iter_pairs(self, **filters: Any) -> Iterator[Pair]:
@@ -345,9 +338,7 @@ class Store:
         )
 
     def _messages(self, session_id: str) -> tuple[list[int], list[dict[str, Any]]]:
-        rows = self.query(
-            "SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
-        )
+        rows = self.query("SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
         return [row["seq"] for row in rows], [json.loads(row["message"]) for row in rows]
 
     def _tools(self, tools_hash: str | None) -> list[dict[str, Any]]:

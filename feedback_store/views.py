@@ -59,8 +59,11 @@ def parse_arguments(raw: Any) -> dict[str, Any] | str:
 
 def canonical_call(call: dict[str, Any]) -> dict[str, Any]:
     function = call.get("function") or {}
-    return {"id": call.get("id") or "", "type": "function",
-            "function": {"name": function.get("name") or "", "arguments": parse_arguments(function.get("arguments"))}}
+    return {
+        "id": call.get("id") or "",
+        "type": "function",
+        "function": {"name": function.get("name") or "", "arguments": parse_arguments(function.get("arguments"))},
+    }
 
 
 def canonical_message(message: Message, names: list[str]) -> Message:
@@ -88,14 +91,18 @@ def canonical(messages: list[Message], tools: list[dict[str, Any]], memo: Memo |
 def as_sent(messages: list[Message]) -> list[Message]:
     """The conversation as the text and grammar modes send it (agent.model): an assistant message
     with content keeps it as written, calls included, so the calls are not rendered twice."""
-    return [{"role": "assistant", "content": m["content"]} if m.get("role") == "assistant" and m.get("content") else m
-            for m in messages]
+    return [
+        {"role": "assistant", "content": m["content"]} if m.get("role") == "assistant" and m.get("content") else m
+        for m in messages
+    ]
 
 
 def text_view(messages: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
     """The messages a text-mode model is given for this conversation."""
-    return [{"role": m["role"], "content": _text(m.get("content"))}
-            for m in textcalls.to_text_messages(as_sent(messages), tools)]
+    return [
+        {"role": m["role"], "content": _text(m.get("content"))}
+        for m in textcalls.to_text_messages(as_sent(messages), tools)
+    ]
 
 
 def text_reply(message: Message, style: str) -> Message:
@@ -129,8 +136,11 @@ def fold_tool_results(messages: list[Message]) -> list[Message]:
     if start == len(messages):
         return messages
     names = {c.get("id"): c["function"]["name"] for m in messages[:start] for c in m.get("tool_calls") or []}
-    blocks = [f'<tool_result name="{names.get(m.get("tool_call_id"), "tool")}" id="{m.get("tool_call_id") or ""}">\n'
-              f'{_text(m.get("content")).rstrip()}\n</tool_result>' for m in messages[start:]]
+    blocks = [
+        f'<tool_result name="{names.get(m.get("tool_call_id"), "tool")}" id="{m.get("tool_call_id") or ""}">\n'
+        f"{_text(m.get('content')).rstrip()}\n</tool_result>"
+        for m in messages[start:]
+    ]
     return [*messages[:start], {"role": "user", "content": "\n\n".join(blocks)}]
 
 
@@ -141,14 +151,23 @@ def compact_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for tool in tools:
         function = tool.get("function", tool)
         params = function.get("parameters") or {}
-        properties = {name: {k: v for k, v in schema.items() if k != "description"}
-                      for name, schema in (params.get("properties") or {}).items()}
+        properties = {
+            name: {k: v for k, v in schema.items() if k != "description"}
+            for name, schema in (params.get("properties") or {}).items()
+        }
         compact = {"type": "object", "properties": properties}
         if params.get("required"):
             compact["required"] = params["required"]
-        out.append({"type": "function", "function": {"name": function.get("name"),
-                                                      "description": first_sentence(function.get("description") or ""),
-                                                      "parameters": compact}})
+        out.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": function.get("name"),
+                    "description": first_sentence(function.get("description") or ""),
+                    "parameters": compact,
+                },
+            }
+        )
     return out
 
 

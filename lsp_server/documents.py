@@ -111,9 +111,7 @@ class Documents:
 
     def by_path(self) -> dict[str, OpenDocument]:
         """Open workspace files, keyed by workspace-relative path."""
-        return {
-            b.ref.path: OpenDocument(b.version, b.text) for b in self._buffers.values() if b.ref.path is not None
-        }
+        return {b.ref.path: OpenDocument(b.version, b.text) for b in self._buffers.values() if b.ref.path is not None}
 
     def uri_for_path(self, path: str) -> str | None:
         for uri, buffer in self._buffers.items():

@@ -67,9 +67,7 @@ class PyglsEditor:
             type=types.MessageType.Info, message=text, actions=[types.MessageActionItem(title=c) for c in choices]
         )
         try:
-            answer = await asyncio.wait_for(
-                self._server.window_show_message_request_async(params), QUESTION_TIMEOUT
-            )
+            answer = await asyncio.wait_for(self._server.window_show_message_request_async(params), QUESTION_TIMEOUT)
         except (TimeoutError, JsonRpcException) as exc:
             log.info("no answer to %r: %s", text, exc)
             return None

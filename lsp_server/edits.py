@@ -165,7 +165,9 @@ def plan_mirror(
             plan.handed_over.append(change)
         elif change.kind == "delete":
             document_changes.append(
-                types.DeleteFile(uri=uri_for(root, change.path), options=types.DeleteFileOptions(ignore_if_not_exists=True))
+                types.DeleteFile(
+                    uri=uri_for(root, change.path), options=types.DeleteFileOptions(ignore_if_not_exists=True)
+                )
             )
             plan.handed_over.append(change)
         else:  # move

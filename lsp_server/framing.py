@@ -182,7 +182,7 @@ def _next_header_in(body: bytes) -> int | None:
     match = _TOKEN_RE.search(body)
     if match is not None:
         return match.start()
-    tail = body[-(len(_TOKEN) - 1):].lower()
+    tail = body[-(len(_TOKEN) - 1) :].lower()
     for size in range(len(tail), 0, -1):
         if _TOKEN.startswith(tail[-size:]):
             return len(body) - size

@@ -131,8 +131,10 @@ class AgentHost:
         if isinstance(self.session, RemoteSession) and not self.session.alive:
             self.session = None
         if self.turn is None:  # during a turn, the turn's answer says it
-            self.editor.show(f"teachback: {how}. The next request starts a new one; the server's log has "
-                             "the details.", types.MessageType.Warning)
+            self.editor.show(
+                f"teachback: {how}. The next request starts a new one; the server's log has the details.",
+                types.MessageType.Warning,
+            )
 
     async def close(self) -> None:
         if self._worker is not None:
@@ -192,8 +194,9 @@ class AgentHost:
 
     async def _mirror(self, session: Any, label: str) -> tuple[Any, Any]:
         changes = session.last_turn_changes()
-        mirrored = await mirror_turn(changes, workspace=session.workspace, documents=self.documents,
-                                     editor=self.editor, label=label)
+        mirrored = await mirror_turn(
+            changes, workspace=session.workspace, documents=self.documents, editor=self.editor, label=label
+        )
         return changes, mirrored
 
     async def _turn_lost(self, session: Any, how: str) -> RequestFailed:
@@ -202,12 +205,22 @@ class AgentHost:
         paths = sorted({p for e in self.turn.edits for p in (e.path, e.new_path) if p})
         self.session = None
         self.last_edits = []
-        await resync_open(paths, workspace=session.workspace, documents=self.documents, editor=self.editor,
-                          label="teachback: edits of a stopped turn")
-        kept = f"the edits it made stay on disk ({', '.join(paths)}); teachback.undo takes them back" if paths \
+        await resync_open(
+            paths,
+            workspace=session.workspace,
+            documents=self.documents,
+            editor=self.editor,
+            label="teachback: edits of a stopped turn",
+        )
+        kept = (
+            f"the edits it made stay on disk ({', '.join(paths)}); teachback.undo takes them back"
+            if paths
             else "it had changed no file"
-        return RequestFailed(f"the turn stopped: {how}; {kept}. The next request starts a new agent process "
-                             "(a new session); the server's log has the details.")
+        )
+        return RequestFailed(
+            f"the turn stopped: {how}; {kept}. The next request starts a new agent process "
+            "(a new session); the server's log has the details."
+        )
 
     def cancel(self) -> bool:
         """Stop the running turn at its next step; False when none is running."""
@@ -250,7 +263,10 @@ class AgentHost:
         self.corrections.forget(reviewed.path)
         if not accepted:
             await resync_open(
-                [reviewed.path], workspace=session.workspace, documents=self.documents, editor=self.editor,
+                [reviewed.path],
+                workspace=session.workspace,
+                documents=self.documents,
+                editor=self.editor,
                 label="teachback: rejected change",
             )
         return {"edit": reviewed.edit_id, "path": reviewed.path, "decision": reviewed.decision}
@@ -266,7 +282,10 @@ class AgentHost:
         for path in restored:
             self.corrections.forget(path)
         applied = await resync_open(
-            restored, workspace=session.workspace, documents=self.documents, editor=self.editor,
+            restored,
+            workspace=session.workspace,
+            documents=self.documents,
+            editor=self.editor,
             label="teachback: undo",
         )
         # undo dropped the restored files from the overlay; the editor's next change re-adds

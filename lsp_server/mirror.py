@@ -94,7 +94,9 @@ async def resync_open(
             plain[uri] = changes
     if not edits and not plain:
         return True
-    edit = types.WorkspaceEdit(document_changes=edits) if support.document_changes else types.WorkspaceEdit(changes=plain)
+    edit = (
+        types.WorkspaceEdit(document_changes=edits) if support.document_changes else types.WorkspaceEdit(changes=plain)
+    )
     applied, reason = await editor.apply_edit(label, edit)
     if not applied:
         editor.show(

@@ -57,8 +57,7 @@ def resolve_options(raw: Any, workspace: Path | None) -> Resolved:
         return Resolved(ServerOptions(settings), tuple(problems))
     if not isinstance(raw, dict):
         problems.append(
-            f"initializationOptions must be an object such as {{\"model\": \"...\"}}, got {_kind(raw)}; "
-            "ignoring it."
+            f'initializationOptions must be an object such as {{"model": "..."}}, got {_kind(raw)}; ignoring it.'
         )
         return Resolved(ServerOptions(settings), tuple(problems))
 
@@ -66,8 +65,7 @@ def resolve_options(raw: Any, workspace: Path | None) -> Resolved:
     unknown = sorted(set(raw) - set(known))
     if unknown:
         problems.append(
-            f"initializationOptions: unknown key(s) {', '.join(unknown)} ignored; known keys: "
-            f"{', '.join(known)}."
+            f"initializationOptions: unknown key(s) {', '.join(unknown)} ignored; known keys: {', '.join(known)}."
         )
     for key, field_name in SETTING_KEYS.items():
         if key not in raw or raw[key] is None:
@@ -75,10 +73,7 @@ def resolve_options(raw: Any, workspace: Path | None) -> Resolved:
         value = raw[key]
         fallback = getattr(settings, field_name)
         if isinstance(value, bool) or not isinstance(value, EXPECTED_TYPES[key]):
-            problems.append(
-                f"initializationOptions.{key} must be {_expected(key)}, got {value!r}; "
-                f"using {fallback!r}."
-            )
+            problems.append(f"initializationOptions.{key} must be {_expected(key)}, got {value!r}; using {fallback!r}.")
             continue
         try:
             settings = settings.replace(**{field_name: value})
@@ -108,8 +103,8 @@ def effective_options(options: ServerOptions) -> dict[str, Any]:
 
 def _expected(key: str) -> str:
     names = {
-        "model": "a litellm model string such as \"anthropic/claude-sonnet-4-5\"",
-        "approval": "one of \"read-only\", \"ask\", \"auto-edit\", \"full-auto\"",
+        "model": 'a litellm model string such as "anthropic/claude-sonnet-4-5"',
+        "approval": 'one of "read-only", "ask", "auto-edit", "full-auto"',
         "db": "a file path",
         "maxSteps": "a whole number of at least 1",
         "maxCost": "a number of US dollars per turn",

@@ -49,15 +49,21 @@ class TeachbackProtocol(LanguageServerProtocol):
         method = data.get("method")
         if "id" in data and method is not None:
             if self.shutdown_requested and method != types.EXIT:
-                self._refuse(data["id"], JsonRpcInvalidRequest(
-                    f"{method}: the server has shut down; only the 'exit' notification is accepted now."
-                ))
+                self._refuse(
+                    data["id"],
+                    JsonRpcInvalidRequest(
+                        f"{method}: the server has shut down; only the 'exit' notification is accepted now."
+                    ),
+                )
                 return
             if not self._implements(method):
-                self._refuse(data["id"], JsonRpcMethodNotFound(
-                    f"{method}: teachback's language server does not implement this method; "
-                    "its initialize result lists what it serves."
-                ))
+                self._refuse(
+                    data["id"],
+                    JsonRpcMethodNotFound(
+                        f"{method}: teachback's language server does not implement this method; "
+                        "its initialize result lists what it serves."
+                    ),
+                )
                 return
             if method == types.SHUTDOWN:
                 self.shutdown_requested = True

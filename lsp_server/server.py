@@ -46,7 +46,9 @@ class Startup:
 class TeachbackServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
-            "teachback", VERSION, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            "teachback",
+            VERSION,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             protocol_cls=TeachbackProtocol,
         )
         self.host: AgentHost | None = None
@@ -148,9 +150,7 @@ async def did_close(ls: TeachbackServer, params: types.DidCloseTextDocumentParam
 # -- code actions ---------------------------------------------------------------------------------
 
 
-@server.feature(
-    types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS)
-)
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=CODE_ACTION_KINDS))
 def code_action(ls: TeachbackServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     if ls.documents is None:
         return []
@@ -222,7 +222,8 @@ def status(ls: TeachbackServer, *args: Any) -> dict[str, Any]:
 def main(tcp: str | None = None) -> int:
     """Serve on stdio, or on TCP when `tcp` is "HOST:PORT". Returns the exit status."""
     logging.basicConfig(
-        stream=sys.stderr, level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
+        stream=sys.stderr,
+        level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     if tcp is not None:

@@ -83,6 +83,7 @@ async def _open(params: dict[str, Any]) -> Any:
 
     settings = Settings().replace(**params["settings"])
     session, recorder, recording, warnings = await asyncio.to_thread(open_recorded, Path(params["workspace"]), settings)
+
     def on_close() -> None:
         if recorder is not None:
             recorder.flush()
@@ -114,7 +115,8 @@ def main() -> int:
     _lower_priority()
     out = _protocol_stream()
     logging.basicConfig(
-        stream=sys.stderr, level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
+        stream=sys.stderr,
+        level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s worker %(name)s %(levelname)s %(message)s",
     )
     threading.Thread(target=warm_up_imports, name="teachback-warm-up", daemon=True).start()

@@ -93,8 +93,9 @@ def _task_figures(records: list[dict[str, Any]], k: int) -> dict[str, Any]:
     }
 
 
-def bootstrap_ci(values: list[float], *, seed: int = 0, resamples: int = RESAMPLES,
-                 confidence: float = CONFIDENCE) -> list[float] | None:
+def bootstrap_ci(
+    values: list[float], *, seed: int = 0, resamples: int = RESAMPLES, confidence: float = CONFIDENCE
+) -> list[float] | None:
     """A percentile bootstrap interval for the mean of `values` (resampling them, seeded)."""
     if not values:
         return None
@@ -137,21 +138,33 @@ def render_table(document: dict[str, Any]) -> str:
     ci = s.get("pass@1_ci")
     rows = [
         ("model", f"`{document.get('model', '?')}`"),
-        ("tasks × attempts", f"{s['tasks']} × {k}" + (f" ({s['attempts']} attempts)" if s["attempts"] != s["tasks"] * k else "")),
+        (
+            "tasks × attempts",
+            f"{s['tasks']} × {k}" + (f" ({s['attempts']} attempts)" if s["attempts"] != s["tasks"] * k else ""),
+        ),
         ("pass@1", f"{s['pass@1']:.3f}" + (f" (95% CI {ci[0]:.3f}–{ci[1]:.3f})" if ci else "")),
     ]
     if k > 1:
         rows.append((f"pass@{k}", f"{s[f'pass@{k}']:.3f}"))
     rows += [
         ("tool-error rate", f"{_percent(s['tool_error_rate'])} ({s['tool_errors']}/{s['tool_calls']} calls)"),
-        ("malformed-call rate", f"{_percent(s['malformed_call_rate'])} ({s['malformed_calls']}/{s['tool_calls']} calls)"),
+        (
+            "malformed-call rate",
+            f"{_percent(s['malformed_call_rate'])} ({s['malformed_calls']}/{s['tool_calls']} calls)",
+        ),
         ("repeated-error rate", f"{_percent(s['repeated_error_rate'])} ({s['repeated_errors']}/{s['errors']} errors)"),
         ("steps / attempt", f"{s['steps']:.1f}"),
-        ("tokens / attempt", f"{s['prompt_tokens'] + s['completion_tokens']:,.0f} "
-                             f"({s['prompt_tokens']:,.0f} prompt + {s['completion_tokens']:,.0f} completion)"),
+        (
+            "tokens / attempt",
+            f"{s['prompt_tokens'] + s['completion_tokens']:,.0f} "
+            f"({s['prompt_tokens']:,.0f} prompt + {s['completion_tokens']:,.0f} completion)",
+        ),
         ("cost", f"${s['cost_usd']:.4f} (${_ratio(s['cost_usd'], s['attempts']):.4f} / attempt)"),
-        ("wall time / attempt", f"{s['wall_s']:.1f} s (agent {s['agent_s']:.1f} s, tests {s['grade_s']:.1f} s)"
-                                + (f"; run {document['run_s']:.0f} s" if document.get("run_s") else "")),
+        (
+            "wall time / attempt",
+            f"{s['wall_s']:.1f} s (agent {s['agent_s']:.1f} s, tests {s['grade_s']:.1f} s)"
+            + (f"; run {document['run_s']:.0f} s" if document.get("run_s") else ""),
+        ),
         ("flagged attempts", _flagged(s)),
     ]
     if s["harness_errors"]:
@@ -169,8 +182,9 @@ def _flagged(s: dict[str, Any]) -> str:
     return f"{s['flagged']} ({s['flagged_rewarded']} rewarded, not counted as passes): {rules}"
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], *, seed: int = 0, resamples: int = RESAMPLES,
-            confidence: float = CONFIDENCE) -> dict[str, Any]:
+def compare(
+    a: dict[str, Any], b: dict[str, Any], *, seed: int = 0, resamples: int = RESAMPLES, confidence: float = CONFIDENCE
+) -> dict[str, Any]:
     """B − A in pass@1, task by task over the tasks both ran, with a bootstrap interval of the mean."""
     common = sorted(set(a["tasks"]) & set(b["tasks"]))
     rows = [{"task": t, "a": a["tasks"][t]["pass@1"], "b": b["tasks"][t]["pass@1"]} for t in common]
@@ -197,16 +211,22 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, seed: int = 0, resamples: i
 def render_compare(result: dict[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
     a, b = names
     width = max([len("mean"), *(len(r["task"]) for r in result["rows"])])
-    lines = [f"| {'task'.ljust(width)} | {a} pass@1 | {b} pass@1 | {b} − {a} |",
-             f"|{'-' * (width + 2)}|---------:|---------:|------:|"]
+    lines = [
+        f"| {'task'.ljust(width)} | {a} pass@1 | {b} pass@1 | {b} − {a} |",
+        f"|{'-' * (width + 2)}|---------:|---------:|------:|",
+    ]
     lines += [f"| {r['task'].ljust(width)} | {r['a']:.3f} | {r['b']:.3f} | {r['diff']:+.3f} |" for r in result["rows"]]
     ci = result["ci"]
     span = f" ({result['confidence']:.0%} CI {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ""
-    lines.append(f"| {'mean'.ljust(width)} | {result['mean_a']:.3f} | {result['mean_b']:.3f} | "
-                 f"{result['mean_diff']:+.3f}{span} |")
+    lines.append(
+        f"| {'mean'.ljust(width)} | {result['mean_a']:.3f} | {result['mean_b']:.3f} | "
+        f"{result['mean_diff']:+.3f}{span} |"
+    )
     ties = len(result["rows"]) - result["better"] - result["worse"]
-    notes = [f"{len(result['rows'])} paired tasks: {b} better on {result['better']}, worse on {result['worse']}, "
-             f"tied on {ties}; percentile bootstrap over tasks, {result['resamples']:,} resamples, seed {result['seed']}."]
+    notes = [
+        f"{len(result['rows'])} paired tasks: {b} better on {result['better']}, worse on {result['worse']}, "
+        f"tied on {ties}; percentile bootstrap over tasks, {result['resamples']:,} resamples, seed {result['seed']}."
+    ]
     for side, missing in ((a, result["only_a"]), (b, result["only_b"])):
         if missing:
             notes.append(f"Only in {side} (left out): {', '.join(missing)}")

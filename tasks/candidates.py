@@ -80,25 +80,32 @@ def definitions(path: str, language: str, source: bytes) -> list[Candidate]:
             node = captures["definition." + kind][0]
             nodes.setdefault((node.start_byte, node.end_byte), (kind, node, captures["name"][0]))
     result = []
-    for (kind, node, name_node) in (nodes[k] for k in sorted(nodes)):
+    for kind, node, name_node in (nodes[k] for k in sorted(nodes)):
         enclosing = _enclosing(node, nodes, source)
         if any(k in FUNCTION_KINDS for k, _ in enclosing):
             continue
         if kind == "function" and enclosing and enclosing[-1][0] in CLASS_KINDS:
             kind = "method"
         outer = node.parent if node.parent is not None and node.parent.type == "decorated_definition" else node
-        result.append(Candidate(
-            path=path, language=language, kind=kind,
-            qualname=".".join([*(name for _, name in enclosing), _text(source, name_node)]),
-            start_byte=outer.start_byte, end_byte=outer.end_byte,
-            start_line=outer.start_point.row + 1, def_line=node.start_point.row + 1,
-            end_line=outer.end_point.row + 1,
-        ))
+        result.append(
+            Candidate(
+                path=path,
+                language=language,
+                kind=kind,
+                qualname=".".join([*(name for _, name in enclosing), _text(source, name_node)]),
+                start_byte=outer.start_byte,
+                end_byte=outer.end_byte,
+                start_line=outer.start_point.row + 1,
+                def_line=node.start_point.row + 1,
+                end_line=outer.end_point.row + 1,
+            )
+        )
     return result
 
 
-def _enclosing(node: Node, nodes: dict[tuple[int, int], tuple[str, Node, Node]],
-               source: bytes) -> list[tuple[str, str]]:
+def _enclosing(
+    node: Node, nodes: dict[tuple[int, int], tuple[str, Node, Node]], source: bytes
+) -> list[tuple[str, str]]:
     """(kind, name) of the captured definitions around `node`, outermost first."""
     chain = []
     parent = node.parent
@@ -111,14 +118,13 @@ def _enclosing(node: Node, nodes: dict[tuple[int, int], tuple[str, Node, Node]],
 
 
 def _text(source: bytes, node: Node) -> str:
-    return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
 def _exercised(candidate: Candidate, trace: Trace) -> bool:
     if candidate.kind in CLASS_KINDS:
         # A class body always runs on import: the class counts when code inside it ran.
-        return any(path == candidate.path and candidate.def_line < line <= candidate.end_line
-                   for path, line in trace)
+        return any(path == candidate.path and candidate.def_line < line <= candidate.end_line for path, line in trace)
     return (candidate.path, candidate.def_line) in trace or (candidate.path, candidate.start_line) in trace
 
 
@@ -126,5 +132,14 @@ def _module_candidate(path: str, language: str, source: bytes) -> Candidate | No
     lines = source.count(b"\n") + (0 if source.endswith(b"\n") or not source else 1)
     if not 0 < lines <= MAX_MODULE_LINES or not definitions(path, language, source):
         return None
-    return Candidate(path=path, language=language, kind="module", qualname=path, start_byte=0,
-                     end_byte=len(source), start_line=1, def_line=1, end_line=lines)
+    return Candidate(
+        path=path,
+        language=language,
+        kind="module",
+        qualname=path,
+        start_byte=0,
+        end_byte=len(source),
+        start_line=1,
+        def_line=1,
+        end_line=lines,
+    )

@@ -30,41 +30,68 @@ def main(command: str, argv: list[str]) -> int:
 
 
 def _tasks_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="teachback tasks", description="Tasks made from a repository by deleting a "
-                                     "feature its tests exercise, and graded attempts at them.")
+    parser = argparse.ArgumentParser(
+        prog="teachback tasks",
+        description="Tasks made from a repository by deleting a "
+        "feature its tests exercise, and graded attempts at them.",
+    )
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     synth = sub.add_parser("synth", help="make tasks from a repository whose tests pass")
     synth.add_argument("repo", type=Path, help="the repository (its tests must pass as it is)")
     synth.add_argument("--out", type=Path, required=True, help="folder for the task file and what it needs")
     synth.add_argument("--n", type=int, default=20, help="how many tasks to keep at most (default 20)")
     synth.add_argument("--seed", type=int, default=0, help="same repo and seed, same task file")
-    synth.add_argument("--strategy", choices=("body", "function", "file"), default="body",
-                       help="remove a body (keeping signature and docstring), a whole definition, or a small module")
-    synth.add_argument("--tests", choices=("visible", "hidden"), default="visible",
-                       help="hidden: the failing tests' files are removed from the workspace")
+    synth.add_argument(
+        "--strategy",
+        choices=("body", "function", "file"),
+        default="body",
+        help="remove a body (keeping signature and docstring), a whole definition, or a small module",
+    )
+    synth.add_argument(
+        "--tests",
+        choices=("visible", "hidden"),
+        default="visible",
+        help="hidden: the failing tests' files are removed from the workspace",
+    )
     synth.add_argument("--test-cmd", help="the test command (default: pytest, detected)")
     synth.set_defaults(handler=_synth)
 
     run = sub.add_parser("run", help="attempt every task with a model and grade each attempt")
     run.add_argument("tasks", type=Path, help="a task file (JSONL) made by `teachback tasks synth`")
     _attempt_options(run)
-    run.add_argument("--out", type=Path, help="results file, appended to and resumed from "
-                     "(default: <tasks>.<model>.results.jsonl in the current folder)")
+    run.add_argument(
+        "--out",
+        type=Path,
+        help="results file, appended to and resumed from "
+        "(default: <tasks>.<model>.results.jsonl in the current folder)",
+    )
     run.set_defaults(handler=_run)
     return parser
 
 
 def _bench_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="teachback bench", description="Score a model on a task suite (pass@k, tool "
-                                     "errors, cost, time, flags), or compare two bench runs task by task.")
+    parser = argparse.ArgumentParser(
+        prog="teachback bench",
+        description="Score a model on a task suite (pass@k, tool "
+        "errors, cost, time, flags), or compare two bench runs task by task.",
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--tasks", type=Path, help="a task file (JSONL)")
     source.add_argument("--suite", choices=SUITES, help="a suite that ships with teachback (offline)")
-    source.add_argument("--compare", nargs=2, type=Path, metavar=("A.json", "B.json"),
-                        help="paired per-task difference B − A with a bootstrap confidence interval")
+    source.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("A.json", "B.json"),
+        help="paired per-task difference B − A with a bootstrap confidence interval",
+    )
     _attempt_options(parser)
-    parser.add_argument("--out", type=Path, help="the bench JSON (default: bench-<suite or tasks>-<model>.json); "
-                        "the attempts go beside it as <name>.attempts.jsonl, and a rerun resumes from them")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="the bench JSON (default: bench-<suite or tasks>-<model>.json); "
+        "the attempts go beside it as <name>.attempts.jsonl, and a rerun resumes from them",
+    )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.set_defaults(handler=_bench)
     return parser
@@ -74,8 +101,12 @@ def _attempt_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="litellm model string (default: the configured model)")
     parser.add_argument("--attempts", type=int, default=1, help="attempts per task (default 1); pass@k uses k = this")
     parser.add_argument("--parallel", type=int, default=1, help="attempts at once (default 1; 0 with Ray: all)")
-    parser.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="local process pool, or Ray (pip install 'teachback[ray]')")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local process pool, or Ray (pip install 'teachback[ray]')",
+    )
     parser.add_argument("--address", help="Ray cluster address, e.g. auto (default: start a local Ray)")
     parser.add_argument("--instance", action="append", default=[], metavar="ID", help="only this task (repeatable)")
     parser.add_argument("--db", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
@@ -88,12 +119,19 @@ def _attempt_options(parser: argparse.ArgumentParser) -> None:
 
 def _synth(args: argparse.Namespace) -> int:
     from tasks.synth import synthesize
-
     from tasks.validate import progress_bar
 
     with progress_bar("validating deletions") as progress:
-        made = synthesize(args.repo, args.out, n=args.n, seed=args.seed, strategy=args.strategy, tests=args.tests,
-                          test_cmd=args.test_cmd, progress=progress)
+        made = synthesize(
+            args.repo,
+            args.out,
+            n=args.n,
+            seed=args.seed,
+            strategy=args.strategy,
+            tests=args.tests,
+            test_cmd=args.test_cmd,
+            progress=progress,
+        )
     print(f"{len(made)} task(s) in {args.out}")
     return EXIT_OK if made else EXIT_FAILED
 
@@ -105,8 +143,10 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or Path(f"{args.tasks.stem}.{_slug(model)}.results.jsonl")
     records, _ = _rollouts(args, args.tasks, model, out)
     s = summarize(records, args.attempts)["summary"]
-    print(f"{s['attempts']} graded attempt(s) on {s['tasks']} task(s): pass@1 {s['pass@1']:.3f}, "
-          f"flagged {s['flagged']}, harness errors {s['harness_errors']}. Results: {out}")
+    print(
+        f"{s['attempts']} graded attempt(s) on {s['tasks']} task(s): pass@1 {s['pass@1']:.3f}, "
+        f"flagged {s['flagged']}, harness errors {s['harness_errors']}. Results: {out}"
+    )
     return EXIT_OK if not s["harness_errors"] else EXIT_FAILED
 
 
@@ -125,9 +165,14 @@ def _bench(args: argparse.Namespace) -> int:
     attempts = out.with_name(f"{out.stem}.attempts.jsonl")
     with _task_file(args) as task_file:
         records, seconds = _rollouts(args, task_file, model, attempts)
-    document = bench.bench_document(bench.summarize(records, args.attempts), model=model, suite=name,
-                                    tasks_file=str(args.tasks or f"suite:{args.suite}"), run_s=round(seconds, 1),
-                                    results=str(attempts))
+    document = bench.bench_document(
+        bench.summarize(records, args.attempts),
+        model=model,
+        suite=name,
+        tasks_file=str(args.tasks or f"suite:{args.suite}"),
+        run_s=round(seconds, 1),
+        results=str(attempts),
+    )
     bench.write_document(document, out)
     print(bench.render_table(document))
     print(f"\nPer-task results: {out}")
@@ -144,12 +189,26 @@ def _rollouts(args: argparse.Namespace, task_file: Path, model: str, out: Path) 
     chosen = _chosen(load_tasks(task_file), args.instance)
     overrides = {k: v for k, v in (("max_steps", args.max_steps), ("max_time", args.max_time)) if v is not None}
     db = args.db or str(load_settings(Path.cwd()).db_path())
-    specs = specs_for(chosen, args.attempts, task_file=str(task_file.resolve()), model=model, db=db,
-                      work_dir=str(args.work_dir) if args.work_dir else None, overrides=overrides,
-                      grade_timeout=args.grade_timeout, keep_workspace=args.keep_workspaces)
+    specs = specs_for(
+        chosen,
+        args.attempts,
+        task_file=str(task_file.resolve()),
+        model=model,
+        db=db,
+        work_dir=str(args.work_dir) if args.work_dir else None,
+        overrides=overrides,
+        grade_timeout=args.grade_timeout,
+        keep_workspace=args.keep_workspaces,
+    )
     started = time.perf_counter()
-    records = run_all(specs, ResultsFile(out), executor=args.executor, parallel=args.parallel,
-                      address=args.address, on_result=_progress)
+    records = run_all(
+        specs,
+        ResultsFile(out),
+        executor=args.executor,
+        parallel=args.parallel,
+        address=args.address,
+        on_result=_progress,
+    )
     return records, time.perf_counter() - started
 
 
@@ -168,8 +227,10 @@ def _progress(record: dict[str, Any], count: int, total: int) -> None:
     if record.get("error"):
         line += f"harness error: {record['error']}"
     else:
-        line += (f"reward {record['reward']:g} (FAIL_TO_PASS {record['f2p_pass_fraction']:.0%}, PASS_TO_PASS "
-                 f"{record['p2p_pass_fraction']:.0%}), {record['steps']} steps, {record['wall_s']:.0f} s")
+        line += (
+            f"reward {record['reward']:g} (FAIL_TO_PASS {record['f2p_pass_fraction']:.0%}, PASS_TO_PASS "
+            f"{record['p2p_pass_fraction']:.0%}), {record['steps']} steps, {record['wall_s']:.0f} s"
+        )
         if record.get("flags"):
             line += f", FLAGGED: {', '.join(record['flags'])}"
     print(line, file=sys.stderr, flush=True)

@@ -110,12 +110,19 @@ def _ray_results(specs: list[AttemptSpec], address: str | None, parallel: int) -
     try:
         import ray
     except ImportError:
-        raise ExecutorError("The Ray executor needs Ray: pip install 'teachback[ray]' (or use --executor local).") from None
+        raise ExecutorError(
+            "The Ray executor needs Ray: pip install 'teachback[ray]' (or use --executor local)."
+        ) from None
     started_here = not ray.is_initialized()
     if started_here:
         try:
-            ray.init(address=address, runtime_env=_runtime_env(), include_dashboard=False,
-                     logging_level=logging.WARNING, log_to_driver=False)
+            ray.init(
+                address=address,
+                runtime_env=_runtime_env(),
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+            )
         except (ConnectionError, RuntimeError) as exc:
             raise ExecutorError(
                 f"Cannot start or reach Ray{f' at {address}' if address else ''}: {str(exc).rstrip('.')}. Start a cluster with "
@@ -151,8 +158,13 @@ def _outcome(get: Callable[[], dict[str, Any]], spec: AttemptSpec) -> dict[str, 
         return get()
     except Exception as exc:  # the worker process is gone; the attempt runs again on resume
         log.warning("attempt %s #%d: worker failed: %s", spec.task.instance_id, spec.attempt, exc)
-        return {"instance_id": spec.task.instance_id, "attempt": spec.attempt, "model": spec.model,
-                "reward": 0.0, "error": f"worker failed: {type(exc).__name__}: {exc}"}
+        return {
+            "instance_id": spec.task.instance_id,
+            "attempt": spec.attempt,
+            "model": spec.model,
+            "reward": 0.0,
+            "error": f"worker failed: {type(exc).__name__}: {exc}",
+        }
 
 
 def _runtime_env() -> dict[str, Any]:

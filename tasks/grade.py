@@ -17,8 +17,7 @@ from pathlib import Path
 
 from tasks.records import Task, test_file
 from tasks.snapshot import extract_snapshot, is_build_output, is_test_path
-from tasks.testrun import (ERROR, PASSED, TestCommand, cap_output, ensure_not_installed,
-                           importable_elsewhere, run_tests)
+from tasks.testrun import ERROR, PASSED, TestCommand, cap_output, ensure_not_installed, importable_elsewhere, run_tests
 
 _STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 
@@ -33,8 +32,9 @@ class Grade:
     seconds: float
 
 
-def grade(task: Task, task_file: Path, workspace: Path, timeout: float | None = None,
-          *, python: str | None = None) -> Grade:
+def grade(
+    task: Task, task_file: Path, workspace: Path, timeout: float | None = None, *, python: str | None = None
+) -> Grade:
     """Run the task's original tests on the code in `workspace` (the time limit: `timeout`, or
     the task's own)."""
     started = time.monotonic()
@@ -56,9 +56,14 @@ def grade(task: Task, task_file: Path, workspace: Path, timeout: float | None = 
     f2p = _fraction(outcomes, task.FAIL_TO_PASS)
     p2p = _fraction(outcomes, task.PASS_TO_PASS)
     note = "".join(f"[teachback: left out {path}: {why}]\n" for path, why in left_out)
-    return Grade(reward=1.0 if f2p == 1.0 and p2p == 1.0 else 0.0, f2p_pass_fraction=f2p,
-                 p2p_pass_fraction=p2p, outcomes=outcomes, output=cap_output(note + run.output),
-                 seconds=time.monotonic() - started)
+    return Grade(
+        reward=1.0 if f2p == 1.0 and p2p == 1.0 else 0.0,
+        f2p_pass_fraction=f2p,
+        p2p_pass_fraction=p2p,
+        outcomes=outcomes,
+        output=cap_output(note + run.output),
+        seconds=time.monotonic() - started,
+    )
 
 
 def _protected(task: Task) -> set[str]:
@@ -74,8 +79,9 @@ def _fraction(outcomes: dict[str, str], tests: tuple[str, ...]) -> float:
     return sum(outcomes[t] == PASSED for t in tests) / len(tests) if tests else 1.0
 
 
-def _copy_code(workspace: Path, tree: Path, protected: set[str], pristine: Path,
-               python: str | None) -> list[tuple[str, str]]:
+def _copy_code(
+    workspace: Path, tree: Path, protected: set[str], pristine: Path, python: str | None
+) -> list[tuple[str, str]]:
     """Copy the workspace's code into `tree`: everything but tests, test configuration, build
     outputs, links that leave the workspace and files that run before the tests; what was left
     out, and why."""
@@ -125,7 +131,7 @@ def _new_top_level(path: str, pristine: Path) -> tuple[str, str] | None:
         if not first.endswith(".py"):
             return None
         first = first[:-3]
-    top = "/".join(parts[:depth + 1])
+    top = "/".join(parts[: depth + 1])
     if not first.isidentifier() or (pristine / top).exists():
         return None
     return first, top

@@ -38,7 +38,7 @@ class Mutation:
 
     @property
     def deleted_text(self) -> str:
-        return self.original[self.deleted.start_byte:self.deleted.end_byte].decode("utf-8", "replace")
+        return self.original[self.deleted.start_byte : self.deleted.end_byte].decode("utf-8", "replace")
 
 
 def mutate(candidate: Candidate, source: bytes, strategy: str) -> Mutation | None:
@@ -67,7 +67,7 @@ def _body(candidate: Candidate, source: bytes, outer: Node) -> Mutation | None:
     children = list(body.named_children)
     statements = [c for c in children if c.type != "comment"]
     docstring = statements[0] if statements and _is_docstring(statements[0]) else None
-    rest = children[children.index(docstring) + 1:] if docstring else children
+    rest = children[children.index(docstring) + 1 :] if docstring else children
     code = [c for c in rest if c.type != "comment"]
     if not code or all(_text(source, c) in _TRIVIAL for c in code):
         return None
@@ -81,30 +81,35 @@ def _body(candidate: Candidate, source: bytes, outer: Node) -> Mutation | None:
 
 def _definition(candidate: Candidate, source: bytes, outer: Node) -> Mutation:
     line_start = source.rfind(b"\n", 0, outer.start_byte) + 1
-    start = line_start if not source[line_start:outer.start_byte].strip() else outer.start_byte
+    start = line_start if not source[line_start : outer.start_byte].strip() else outer.start_byte
     line_end = source.find(b"\n", outer.end_byte)
     line_end = len(source) if line_end < 0 else line_end + 1
-    end = line_end if not source[outer.end_byte:line_end].strip() else outer.end_byte
+    end = line_end if not source[outer.end_byte : line_end].strip() else outer.end_byte
     replacement = ""
     parent = outer.parent
-    if candidate.language == "python" and parent is not None and parent.type == "block" \
-            and len([c for c in parent.named_children if c.type != "comment"]) == 1:
-        indent = source[line_start:outer.start_byte].decode("utf-8", "replace")
+    if (
+        candidate.language == "python"
+        and parent is not None
+        and parent.type == "block"
+        and len([c for c in parent.named_children if c.type != "comment"]) == 1
+    ):
+        indent = source[line_start : outer.start_byte].decode("utf-8", "replace")
         replacement = f"{indent}pass\n"  # a class or block cannot be left empty
     deleted = _range(candidate.path, source, start, end, replacement)
-    return Mutation(candidate, "function", deleted, source,
-                    source[:start] + replacement.encode() + source[end:], "")
+    return Mutation(candidate, "function", deleted, source, source[:start] + replacement.encode() + source[end:], "")
 
 
 def _range(path: str, source: bytes, start: int, end: int, replacement: str) -> DeletedRange:
     last = max(start, end - 1)
-    return DeletedRange(path, source.count(b"\n", 0, start) + 1, source.count(b"\n", 0, last) + 1,
-                        start, end, replacement)
+    return DeletedRange(
+        path, source.count(b"\n", 0, start) + 1, source.count(b"\n", 0, last) + 1, start, end, replacement
+    )
 
 
 def _is_docstring(node: Node) -> bool:
-    return node.type == "expression_statement" and node.named_child_count == 1 \
-        and node.named_children[0].type in _STRINGS
+    return (
+        node.type == "expression_statement" and node.named_child_count == 1 and node.named_children[0].type in _STRINGS
+    )
 
 
 def _has_skipped_decorator(source: bytes, outer: Node) -> bool:
@@ -115,7 +120,7 @@ def _has_skipped_decorator(source: bytes, outer: Node) -> bool:
 
 
 def _text(source: bytes, node: Node) -> str:
-    return source[node.start_byte:node.end_byte].decode("utf-8", "replace")
+    return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
 
 def apply_deleted(tree: Path, ranges: tuple[DeletedRange, ...]) -> None:
@@ -126,17 +131,17 @@ def apply_deleted(tree: Path, ranges: tuple[DeletedRange, ...]) -> None:
     for path, items in sorted(by_path.items()):
         target = tree / path
         if not target.is_file():
-            raise TaskError(f"the task deletes code from {path}, which its snapshot lacks; "
-                            "regenerate the task file")
+            raise TaskError(f"the task deletes code from {path}, which its snapshot lacks; regenerate the task file")
         if any(item.removes_file for item in items):
             target.unlink()
             continue
         data = target.read_bytes()
         for item in sorted(items, key=lambda r: r.start_byte, reverse=True):
             if not 0 <= item.start_byte <= item.end_byte <= len(data):
-                raise TaskError(f"the deleted range {item.start_byte}-{item.end_byte} lies outside "
-                                f"{path}; regenerate the task file")
-            data = data[:item.start_byte] + item.replacement.encode() + data[item.end_byte:]
+                raise TaskError(
+                    f"the deleted range {item.start_byte}-{item.end_byte} lies outside {path}; regenerate the task file"
+                )
+            data = data[: item.start_byte] + item.replacement.encode() + data[item.end_byte :]
         target.write_bytes(data)
 
 

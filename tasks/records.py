@@ -104,8 +104,9 @@ def load_tasks(path: Path) -> list[Task]:
             try:
                 tasks.append(Task.from_json(line))
             except (ValueError, TypeError, TaskError) as exc:
-                raise TaskError(f"{path}:{number}: not a task record ({exc}); regenerate the file with "
-                                "`teachback tasks synth`") from exc
+                raise TaskError(
+                    f"{path}:{number}: not a task record ({exc}); regenerate the file with `teachback tasks synth`"
+                ) from exc
     return tasks
 
 

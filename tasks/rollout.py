@@ -25,7 +25,13 @@ from typing import Any
 from agent.cli import MODEL_USAGE_ERRORS
 from agent.config import Settings, load_settings
 from agent.protocol import (
-    ErrorEvent, Event, SessionStarted, ToolCallFinished, ToolCallStarted, TurnFinished, UserInput,
+    ErrorEvent,
+    Event,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    UserInput,
 )
 from feedback_store.pairs import SCHEMA_KINDS
 from tasks.records import TaskError
@@ -35,9 +41,21 @@ log = logging.getLogger(__name__)
 # Commands no task attempt may run, whatever the configuration says: each fetches from the network
 # (the monitor flags the attempt too). A task file narrows this further with its own deny rules.
 TASK_DENY_COMMANDS = (
-    "curl *", "*[ /;&|]curl *", "wget *", "*[ /;&|]wget *", "*pip install*", "*pip3 install*", "*pip download*",
-    "*uv pip install*", "*uv add *", "*git clone*", "*git fetch*", "*git pull*", "*git submodule update*",
-    "ssh *", "scp *",
+    "curl *",
+    "*[ /;&|]curl *",
+    "wget *",
+    "*[ /;&|]wget *",
+    "*pip install*",
+    "*pip3 install*",
+    "*pip download*",
+    "*uv pip install*",
+    "*uv add *",
+    "*git clone*",
+    "*git fetch*",
+    "*git pull*",
+    "*git submodule update*",
+    "ssh *",
+    "scp *",
 )
 GRADER_CALL_PREFIX = "grader_"
 FAILING_SHOWN = 20  # failing test ids named in the grader's feedback
@@ -67,8 +85,15 @@ def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
     `spec.db`, with the task deny rules added to the configured ones."""
     base = load_settings(workspace)
     deny = (*base.deny_commands, *TASK_DENY_COMMANDS, *task_deny_rules(spec.task))
-    return base.replace(model=spec.model, approval="full-auto", ask_commands=(), deny_commands=deny,
-                        db=spec.db, record=True, **spec.overrides)
+    return base.replace(
+        model=spec.model,
+        approval="full-auto",
+        ask_commands=(),
+        deny_commands=deny,
+        db=spec.db,
+        record=True,
+        **spec.overrides,
+    )
 
 
 def task_deny_rules(task: Any) -> tuple[str, ...]:
@@ -176,9 +201,15 @@ def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
         flags = sorted({row["rule"] for row in store.flags(session_id)})
     finally:
         store.close()
-    record = {"session_id": session_id, **outcome, "flags": flags, **metrics,
-              "agent_s": round(agent_s, 3), "grade_s": round(grade_s, 3),
-              "failing_tests": failing_tests(spec.task, result)}
+    record = {
+        "session_id": session_id,
+        **outcome,
+        "flags": flags,
+        **metrics,
+        "agent_s": round(agent_s, 3),
+        "grade_s": round(grade_s, 3),
+        "failing_tests": failing_tests(spec.task, result),
+    }
     if unrecorded:  # the attempt counts only once the store holds all of it
         record["error"] = f"{len(unrecorded)} event(s) not recorded: {'; '.join(problems) or 'see the log'}"
     return record
@@ -227,12 +258,25 @@ def grader_events(session_id: str, task: Any, result: Any, *, step: int) -> tupl
     command = task_command(task)
     call_id = f"{GRADER_CALL_PREFIX}{session_id}"
     passed = result.reward >= 1
-    start = ToolCallStarted(session_id=session_id, call_id=call_id, name="run_command",
-                            arguments=json.dumps({"command": command}), step=step)
+    start = ToolCallStarted(
+        session_id=session_id,
+        call_id=call_id,
+        name="run_command",
+        arguments=json.dumps({"command": command}),
+        step=step,
+    )
     return start, ToolCallFinished(
-        session_id=session_id, cause_id=start.id, call_id=call_id, name="run_command", ok=passed,
-        result=grader_feedback(command, task, result), step=step, error_kind=None if passed else "exit_status",
-        target=command, duration_ms=round(result.seconds * 1000, 1), message=None,
+        session_id=session_id,
+        cause_id=start.id,
+        call_id=call_id,
+        name="run_command",
+        ok=passed,
+        result=grader_feedback(command, task, result),
+        step=step,
+        error_kind=None if passed else "exit_status",
+        target=command,
+        duration_ms=round(result.seconds * 1000, 1),
+        message=None,
     )
 
 
@@ -242,9 +286,11 @@ def grader_feedback(command: str, task: Any, result: Any) -> str:
 
     failing = failing_tests(task, result)
     f2p, p2p = len(task.FAIL_TO_PASS), len(task.PASS_TO_PASS)
-    head = (f"The task's tests, run after you finished (with the original test files): "
-            f"{round(result.f2p_pass_fraction * f2p)} of {f2p} tests that had to start passing pass, "
-            f"{round(result.p2p_pass_fraction * p2p)} of {p2p} tests that passed before still pass.")
+    head = (
+        f"The task's tests, run after you finished (with the original test files): "
+        f"{round(result.f2p_pass_fraction * f2p)} of {f2p} tests that had to start passing pass, "
+        f"{round(result.p2p_pass_fraction * p2p)} of {p2p} tests that passed before still pass."
+    )
     if failing:
         more = f" (and {len(failing) - FAILING_SHOWN} more)" if len(failing) > FAILING_SHOWN else ""
         head += "\nFailing: " + ", ".join(failing[:FAILING_SHOWN]) + more

@@ -20,9 +20,12 @@ from tasks.snapshot import extract_snapshot, is_test_path, strip_build_outputs
 COMMIT_MESSAGE = "Task workspace"
 # Fixed identity and dates: the workspace commit says nothing about where or when it was made.
 _GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "teachback", "GIT_AUTHOR_EMAIL": "tasks@teachback.invalid",
-    "GIT_COMMITTER_NAME": "teachback", "GIT_COMMITTER_EMAIL": "tasks@teachback.invalid",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_AUTHOR_NAME": "teachback",
+    "GIT_AUTHOR_EMAIL": "tasks@teachback.invalid",
+    "GIT_COMMITTER_NAME": "teachback",
+    "GIT_COMMITTER_EMAIL": "tasks@teachback.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
 }
 
 
@@ -32,8 +35,9 @@ def make_workspace(task: Task, task_file: Path, dest: Path, tests: str = "visibl
         raise TaskError(f"tests={tests!r}: use 'visible' or 'hidden'")
     dest = Path(dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise TaskError(f"{dest} already exists and is not an empty folder: every attempt needs a "
-                        "fresh workspace; pass a new path")
+        raise TaskError(
+            f"{dest} already exists and is not an empty folder: every attempt needs a fresh workspace; pass a new path"
+        )
     extract_snapshot(Path(task_file).parent, task.snapshot, task.base_hash, dest)
     apply_deleted(dest, task.deleted)
     strip_build_outputs(dest)
@@ -48,8 +52,7 @@ def make_workspace(task: Task, task_file: Path, dest: Path, tests: str = "visibl
 def git_env() -> dict[str, str]:
     """Git with no system or global configuration (no templates, hooks or credential helpers)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(_GIT_IDENTITY, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
-               GIT_TERMINAL_PROMPT="0")
+    env.update(_GIT_IDENTITY, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_TERMINAL_PROMPT="0")
     return env
 
 

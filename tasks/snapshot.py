@@ -18,11 +18,30 @@ from pathlib import Path
 from tasks.records import TaskError
 
 # Folder names that are never part of a task tree, at any depth.
-EXCLUDED_DIRS = frozenset({
-    ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
-    ".nox", ".hypothesis", ".eggs", "htmlcov", ".pytype", ".pyre", ".dmypy", ".ipynb_checkpoints",
-    ".benchmarks", "node_modules", ".venv", "venv",
-})
+EXCLUDED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+        ".hypothesis",
+        ".eggs",
+        "htmlcov",
+        ".pytype",
+        ".pyre",
+        ".dmypy",
+        ".ipynb_checkpoints",
+        ".benchmarks",
+        "node_modules",
+        ".venv",
+        "venv",
+    }
+)
 # Only at the top of the tree: `build` and `dist` are also ordinary subpackage names.
 EXCLUDED_TOP_DIRS = frozenset({"build", "dist"})
 EXCLUDED_DIR_SUFFIXES = (".egg-info", ".dist-info")
@@ -47,8 +66,7 @@ def is_build_output(path: str) -> bool:
             return True
         if index == 0 and part in EXCLUDED_TOP_DIRS:
             return True
-    return (name in EXCLUDED_FILES or name.endswith(EXCLUDED_FILE_SUFFIXES)
-            or name.startswith(EXCLUDED_FILE_PREFIXES))
+    return name in EXCLUDED_FILES or name.endswith(EXCLUDED_FILE_SUFFIXES) or name.startswith(EXCLUDED_FILE_PREFIXES)
 
 
 def is_test_path(path: str) -> bool:
@@ -86,8 +104,13 @@ def _git_files(root: Path) -> list[str]:
     """Tracked and untracked-but-not-ignored files, or [] outside a git work tree (or when git
     lists nothing, as for a folder that git ignores)."""
     try:
-        result = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
-                                capture_output=True, timeout=120, check=False)
+        result = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+            cwd=root,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     if result.returncode != 0:
@@ -123,8 +146,13 @@ def project_packages(files: list[str]) -> tuple[str, ...]:
             name = parts[0]
         else:
             continue
-        if name.isidentifier() and name not in TOOLING_MODULES and name not in TEST_DIRS \
-                and not is_test_path(path) and path in present:
+        if (
+            name.isidentifier()
+            and name not in TOOLING_MODULES
+            and name not in TEST_DIRS
+            and not is_test_path(path)
+            and path in present
+        ):
             names.add(name)
     return tuple(sorted(names))
 
@@ -168,12 +196,16 @@ def extract_snapshot(task_dir: Path, snapshot: str, base_hash: str, dest: Path) 
     """Unpack a snapshot into `dest` after checking it is the one the task was made from."""
     path = task_dir / snapshot
     if not path.is_file():
-        raise TaskError(f"the snapshot {path} is missing: a task file's folder must be copied whole "
-                        f"(with its {SNAPSHOT_DIR}/ folder)")
+        raise TaskError(
+            f"the snapshot {path} is missing: a task file's folder must be copied whole "
+            f"(with its {SNAPSHOT_DIR}/ folder)"
+        )
     data = path.read_bytes()
     if hashlib.sha256(data).hexdigest()[:20] != base_hash:
-        raise TaskError(f"the snapshot {path} does not match base_hash {base_hash}: it was changed "
-                        "after the task was made; regenerate the task file")
+        raise TaskError(
+            f"the snapshot {path} does not match base_hash {base_hash}: it was changed "
+            "after the task was made; regenerate the task file"
+        )
     dest.mkdir(parents=True, exist_ok=True)
     # The "data" filter (Python 3.11.4+) refuses links and paths that leave `dest`; the hash check
     # above already rules out a tar that teachback did not write.

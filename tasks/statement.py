@@ -31,19 +31,25 @@ def problem_statement(mutation: Mutation, fail_to_pass: Sequence[str], tests: st
             f"that the code and tests that use it work."
         )
     else:
-        names = [d.qualname for d in definitions(candidate.path, candidate.language, mutation.original)
-                 if "." not in d.qualname]
+        names = [
+            d.qualname
+            for d in definitions(candidate.path, candidate.language, mutation.original)
+            if "." not in d.qualname
+        ]
         listed = ", ".join(f"`{name}`" for name in names)
-        head = (f"The module `{candidate.path}` has been deleted. Write it again; it defined "
-                f"{listed}.")
+        head = f"The module `{candidate.path}` has been deleted. Write it again; it defined {listed}."
     return f"{head}\n\n{_tests_paragraph(fail_to_pass, tests)}\n"
 
 
 def _tests_paragraph(fail_to_pass: Sequence[str], tests: str) -> str:
-    intro = ("These tests fail until it works again" if tests == "visible" else
-             "Tests you cannot see check it; these are the ones that fail until it works again")
+    intro = (
+        "These tests fail until it works again"
+        if tests == "visible"
+        else "Tests you cannot see check it; these are the ones that fail until it works again"
+    )
     shown = [f"- `{test}`" for test in fail_to_pass[:MAX_LISTED_TESTS]]
     if len(fail_to_pass) > MAX_LISTED_TESTS:
         shown.append(f"- and {len(fail_to_pass) - MAX_LISTED_TESTS} more")
-    return (f"{intro}:\n" + "\n".join(shown) +
-            "\n\nChange the code, not the tests: grading runs the original test files.")
+    return (
+        f"{intro}:\n" + "\n".join(shown) + "\n\nChange the code, not the tests: grading runs the original test files."
+    )

@@ -21,13 +21,10 @@ from typing import Any
 from tasks.candidates import find_candidates
 from tasks.mutate import Mutation, gold_patch, mutate
 from tasks.records import STRATEGIES, TEST_VISIBILITY, Task, TaskError, write_tasks
-from tasks.snapshot import (extract_snapshot, is_test_path, list_files, project_packages,
-                            write_snapshot)
+from tasks.snapshot import extract_snapshot, is_test_path, list_files, project_packages, write_snapshot
 from tasks.statement import problem_statement
-from tasks.testrun import (DEFAULT_TEST_CMD, ProcessRegistry, TestCommand, ensure_not_installed,
-                           ensure_runner)
-from tasks.validate import (Baseline, Progress, check_mutation, default_workers, is_valid,
-                            run_baseline, validate_all)
+from tasks.testrun import DEFAULT_TEST_CMD, ProcessRegistry, TestCommand, ensure_not_installed, ensure_runner
+from tasks.validate import Baseline, Progress, check_mutation, default_workers, is_valid, run_baseline, validate_all
 from tasks.worklog import WorkLog
 
 log = logging.getLogger(__name__)
@@ -37,11 +34,22 @@ GOLD_DIR = "gold"
 TASK_FILE = "tasks.jsonl"
 
 
-def synthesize(repo: Path, out: Path, n: int | None = None, seed: int = 0, strategy: str = "body",
-               tests: str = "visible", test_cmd: str | None = None, progress: Progress | None = None,
-               *, timeout: float = DEFAULT_TIMEOUT, workers: int | None = None,
-               python: str | None = None, name: str | None = None,
-               task_file: str = TASK_FILE) -> list[Task]:
+def synthesize(
+    repo: Path,
+    out: Path,
+    n: int | None = None,
+    seed: int = 0,
+    strategy: str = "body",
+    tests: str = "visible",
+    test_cmd: str | None = None,
+    progress: Progress | None = None,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    workers: int | None = None,
+    python: str | None = None,
+    name: str | None = None,
+    task_file: str = TASK_FILE,
+) -> list[Task]:
     """Make up to `n` tasks (all that validate, without `n`) from `repo` into the folder `out`.
     `python` is the interpreter the tests run with (this one by default)."""
     repo, out = Path(repo), Path(out)
@@ -54,8 +62,13 @@ def synthesize(repo: Path, out: Path, n: int | None = None, seed: int = 0, strat
     out.mkdir(parents=True, exist_ok=True)
     base_hash, snapshot = write_snapshot(repo, files, out)
     repo_name = re.sub(r"[^A-Za-z0-9_.-]", "_", name or repo.resolve().name)
-    config = {"base_hash": base_hash, "test_cmd": command.text, "strategy": strategy,
-              "timeout": timeout, "python": python or sys.executable}
+    config = {
+        "base_hash": base_hash,
+        "test_cmd": command.text,
+        "strategy": strategy,
+        "timeout": timeout,
+        "python": python or sys.executable,
+    }
     worklog = WorkLog(out / f"{Path(task_file).stem}.worklog.jsonl", config)
     registry = ProcessRegistry()
     with tempfile.TemporaryDirectory(prefix="teachback-synth-") as scratch:
@@ -66,19 +79,25 @@ def synthesize(repo: Path, out: Path, n: int | None = None, seed: int = 0, strat
             worklog.record_baseline(baseline.to_log())
         baseline = Baseline.from_log(worklog.baseline)
         mutations = _mutations(pristine, files, strategy, baseline, seed)
-        log.info("%s: %d tests pass on the original; %d candidates", repo, len(baseline.passing),
-                 len(mutations))
+        log.info("%s: %d tests pass on the original; %d candidates", repo, len(baseline.passing), len(mutations))
 
         def check(mutation: Mutation) -> dict[str, Any]:
-            return check_mutation(pristine, mutation, command, files, timeout, python,
-                                  baseline.passing, registry)
+            return check_mutation(pristine, mutation, command, files, timeout, python, baseline.passing, registry)
 
-        results = validate_all(mutations, check, worklog, baseline.passing, n, workers or default_workers(),
-                               progress, registry)
+        results = validate_all(
+            mutations, check, worklog, baseline.passing, n, workers or default_workers(), progress, registry
+        )
     kept = _first_valid(mutations, results, baseline.passing, n)
-    common = {"repo": repo_name, "base_hash": base_hash, "test_cmd": command.text,
-              "timings": {"test_timeout": timeout}, "snapshot": snapshot, "packages": packages,
-              "test_files": tuple(p for p in files if is_test_path(p)), "tests": tests}
+    common = {
+        "repo": repo_name,
+        "base_hash": base_hash,
+        "test_cmd": command.text,
+        "timings": {"test_timeout": timeout},
+        "snapshot": snapshot,
+        "packages": packages,
+        "test_files": tuple(p for p in files if is_test_path(p)),
+        "tests": tests,
+    }
     tasks = _tasks(kept, results, baseline.passing, common)
     for mutation, task in zip(kept, tasks, strict=True):
         gold = out / task.gold_patch
@@ -107,12 +126,13 @@ def detect_test_cmd(repo: Path, files: list[str]) -> str:
     """pytest, when the repository has pytest-style test files or pytest configuration."""
     if any(is_test_path(p) and p.endswith(".py") for p in files):
         return DEFAULT_TEST_CMD
-    raise TaskError(f"no tests found in {repo} (files named test_*.py or *_test.py, or under "
-                    "tests/); pass --test-cmd with a command that writes JUnit XML to {junit_xml}")
+    raise TaskError(
+        f"no tests found in {repo} (files named test_*.py or *_test.py, or under "
+        "tests/); pass --test-cmd with a command that writes JUnit XML to {junit_xml}"
+    )
 
 
-def _mutations(tree: Path, files: list[str], strategy: str, baseline: Baseline,
-               seed: int) -> list[Mutation]:
+def _mutations(tree: Path, files: list[str], strategy: str, baseline: Baseline, seed: int) -> list[Mutation]:
     """One deletion per candidate, in the order the seed fixes."""
     found = []
     sources: dict[str, bytes] = {}
@@ -125,8 +145,9 @@ def _mutations(tree: Path, files: list[str], strategy: str, baseline: Baseline,
     return found
 
 
-def _first_valid(mutations: list[Mutation], results: dict[str, dict[str, Any]],
-                 passing: frozenset[str], n: int | None) -> list[Mutation]:
+def _first_valid(
+    mutations: list[Mutation], results: dict[str, dict[str, Any]], passing: frozenset[str], n: int | None
+) -> list[Mutation]:
     """The first `n` valid mutations in order (validation checked every one before the n-th)."""
     kept: list[Mutation] = []
     for mutation in mutations:
@@ -138,19 +159,26 @@ def _first_valid(mutations: list[Mutation], results: dict[str, dict[str, Any]],
     return kept
 
 
-def _tasks(kept: list[Mutation], results: dict[str, dict[str, Any]], passing: frozenset[str],
-           common: dict[str, Any]) -> list[Task]:
+def _tasks(
+    kept: list[Mutation], results: dict[str, dict[str, Any]], passing: frozenset[str], common: dict[str, Any]
+) -> list[Task]:
     tasks = []
     used: set[str] = set()
     for mutation in kept:
         f2p = tuple(results[mutation.candidate.key]["f2p"])
         instance_id = _instance_id(common["repo"], common["base_hash"], mutation, used)
-        tasks.append(Task(
-            instance_id=instance_id, strategy=mutation.strategy,
-            problem_statement=problem_statement(mutation, f2p, common["tests"]),
-            FAIL_TO_PASS=f2p, PASS_TO_PASS=tuple(sorted(passing - set(f2p))),
-            deleted=(mutation.deleted,), gold_patch=f"{GOLD_DIR}/{instance_id}.patch", **common,
-        ))
+        tasks.append(
+            Task(
+                instance_id=instance_id,
+                strategy=mutation.strategy,
+                problem_statement=problem_statement(mutation, f2p, common["tests"]),
+                FAIL_TO_PASS=f2p,
+                PASS_TO_PASS=tuple(sorted(passing - set(f2p))),
+                deleted=(mutation.deleted,),
+                gold_patch=f"{GOLD_DIR}/{instance_id}.patch",
+                **common,
+            )
+        )
     return tasks
 
 

@@ -33,9 +33,16 @@ _ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _PYTHON_NAMES = ("python", "python3")
 # Appended to a pytest command line: JUnit XML with file names, no cache, short tracebacks, and
 # the other test files still run when one cannot be imported (its tests then count as errors).
-_PYTEST_ARGS = ("-p", "no:cacheprovider", "--rootdir=.", "--continue-on-collection-errors",
-                "-o", "junit_family=xunit1", "--tb=short",
-                "--color=no")
+_PYTEST_ARGS = (
+    "-p",
+    "no:cacheprovider",
+    "--rootdir=.",
+    "--continue-on-collection-errors",
+    "-o",
+    "junit_family=xunit1",
+    "--tb=short",
+    "--color=no",
+)
 
 
 @dataclass(frozen=True)
@@ -122,8 +129,9 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
         return  # it has already ended
 
 
-def isolated_env(tree: Path | None, command: TestCommand | None = None,
-                 extra_path: Iterable[Path] = ()) -> dict[str, str]:
+def isolated_env(
+    tree: Path | None, command: TestCommand | None = None, extra_path: Iterable[Path] = ()
+) -> dict[str, str]:
     """This process's environment less every PYTHON*/PYTEST_* variable, with `tree` (and its
     `src/`) as the whole import path, no user site-packages and no bytecode written."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "PYTEST_"))}
@@ -131,18 +139,24 @@ def isolated_env(tree: Path | None, command: TestCommand | None = None,
     if tree is not None:
         path = [tree, *([tree / "src"] if (tree / "src").is_dir() else [])]
     path += list(extra_path)
-    env.update(PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0",
-               PYTHONIOENCODING="utf-8")
+    env.update(PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0", PYTHONIOENCODING="utf-8")
     if path:
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in path)
     env.update(dict(command.env) if command else {})
     return env
 
 
-def run_tests(tree: Path, command: TestCommand, timeout: float, python: str | None = None,
-              files: Iterable[str] = (), extra_path: Iterable[Path] = (),
-              extra_args: Sequence[str] = (), env: Mapping[str, str] | None = None,
-              registry: ProcessRegistry | None = None) -> TestRun:
+def run_tests(
+    tree: Path,
+    command: TestCommand,
+    timeout: float,
+    python: str | None = None,
+    files: Iterable[str] = (),
+    extra_path: Iterable[Path] = (),
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    registry: ProcessRegistry | None = None,
+) -> TestRun:
     """Run the test command in `tree`; outcomes from its JUnit XML (`files`: the tree's files,
     to turn JUnit class names back into node ids)."""
     with tempfile.TemporaryDirectory(prefix="teachback-junit-") as scratch:
@@ -151,9 +165,15 @@ def run_tests(tree: Path, command: TestCommand, timeout: float, python: str | No
         run_env = {**isolated_env(tree, command, extra_path), **(env or {})}
         started = time.monotonic()
         try:
-            process = subprocess.Popen(argv, cwd=tree, env=run_env, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                cwd=tree,
+                env=run_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise TaskError(f"cannot start the test command {command.text!r}: {exc}") from exc
         if registry is not None:
@@ -247,13 +267,20 @@ def importable_elsewhere(names: Sequence[str], python: str | None = None) -> dic
         return {}
     with tempfile.TemporaryDirectory(prefix="teachback-empty-") as empty:
         try:
-            result = subprocess.run([python or sys.executable, "-c", _FIND_SPECS, *names], cwd=empty,
-                                    env=isolated_env(None), capture_output=True, text=True, timeout=60)
+            result = subprocess.run(
+                [python or sys.executable, "-c", _FIND_SPECS, *names],
+                cwd=empty,
+                env=isolated_env(None),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TaskError(f"cannot check the test environment with {python or sys.executable}: {exc}") from exc
     if result.returncode != 0:
-        raise TaskError(f"cannot check the test environment with {python or sys.executable}: "
-                        f"{result.stderr.strip()[-2000:]}")
+        raise TaskError(
+            f"cannot check the test environment with {python or sys.executable}: {result.stderr.strip()[-2000:]}"
+        )
     return json.loads(result.stdout)
 
 
@@ -261,9 +288,11 @@ def ensure_runner(command: TestCommand, python: str | None = None) -> None:
     """Refuse a pytest command when the interpreter the tests run with has no pytest."""
     if command.is_pytest and "pytest" not in importable_elsewhere(["pytest"], python):
         interpreter = python or sys.executable
-        raise TaskError(f"pytest is not installed for {interpreter}, which runs the tests: install it "
-                        f"there (`{interpreter} -m pip install pytest`) with the project's other test "
-                        f"dependencies, but not the project itself")
+        raise TaskError(
+            f"pytest is not installed for {interpreter}, which runs the tests: install it "
+            f"there (`{interpreter} -m pip install pytest`) with the project's other test "
+            f"dependencies, but not the project itself"
+        )
 
 
 def ensure_not_installed(packages: Sequence[str], python: str | None = None) -> None:

@@ -30,7 +30,7 @@ Check = Callable[[Mutation], dict[str, Any]]
 _TRACER_MODULE = "_teachback_exercised"
 # A pytest plugin (loaded with -p, so it starts before any conftest or project import) that
 # records the first line of every code object of the tree that ran; line 0 marks a module body.
-_TRACER = '''
+_TRACER = """
 import json, os, sys, threading
 _ROOT = os.path.realpath(os.environ["TEACHBACK_TRACE_ROOT"]) + os.sep
 _seen = set()
@@ -51,7 +51,7 @@ def pytest_unconfigure(config):
     out = os.path.join(os.environ["TEACHBACK_TRACE_OUT"], "%d.json" % os.getpid())
     with open(out, "w") as handle:
         json.dump(sorted(rows), handle)
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,11 @@ class Baseline:
     seconds: float
 
     def to_log(self) -> dict[str, Any]:
-        return {"passing": sorted(self.passing), "seconds": self.seconds,
-                "trace": None if self.trace is None else sorted(self.trace)}
+        return {
+            "passing": sorted(self.passing),
+            "seconds": self.seconds,
+            "trace": None if self.trace is None else sorted(self.trace),
+        }
 
     @classmethod
     def from_log(cls, data: dict[str, Any]) -> Baseline:
@@ -70,8 +73,14 @@ class Baseline:
         return cls(frozenset(data["passing"]), trace, data["seconds"])
 
 
-def run_baseline(tree: Path, command: TestCommand, files: Sequence[str], timeout: float,
-                 python: str | None, registry: ProcessRegistry) -> Baseline:
+def run_baseline(
+    tree: Path,
+    command: TestCommand,
+    files: Sequence[str],
+    timeout: float,
+    python: str | None,
+    registry: ProcessRegistry,
+) -> Baseline:
     plain = _checked(run_tests(tree, command, timeout, python, files, registry=registry), timeout)
     if not command.is_pytest:
         return Baseline(frozenset(plain.passed()), None, plain.seconds)
@@ -80,30 +89,50 @@ def run_baseline(tree: Path, command: TestCommand, files: Sequence[str], timeout
         plugin_dir.mkdir()
         out_dir.mkdir()
         (plugin_dir / f"{_TRACER_MODULE}.py").write_text(_TRACER, encoding="utf-8")
-        traced = _checked(run_tests(
-            tree, command, timeout * 3, python, files, extra_path=[plugin_dir],
-            extra_args=["-p", _TRACER_MODULE], registry=registry,
-            env={"TEACHBACK_TRACE_ROOT": str(tree), "TEACHBACK_TRACE_OUT": str(out_dir)},
-        ), timeout * 3)
-        trace = frozenset((p, line) for f in sorted(out_dir.iterdir())
-                          for p, line in json.loads(f.read_text(encoding="utf-8")))
+        traced = _checked(
+            run_tests(
+                tree,
+                command,
+                timeout * 3,
+                python,
+                files,
+                extra_path=[plugin_dir],
+                extra_args=["-p", _TRACER_MODULE],
+                registry=registry,
+                env={"TEACHBACK_TRACE_ROOT": str(tree), "TEACHBACK_TRACE_OUT": str(out_dir)},
+            ),
+            timeout * 3,
+        )
+        trace = frozenset(
+            (p, line) for f in sorted(out_dir.iterdir()) for p, line in json.loads(f.read_text(encoding="utf-8"))
+        )
     return Baseline(frozenset(plain.passed() & traced.passed()), trace, plain.seconds)
 
 
 def _checked(run: TestRun, timeout: float) -> TestRun:
     if run.timed_out:
-        raise TaskError(f"the tests of the original tree take longer than {timeout:g} s; raise the "
-                        f"time limit (--timeout) or narrow the test command (--test-cmd)")
+        raise TaskError(
+            f"the tests of the original tree take longer than {timeout:g} s; raise the "
+            f"time limit (--timeout) or narrow the test command (--test-cmd)"
+        )
     if not run.passed():
-        raise TaskError("no test passes on the original tree, so no deletion can be checked; make "
-                        "the tests pass (or pass --test-cmd). The end of the output:\n"
-                        + run.output[-3000:])
+        raise TaskError(
+            "no test passes on the original tree, so no deletion can be checked; make "
+            "the tests pass (or pass --test-cmd). The end of the output:\n" + run.output[-3000:]
+        )
     return run
 
 
-def check_mutation(pristine: Path, mutation: Mutation, command: TestCommand, files: Sequence[str],
-                   timeout: float, python: str | None, passing: frozenset[str],
-                   registry: ProcessRegistry) -> dict[str, Any]:
+def check_mutation(
+    pristine: Path,
+    mutation: Mutation,
+    command: TestCommand,
+    files: Sequence[str],
+    timeout: float,
+    python: str | None,
+    passing: frozenset[str],
+    registry: ProcessRegistry,
+) -> dict[str, Any]:
     """Run the tests on a copy of `pristine` with `mutation` made; its FAIL_TO_PASS (sorted)."""
     with tempfile.TemporaryDirectory(prefix="teachback-mutant-") as scratch:
         tree = Path(scratch, "tree")
@@ -114,8 +143,7 @@ def check_mutation(pristine: Path, mutation: Mutation, command: TestCommand, fil
         else:
             target.write_bytes(mutation.mutated)
         run = run_tests(tree, command, timeout, python, files, registry=registry)
-    return {"f2p": sorted(passing - run.passed()), "seconds": round(run.seconds, 3),
-            "timed_out": run.timed_out}
+    return {"f2p": sorted(passing - run.passed()), "seconds": round(run.seconds, 3), "timed_out": run.timed_out}
 
 
 def is_valid(result: dict[str, Any], passing: frozenset[str]) -> bool:
@@ -123,13 +151,21 @@ def is_valid(result: dict[str, Any], passing: frozenset[str]) -> bool:
     return not result["timed_out"] and 0 < len(result["f2p"]) < len(passing)
 
 
-def validate_all(mutations: Sequence[Mutation], check: Check, worklog: WorkLog, passing: frozenset[str],
-                 n: int | None, workers: int, progress: Progress | None,
-                 registry: ProcessRegistry) -> dict[str, dict[str, Any]]:
+def validate_all(
+    mutations: Sequence[Mutation],
+    check: Check,
+    worklog: WorkLog,
+    passing: frozenset[str],
+    n: int | None,
+    workers: int,
+    progress: Progress | None,
+    registry: ProcessRegistry,
+) -> dict[str, dict[str, Any]]:
     """Check mutations in their order, `workers` at a time, until the first `n` valid ones in that
     order are known (all, without `n`). Results already in the work log are not run again."""
-    results = {m.candidate.key: worklog.candidates[m.candidate.key]
-               for m in mutations if m.candidate.key in worklog.candidates}
+    results = {
+        m.candidate.key: worklog.candidates[m.candidate.key] for m in mutations if m.candidate.key in worklog.candidates
+    }
     todo = iter([m for m in mutations if m.candidate.key not in results])
 
     def enough() -> bool:

@@ -20,9 +20,7 @@ def teachback_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=root, check=True, capture_output=True, text=True
-    ).stdout.strip()
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture

@@ -113,8 +113,11 @@ def test_every_package_imports_only_what_the_design_allows() -> None:
 
 
 def test_the_command_line_loads_the_other_packages_lazily() -> None:
-    eager = {f"{COMPOSITION_ROOT} imports {name} at load time"
-             for name in _imports(COMPOSITION_ROOT, top_level_only=True) if not name.startswith("agent")}
+    eager = {
+        f"{COMPOSITION_ROOT} imports {name} at load time"
+        for name in _imports(COMPOSITION_ROOT, top_level_only=True)
+        if not name.startswith("agent")
+    }
     assert sorted(eager - PENDING) == []
 
 

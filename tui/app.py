@@ -92,10 +92,12 @@ class TeachbackApp(App[int]):
         yield SystemCommand("Feedback browser", "Browse feedback pairs and error stats (ctrl+b)", self.action_feedback)
         yield SystemCommand("Export training data", "Export feedback pairs to a file (ctrl+s)", self.action_export)
         if isinstance(screen, MainScreen):
-            yield SystemCommand("Review changes", "Accept or reject the last turn's edits (ctrl+r)",
-                                screen.action_review)
-            yield SystemCommand("Interrupt", "Stop the running turn after its current step (esc)",
-                                screen.action_interrupt)
+            yield SystemCommand(
+                "Review changes", "Accept or reject the last turn's edits (ctrl+r)", screen.action_review
+            )
+            yield SystemCommand(
+                "Interrupt", "Stop the running turn after its current step (esc)", screen.action_interrupt
+            )
             yield SystemCommand("New session", "Start a fresh session (ctrl+n)", screen.action_new_session)
 
     async def action_quit(self) -> None:

@@ -38,7 +38,12 @@ class SessionHost:
         self._lessons = self._lesson_book()
         # Opening reads git and builds the repo map's index: off the event loop, so the UI keeps painting.
         session = await asyncio.to_thread(
-            open_session, self.workspace, self.settings, frontend="tui", session_id=session_id, history=history,
+            open_session,
+            self.workspace,
+            self.settings,
+            frontend="tui",
+            session_id=session_id,
+            history=history,
             lessons=self._lessons,
         )
         self.relay = EventRelay(self.target)

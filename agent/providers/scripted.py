@@ -42,7 +42,9 @@ def load_script(path: str) -> list[dict[str, Any]]:
     try:
         turns = json.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ScriptError(f"cannot read script {path}: {exc.strerror}. The model string is scripted/<path to a JSON file>.") from exc
+        raise ScriptError(
+            f"cannot read script {path}: {exc.strerror}. The model string is scripted/<path to a JSON file>."
+        ) from exc
     except json.JSONDecodeError as exc:
         raise ScriptError(f"script {path} is not valid JSON: {exc}") from exc
     if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
@@ -50,7 +52,11 @@ def load_script(path: str) -> list[dict[str, Any]]:
     for number, turn in enumerate(turns):
         for call in turn.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(function.get("arguments"), str):
+            if (
+                not isinstance(function, dict)
+                or not isinstance(function.get("name"), str)
+                or not isinstance(function.get("arguments"), str)
+            ):
                 raise ScriptError(
                     f"script {path}, turn {number}: each tool call needs function.name and function.arguments "
                     "as strings (arguments is the raw JSON text)."
@@ -83,14 +89,16 @@ def _response(model: str, messages: list[dict[str, Any]], turn: dict[str, Any]) 
     calls = turn.get("tool_calls") or []
     tool_calls = [
         ChatCompletionMessageToolCall(
-            id=_call_id(calls, i, messages), type="function",
+            id=_call_id(calls, i, messages),
+            type="function",
             function=Function(name=c["function"]["name"], arguments=c["function"]["arguments"]),
         )
         for i, c in enumerate(calls)
     ]
     message = Message(role="assistant", content=turn.get("content"), tool_calls=tool_calls or None)
-    response = ModelResponse(model=model, choices=[{"index": 0, "message": message,
-                                                    "finish_reason": "tool_calls" if calls else "stop"}])
+    response = ModelResponse(
+        model=model, choices=[{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}]
+    )
     response.usage = _usage(messages, turn)  # type: ignore[attr-defined]
     return response
 
@@ -106,17 +114,27 @@ def _chunks(messages: list[dict[str, Any]], turn: dict[str, Any]) -> Iterator[di
         yield {
             "text": "",
             "tool_use": {
-                "id": _call_id(calls, i, messages), "type": "function", "index": i,
+                "id": _call_id(calls, i, messages),
+                "type": "function",
+                "index": i,
                 "function": {"name": call["function"]["name"], "arguments": call["function"]["arguments"]},
             },
-            "is_finished": False, "finish_reason": "", "usage": None, "index": 0,
+            "is_finished": False,
+            "finish_reason": "",
+            "usage": None,
+            "index": 0,
         }
     usage = _usage(messages, turn)
     yield {
-        "text": "", "tool_use": None, "is_finished": True,
+        "text": "",
+        "tool_use": None,
+        "is_finished": True,
         "finish_reason": "tool_calls" if calls else "stop",
-        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                  "total_tokens": usage.total_tokens},
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        },
         "index": 0,
     }
 

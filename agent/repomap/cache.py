@@ -49,8 +49,7 @@ _TABLES = {
     ),
     "graphs": "CREATE TABLE graphs (root TEXT PRIMARY KEY, state TEXT NOT NULL, data BLOB NOT NULL)",
     "maps": (
-        "CREATE TABLE maps (key TEXT PRIMARY KEY, root TEXT NOT NULL, stored_ns INTEGER NOT NULL,"
-        " text TEXT NOT NULL)"
+        "CREATE TABLE maps (key TEXT PRIMARY KEY, root TEXT NOT NULL, stored_ns INTEGER NOT NULL, text TEXT NOT NULL)"
     ),
 }
 
@@ -152,7 +151,8 @@ class TagCache:
         try:
             rows = db.execute(
                 "SELECT t.content_hash, t.query, t.tags FROM files f JOIN tags t"
-                " ON t.content_hash = f.content_hash AND t.query = f.query WHERE f.root = ?", (root,),
+                " ON t.content_hash = f.content_hash AND t.query = f.query WHERE f.root = ?",
+                (root,),
             ).fetchall()
         except sqlite3.Error as exc:
             log.warning("repo map cache read failed (%s); re-parsing", exc)
@@ -167,9 +167,7 @@ class TagCache:
             return found
         try:
             for key in keys:
-                row = db.execute(
-                    "SELECT tags FROM tags WHERE content_hash = ? AND query = ?", key
-                ).fetchone()
+                row = db.execute("SELECT tags FROM tags WHERE content_hash = ? AND query = ?", key).fetchone()
                 if row is not None:
                     found[key] = row[0]
         except sqlite3.Error as exc:
@@ -220,12 +218,22 @@ class TagCache:
     def store_map(self, root: str, keys: Iterable[str], text: str) -> None:
         """Keep the map `text` under each of `keys`, and the latest MAPS_PER_ROOT maps of `root`."""
         now = time.time_ns()
-        self._write([
-            *(("INSERT OR REPLACE INTO maps (key, root, stored_ns, text) VALUES (?, ?, ?, ?)",
-               (key, root, now, text)) for key in keys),
-            ("DELETE FROM maps WHERE root = ? AND key NOT IN (SELECT key FROM maps WHERE root = ?"
-             " ORDER BY stored_ns DESC LIMIT ?)", (root, root, MAPS_PER_ROOT)),
-        ])
+        self._write(
+            [
+                *(
+                    (
+                        "INSERT OR REPLACE INTO maps (key, root, stored_ns, text) VALUES (?, ?, ?, ?)",
+                        (key, root, now, text),
+                    )
+                    for key in keys
+                ),
+                (
+                    "DELETE FROM maps WHERE root = ? AND key NOT IN (SELECT key FROM maps WHERE root = ?"
+                    " ORDER BY stored_ns DESC LIMIT ?)",
+                    (root, root, MAPS_PER_ROOT),
+                ),
+            ]
+        )
 
     def _read_one(self, sql: str, args: tuple[object, ...]) -> tuple | None:
         db = self._connect()

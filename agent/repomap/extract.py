@@ -64,7 +64,7 @@ def _in_pool(jobs: Sequence[Job], workers: int) -> Iterator[tuple[FileTags, str]
 
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        chunks = [jobs[i:i + _CHUNK] for i in range(0, len(jobs), _CHUNK)]
+        chunks = [jobs[i : i + _CHUNK] for i in range(0, len(jobs), _CHUNK)]
         with paused_gc():
             for texts in pool.map(_extract_chunk, chunks):
                 for text in texts:

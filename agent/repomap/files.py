@@ -49,7 +49,10 @@ def _git_files(root: Path) -> list[str] | None:
     try:
         result = subprocess.run(
             ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-            cwd=root, capture_output=True, timeout=60, check=False,
+            cwd=root,
+            capture_output=True,
+            timeout=60,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -60,10 +63,11 @@ def _git_files(root: Path) -> list[str] | None:
 
 def _walk_files(root: Path) -> list[str]:
     found: list[str] = []
+
     # Each entry: (directory relative to root, its .gitignore spec); a path is ignored when any
     # ancestor's spec matches it relative to that ancestor.
     def ignored(rel: str, specs: list[tuple[str, pathspec.GitIgnoreSpec]]) -> bool:
-        return any(spec.match_file(rel[len(base):] if base else rel) for base, spec in specs)
+        return any(spec.match_file(rel[len(base) :] if base else rel) for base, spec in specs)
 
     def visit(directory: Path, rel_dir: str, specs: list[tuple[str, pathspec.GitIgnoreSpec]]) -> None:
         gitignore = directory / ".gitignore"

@@ -42,8 +42,8 @@ def _written_as_code(text: str, start: int, end: int, word: str) -> bool:
         or after == "("
         or (before == "." and start >= 2 and _is_word_char(text[start - 2]))
         or (after == "." and end + 1 < len(text) and _is_word_char(text[end + 1]))
-        or text[max(0, start - 2):start] == "::"
-        or text[end:end + 2] == "::"
+        or text[max(0, start - 2) : start] == "::"
+        or text[end : end + 2] == "::"
         or _CODE_SHAPED.search(word)
     )
 

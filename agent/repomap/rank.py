@@ -117,7 +117,14 @@ class Graph:
 
 
 _ARRAY_FIELDS = (
-    "ident_weights", "edge_src", "edge_dst", "edge_refs", "def_file", "def_node", "def_entry", "def_share",
+    "ident_weights",
+    "edge_src",
+    "edge_dst",
+    "edge_refs",
+    "def_file",
+    "def_node",
+    "def_entry",
+    "def_share",
     "defs_per_file",
 )
 
@@ -182,12 +189,19 @@ def build_graph(parts: Mapping[str, FileParts]) -> Graph:
 
     def_share = np.zeros(len(def_names))
     def_share[has_node] = 1.0 / totals[def_node[has_node] - nfiles]
-    weights = np.array(
-        [_ident_weight(bare_name(ident), int(k)) for ident, k in zip(idents, spread)], dtype=np.float64
-    )
+    weights = np.array([_ident_weight(bare_name(ident), int(k)) for ident, k in zip(idents, spread)], dtype=np.float64)
     return Graph(
-        files, idents, weights, edge_src, edge_dst, edge_refs, define_matrix,
-        def_file, def_node, def_entry, def_share,
+        files,
+        idents,
+        weights,
+        edge_src,
+        edge_dst,
+        edge_refs,
+        define_matrix,
+        def_file,
+        def_node,
+        def_entry,
+        def_share,
         np.bincount(def_file, minlength=nfiles).astype(np.float64),
     )
 
@@ -265,4 +279,3 @@ def rank_definitions(
 def _add(a: Csr, b: Csr, n: int) -> Csr:
     rows = np.concatenate([np.repeat(np.arange(n), np.diff(a.indptr)), np.repeat(np.arange(n), np.diff(b.indptr))])
     return Csr.from_edges(rows, np.concatenate([a.indices, b.indices]), np.concatenate([a.data, b.data]), n)
-

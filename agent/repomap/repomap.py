@@ -99,7 +99,11 @@ class RepoMap:
             return self._render(tokens, focus_paths, edited_paths, mentioned, progress)
 
     def _render(
-        self, tokens: int, focus_paths: Iterable[str], edited_paths: Iterable[str], mentioned: Iterable[str],
+        self,
+        tokens: int,
+        focus_paths: Iterable[str],
+        edited_paths: Iterable[str],
+        mentioned: Iterable[str],
         progress: Progress | None,
     ) -> str:
         """The map stored for these files' sizes and mtimes, else (after a scan) the one stored for

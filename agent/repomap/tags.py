@@ -66,9 +66,12 @@ class FileTags:
 
     def to_json(self) -> str:
         return json.dumps(
-            {"e": [[e.name, e.kind, e.start, e.header_end, e.parent] for e in self.entries],
-             "r": [list(r) for r in self.refs]},
-            ensure_ascii=False, separators=(",", ":"),
+            {
+                "e": [[e.name, e.kind, e.start, e.header_end, e.parent] for e in self.entries],
+                "r": [list(r) for r in self.refs],
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
         )
 
     @classmethod
@@ -95,14 +98,12 @@ class TagQueries:
 
 def query_source(language: str) -> str:
     folder = resources.files("agent.queries")
-    return "\n".join(
-        (folder / f"{name}-tags.scm").read_text(encoding="utf-8") for name in QUERY_FILES[language]
-    )
+    return "\n".join((folder / f"{name}-tags.scm").read_text(encoding="utf-8") for name in QUERY_FILES[language])
 
 
 @functools.cache
 def query_fingerprint(language: str) -> str:
-    """"<language>:<digest>" of the query text and TAGS_FORMAT: names cached tags without
+    """ "<language>:<digest>" of the query text and TAGS_FORMAT: names cached tags without
     loading the grammar or compiling the query."""
     digest = hashlib.sha1(f"{TAGS_FORMAT}\n{query_source(language)}".encode()).hexdigest()[:16]
     return f"{language}:{digest}"
@@ -116,7 +117,7 @@ def tag_queries(language: str) -> TagQueries:
     raw = source.encode("utf-8")
     kinds: dict[int, str] = {}
     for index in range(query.pattern_count):
-        pattern = raw[query.start_byte_for_pattern(index):query.end_byte_for_pattern(index)]
+        pattern = raw[query.start_byte_for_pattern(index) : query.end_byte_for_pattern(index)]
         kind = _pattern_kind(pattern.decode("utf-8"))
         if kind is None:
             query.disable_pattern(index)
@@ -166,7 +167,7 @@ class Tagger:
             else:
                 node = captures["definition." + kind][0]
                 name_node = captures["name"][0]
-                name = source[name_node.start_byte:name_node.end_byte].decode("utf-8", "replace")
+                name = source[name_node.start_byte : name_node.end_byte].decode("utf-8", "replace")
                 name_starts.add(name_node.start_byte)
             # The first pattern wins when two match the same node (e.g. a method and a function).
             found.setdefault((node.start_byte, -node.end_byte), (name, kind, node))
@@ -202,7 +203,7 @@ def header_line(source: bytes, entry: Entry) -> tuple[int, str]:
     """(0-based line, header text): the definition's source from the start of its line to its
     body, on one line, with the original indentation."""
     line_start = source.rfind(b"\n", 0, entry.start) + 1
-    text = source[line_start:entry.header_end].rstrip().decode("utf-8", "replace")
+    text = source[line_start : entry.header_end].rstrip().decode("utf-8", "replace")
     if "\t" in text:
         text = text.expandtabs(4)
     code = text.lstrip()

@@ -25,11 +25,14 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
         timeout: Seconds before the command is killed. Defaults to the configured command timeout.
     """
     if not command.strip():
-        return error("command is empty; send the command line to run, e.g. \"pytest -q\".", "bad_arguments")
+        return error('command is empty; send the command line to run, e.g. "pytest -q".', "bad_arguments")
     problem = _unrunnable(command)
     if problem:
-        return error(f"{problem}, so nothing was run. Put the long input or script in a file with create_file "
-                     "and run that file instead.", "bad_arguments")
+        return error(
+            f"{problem}, so nothing was run. Put the long input or script in a file with create_file "
+            "and run that file instead.",
+            "bad_arguments",
+        )
     limit = float(timeout) if timeout and timeout > 0 else ctx.settings.command_timeout
     try:
         process = await _start(ctx, command)

@@ -40,4 +40,3 @@ def unified_diff(rel: str, before: str | None, after: str | None, *, new_rel: st
         tofile="/dev/null" if after is None else f"b/{new_rel or rel}",
     )
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)
-

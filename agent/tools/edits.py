@@ -91,9 +91,14 @@ def create_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
             target=rel,
         )
     if len(content) > MAX_CREATE_CHARS:
-        return error(f"content is {len(content):,} characters, over the {MAX_CREATE_CHARS:,} limit.", "too_large", target=rel)
-    return ToolResult(f"Created {rel} ({content.count(chr(10)) + 1} lines).", target=rel,
-                      changes=[FileChange(rel, "create", None, content)])
+        return error(
+            f"content is {len(content):,} characters, over the {MAX_CREATE_CHARS:,} limit.", "too_large", target=rel
+        )
+    return ToolResult(
+        f"Created {rel} ({content.count(chr(10)) + 1} lines).",
+        target=rel,
+        changes=[FileChange(rel, "create", None, content)],
+    )
 
 
 @tool("edit")
@@ -130,7 +135,9 @@ def move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
     except WorkspaceError as exc:
         return error(str(exc), exc.kind, target=src)
     if ctx.workspace.exists(target):
-        return error(f"{rel_dst} already exists; choose another destination or delete it first.", "exists", target=rel_src)
+        return error(
+            f"{rel_dst} already exists; choose another destination or delete it first.", "exists", target=rel_src
+        )
     return ToolResult(
         f"Moved {rel_src} to {rel_dst}.",
         target=rel_src,
@@ -155,15 +162,19 @@ def _no_match_message(rel: str, content: str, old_text: str) -> str:
     old_lines = split_lines(old_text) or [old_text]
     parts = [f"old_text was not found in {rel}."]
     if _squash(old_text) and _squash(old_text) in _squash(content):
-        parts.append("Only whitespace differs (indentation, spaces or line breaks): copy the text exactly as the file has it.")
+        parts.append(
+            "Only whitespace differs (indentation, spaces or line breaks): copy the text exactly as the file has it."
+        )
     start, ratio = _closest_window(file_lines, old_lines)
     if file_lines and ratio > 0.3:
         end = min(start + len(old_lines), len(file_lines))
         width = len(str(end))
         shown = "\n".join(f"{n + 1:>{width}}| {file_lines[n]}" for n in range(start, end))
         parts.append(f"The closest text in the file (lines {start + 1}-{end}, {ratio:.0%} similar):\n{shown}")
-    parts.append("Nothing was changed. Send edit_file again with old_text copied exactly from the file "
-                 "(read_file shows the current text).")
+    parts.append(
+        "Nothing was changed. Send edit_file again with old_text copied exactly from the file "
+        "(read_file shows the current text)."
+    )
     return "\n".join(parts)
 
 
@@ -206,4 +217,3 @@ def _anchored_starts(file_lines: list[str], old_lines: list[str]) -> list[int]:
         if line.strip():
             votes.update(index - offset for index in where.get(line.strip(), [])[:MAX_ANCHORS_PER_LINE])
     return sorted(start for start, _ in votes.most_common(MAX_ANCHORED_WINDOWS) if start >= 0)
-

@@ -328,8 +328,10 @@ class _Hits:
         if self.total > MAX_MATCHES:
             listing += f"\n[{self.total - MAX_MATCHES} more matches not shown; narrow the pattern, path or glob]"
         if self.too_large:
-            listing += (f"\n[{self.too_large} file(s) over {MAX_READ_BYTES:,} bytes not searched; use run_command "
-                        "with grep -n on them, or page through them with read_file]")
+            listing += (
+                f"\n[{self.too_large} file(s) over {MAX_READ_BYTES:,} bytes not searched; use run_command "
+                "with grep -n on them, or page through them with read_file]"
+            )
         if self.stopped == "slow_pattern":
             found = f" Matches before it stopped:\n{listing.strip()}" if listing.strip() else ""
             return error(
@@ -341,9 +343,11 @@ class _Hits:
                 target=target,
             )
         if self.stopped == "time_limit":
-            listing += (f"\n[The search stopped at its {SEARCH_SECONDS:g} s limit after {self.searched} of "
-                        f"{len(self.files)} files (at {self.stopped_at}); files after that were not searched: "
-                        "narrow the path or glob to search the rest]")
+            listing += (
+                f"\n[The search stopped at its {SEARCH_SECONDS:g} s limit after {self.searched} of "
+                f"{len(self.files)} files (at {self.stopped_at}); files after that were not searched: "
+                "narrow the path or glob to search the rest]"
+            )
         if not self.shown:
             return ToolResult(f"No matches for {_shown(pattern)}.{listing}", target=target)
         return ToolResult(listing, target=target)
@@ -384,7 +388,9 @@ def _git_files(root: Path, base: Path) -> list[str] | None:
     try:
         out = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", str(base)],
-            cwd=root, capture_output=True, check=True,
+            cwd=root,
+            capture_output=True,
+            check=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None

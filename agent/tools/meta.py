@@ -27,7 +27,9 @@ def repo_map(ctx: ToolContext, focus: str | None = None) -> ToolResult:
 
     paths, names = split_focus(ctx.workspace.root, (focus or "").split())
     text = ctx.repo_map.render(
-        tokens=ctx.settings.repo_map_tokens, focus_paths=paths, mentioned=names,
+        tokens=ctx.settings.repo_map_tokens,
+        focus_paths=paths,
+        mentioned=names,
         edited_paths=[p for p in ctx.originals],
     )
     return ToolResult(text or "The repository has no source files teachback can map.", target=focus)

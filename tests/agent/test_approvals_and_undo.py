@@ -37,8 +37,10 @@ async def _answering(session, answers):
         if isinstance(event, ApprovalRequested):
             approved, comment = queue.pop(0)
             asyncio.get_running_loop().call_soon(
-                lambda: asyncio.ensure_future(session.submit(
-                    ApprovalDecision(request_id=event.request_id, approved=approved, comment=comment))))
+                lambda: asyncio.ensure_future(
+                    session.submit(ApprovalDecision(request_id=event.request_id, approved=approved, comment=comment))
+                )
+            )
 
     session.subscribe(on_event)
 
@@ -81,12 +83,14 @@ async def test_undo_restores_the_tree_and_leaves_branch_and_index_alone(git_repo
     (git_repo / "scratch.txt").write_text("user's untracked notes\n")
     index_before = git(git_repo, "diff", "--cached", "--name-status")
     head_before = git(git_repo, "rev-parse", "HEAD")
-    model = script(turn(
-        call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Bye"}),
-        call("create_file", {"path": "added.py", "content": "new = 1\n"}),
-        call("delete_file", {"path": "scratch.txt"}),
-        call("move_file", {"src": "util.py", "dst": "lib/util.py"}),
-    ))
+    model = script(
+        turn(
+            call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Bye"}),
+            call("create_file", {"path": "added.py", "content": "new = 1\n"}),
+            call("delete_file", {"path": "scratch.txt"}),
+            call("move_file", {"src": "util.py", "dst": "lib/util.py"}),
+        )
+    )
     await run_agent(git_repo, model)
     assert not (git_repo / "util.py").exists() and (git_repo / "added.py").exists()
     assert git(git_repo, "rev-parse", "--verify", REF)
@@ -126,10 +130,12 @@ async def test_undo_outside_git_uses_the_journal(tmp_path, script, run_agent):
     root = tmp_path / "plain"
     root.mkdir()
     (root / "notes.md").write_text("original\n")
-    model = script(turn(
-        call("edit_file", {"path": "notes.md", "old_text": "original", "new_text": "changed"}),
-        call("create_file", {"path": "extra.md", "content": "x\n"}),
-    ))
+    model = script(
+        turn(
+            call("edit_file", {"path": "notes.md", "old_text": "original", "new_text": "changed"}),
+            call("create_file", {"path": "extra.md", "content": "x\n"}),
+        )
+    )
     await run_agent(root, model)
     assert (root / "notes.md").read_text() == "changed\n"
     assert sorted(undo_last(root)) == ["extra.md", "notes.md"]
@@ -137,10 +143,12 @@ async def test_undo_outside_git_uses_the_journal(tmp_path, script, run_agent):
 
 
 async def test_review_rejects_a_file_and_accepts_another(git_repo, script, run_agent):
-    model = script(turn(
-        call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Yo"}),
-        call("create_file", {"path": "notes.txt", "content": "n\n"}),
-    ))
+    model = script(
+        turn(
+            call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Yo"}),
+            call("create_file", {"path": "notes.txt", "content": "n\n"}),
+        )
+    )
     run = await run_agent(git_repo, model)
     rejected = await run.session.review_file("app.py", accepted=False, comment="keep Hello")
     accepted = await run.session.review_file("notes.txt", accepted=True)
@@ -153,11 +161,13 @@ async def test_review_rejects_a_file_and_accepts_another(git_repo, script, run_a
 
 async def test_undo_also_restores_files_gitignore_hides(git_repo, script, run_agent):
     (git_repo / "debug.log").write_text("kept log\n")  # *.log is ignored in this repository
-    model = script(turn(
-        call("edit_file", {"path": "debug.log", "old_text": "kept", "new_text": "clobbered"}),
-        call("create_file", {"path": "new.log", "content": "fresh\n"}),
-        call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Bye"}),
-    ))
+    model = script(
+        turn(
+            call("edit_file", {"path": "debug.log", "old_text": "kept", "new_text": "clobbered"}),
+            call("create_file", {"path": "new.log", "content": "fresh\n"}),
+            call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Bye"}),
+        )
+    )
     await run_agent(git_repo, model)
     assert (git_repo / "debug.log").read_text() == "clobbered log\n"
     restored = undo_last(git_repo)

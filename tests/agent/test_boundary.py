@@ -44,12 +44,17 @@ def finished_calls(run) -> list[ToolCallFinished]:
 
 # -- atomic writes ------------------------------------------------------------------------------
 
+
 async def test_a_planted_temp_name_link_cannot_redirect_edits(git_repo, outside, script, run_agent):
     victim = outside / "victim.txt"
     for name in ("app.py", "new.py"):  # the temporary names the old writer used, for an edit and a create
         os.symlink(victim, git_repo / f".{name}.teachback-tmp")
-    model = script(turn(call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hi"}),
-                        call("create_file", {"path": "new.py", "content": "x = 1\n"})))
+    model = script(
+        turn(
+            call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hi"}),
+            call("create_file", {"path": "new.py", "content": "x = 1\n"}),
+        )
+    )
     run = await run_agent(git_repo, model)
     assert victim.read_text() == "original outside content\n"
     assert [c.ok for c in finished_calls(run)] == [True, True]
@@ -61,8 +66,12 @@ async def test_a_planted_temp_name_link_cannot_redirect_edits(git_repo, outside,
 async def test_a_target_link_that_leads_out_is_refused(git_repo, outside, script, run_agent):
     os.symlink(outside / "victim.txt", git_repo / "notes.txt")
     os.symlink(outside / "absent.txt", git_repo / "fresh.txt")  # dangling, to a file that does not exist yet
-    model = script(turn(call("edit_file", {"path": "notes.txt", "old_text": "original", "new_text": "owned"}),
-                        call("create_file", {"path": "fresh.txt", "content": "owned\n"})))
+    model = script(
+        turn(
+            call("edit_file", {"path": "notes.txt", "old_text": "original", "new_text": "owned"}),
+            call("create_file", {"path": "fresh.txt", "content": "owned\n"}),
+        )
+    )
     run = await run_agent(git_repo, model)
     assert [c.error_kind for c in finished_calls(run)] == ["outside_workspace", "outside_workspace"]
     assert (outside / "victim.txt").read_text() == "original outside content\n"
@@ -96,12 +105,17 @@ def test_a_write_keeps_the_mode_and_replaces_a_link_at_the_target_itself(git_rep
 
 # -- hard links ---------------------------------------------------------------------------------
 
+
 async def test_a_file_hard_linked_from_outside_is_read_only(git_repo, outside, script, run_agent):
     os.link(outside / "victim.txt", git_repo / "shared.txt")
-    model = script(turn(call("read_file", {"path": "shared.txt"}),
-                        call("edit_file", {"path": "shared.txt", "old_text": "original", "new_text": "owned"}),
-                        call("delete_file", {"path": "shared.txt"}),
-                        call("move_file", {"src": "shared.txt", "dst": "moved.txt"})))
+    model = script(
+        turn(
+            call("read_file", {"path": "shared.txt"}),
+            call("edit_file", {"path": "shared.txt", "old_text": "original", "new_text": "owned"}),
+            call("delete_file", {"path": "shared.txt"}),
+            call("move_file", {"src": "shared.txt", "dst": "moved.txt"}),
+        )
+    )
     run = await run_agent(git_repo, model)
     read, edit, delete, move = finished_calls(run)
     assert read.ok and "original outside content" in read.result
@@ -114,10 +128,20 @@ async def test_a_file_hard_linked_from_outside_is_read_only(git_repo, outside, s
 
 # -- git folders at any depth -------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", [
-    "nested/.git/hooks/pre-commit", "nested/.git/config", "sub/.GIT/hooks/post-checkout", ".Git/config",
-    "deep/a/b/.git/info/attributes", "x/.git./hooks/x", "x/git~1/config", "y/.g\u200cit/hooks/pre-push",
-])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "nested/.git/hooks/pre-commit",
+        "nested/.git/config",
+        "sub/.GIT/hooks/post-checkout",
+        ".Git/config",
+        "deep/a/b/.git/info/attributes",
+        "x/.git./hooks/x",
+        "x/git~1/config",
+        "y/.g\u200cit/hooks/pre-push",
+    ],
+)
 def test_no_git_folder_at_any_depth_is_writable(git_repo, ctx, path):
     nested = git_repo / "nested"
     nested.mkdir()
@@ -142,6 +166,7 @@ def test_git_folders_are_refused_as_move_and_delete_sources_and_targets(git_repo
 
 
 # -- links out in search, list_files and the repo map -------------------------------------------
+
 
 def _plant_links_out(root, outside):
     os.symlink(outside / "secret.py", root / "leak.py")
@@ -200,28 +225,38 @@ async def test_the_repo_map_never_shows_code_from_outside(git_repo, outside, scr
     run = await run_agent(git_repo, script(), instruction="call leaked_secret_function from util.py")
     prompt = run.of(SessionStarted)[0].system_prompt
     assert "def sub" in prompt and "leaked_secret_function()" not in prompt
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "map", "--workspace", str(git_repo), "--focus",
-                           "leaked_secret_function"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "map", "--workspace", str(git_repo), "--focus", "leaked_secret_function"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and "def sub" in done.stdout and "OUTSIDE" not in done.stdout
     assert "leaked_secret_function" not in done.stdout
 
 
 async def test_a_turn_with_a_refused_write_still_finishes_normally(git_repo, outside, script, run_agent):
     os.link(outside / "victim.txt", git_repo / "shared.txt")
-    run = await run_agent(git_repo, script(turn(call("create_file", {"path": "x/.git/hooks/pre-commit",
-                                                                     "content": "evil"}))))
+    run = await run_agent(
+        git_repo, script(turn(call("create_file", {"path": "x/.git/hooks/pre-commit", "content": "evil"})))
+    )
     assert run.of(TurnFinished)[0].reason != "error"
 
 
 # -- run_command's sandbox ----------------------------------------------------------------------
+
 
 @pytest.fixture
 def bwrap():
     exe = shutil.which("bwrap")
     if exe is None:
         pytest.skip("bubblewrap is not installed (apt install bubblewrap)")
-    probe = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--", "true"],
-                           capture_output=True, text=True, timeout=30)
+    probe = subprocess.run(
+        [exe, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if probe.returncode != 0:
         pytest.skip(f"bubblewrap cannot create namespaces here (user namespaces off?): {probe.stderr.strip()}")
     return exe
@@ -257,8 +292,7 @@ async def test_a_missing_sandbox_is_a_clear_tool_error(git_repo, tmp_path, monke
     bin_dir.mkdir()
     os.symlink(shutil.which("git"), bin_dir / "git")
     monkeypatch.setenv("PATH", str(bin_dir))  # git, but no bubblewrap
-    run = await run_agent(git_repo, script(turn(call("run_command", {"command": "touch made.txt"}))),
-                          sandbox="bwrap")
+    run = await run_agent(git_repo, script(turn(call("run_command", {"command": "touch made.txt"}))), sandbox="bwrap")
     result = finished_calls(run)[0]
     assert result.error_kind == "failed" and "apt install bubblewrap" in result.result
     assert 'sandbox = "none"' in result.result and not (git_repo / "made.txt").exists()

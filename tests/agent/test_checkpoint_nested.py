@@ -18,8 +18,13 @@ EDIT_BOTH = turn(
 
 
 def teachback_undo(root) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", "undo", "--workspace", str(root)],
-                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", "undo", "--workspace", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
 
 
 def _nested_repo(root, *, commit: bool):
@@ -67,8 +72,10 @@ async def test_a_nested_repository_with_commits_is_restored_by_content(git_repo,
 async def test_an_ignored_file_inside_a_nested_repository_is_journaled(git_repo, script, run_agent):
     nested = _nested_repo(git_repo, commit=True)
     (nested / "cache.tmp").write_text("before\n")  # the nested repository ignores *.tmp
-    run = await run_agent(git_repo, script(turn(
-        call("edit_file", {"path": "nested/cache.tmp", "old_text": "before", "new_text": "after"}))))
+    run = await run_agent(
+        git_repo,
+        script(turn(call("edit_file", {"path": "nested/cache.tmp", "old_text": "before", "new_text": "after"}))),
+    )
     _assert_clean_turn(run)
     assert undo_last(git_repo) == ["nested/cache.tmp"]
     assert (nested / "cache.tmp").read_text() == "before\n"
@@ -99,17 +106,24 @@ async def test_undo_in_a_workspace_below_the_repository_top(git_repo, script, ru
     (workspace / "mod.py").write_text("x = 1\n")
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-q", "-m", "pkg")
-    run = await run_agent(workspace, script(turn(
-        call("edit_file", {"path": "mod.py", "old_text": "x = 1", "new_text": "x = 2"}),
-        call("create_file", {"path": "new.py", "content": "y = 1\n"}))))
+    run = await run_agent(
+        workspace,
+        script(
+            turn(
+                call("edit_file", {"path": "mod.py", "old_text": "x = 1", "new_text": "x = 2"}),
+                call("create_file", {"path": "new.py", "content": "y = 1\n"}),
+            )
+        ),
+    )
     _assert_clean_turn(run)
     assert sorted(undo_last(workspace)) == ["mod.py", "new.py"]
     assert (workspace / "mod.py").read_text() == "x = 1\n" and not (workspace / "new.py").exists()
     assert not (workspace / "pkg").exists()  # restored where it belongs, not one folder deeper
 
 
-async def test_undo_restores_modes_and_does_not_follow_a_folder_swapped_for_a_link(git_repo, tmp_path, script,
-                                                                                     run_agent):
+async def test_undo_restores_modes_and_does_not_follow_a_folder_swapped_for_a_link(
+    git_repo, tmp_path, script, run_agent
+):
     outside = tmp_path / "outside"
     outside.mkdir()
     (git_repo / "bin").mkdir()
@@ -128,9 +142,15 @@ async def test_undo_restores_modes_and_does_not_follow_a_folder_swapped_for_a_li
 
 async def test_a_failed_snapshot_never_ends_the_turn_and_undo_uses_the_journal(git_repo, script, run_agent):
     (git_repo / ".git" / "refs" / "teachback").write_text("not a folder\n")  # update-ref cannot write the ref
-    run = await run_agent(git_repo, script(turn(
-        call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hi"}),
-        call("create_file", {"path": "notes.md", "content": "new\n"}))))
+    run = await run_agent(
+        git_repo,
+        script(
+            turn(
+                call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hi"}),
+                call("create_file", {"path": "notes.md", "content": "new\n"}),
+            )
+        ),
+    )
     assert run.of(TurnFinished)[0].reason != "error"
     assert all(c.ok for c in run.of(ToolCallFinished)) and "Hi, " in (git_repo / "app.py").read_text()
     warnings = [e for e in run.of(ErrorEvent) if e.kind == "checkpoint"]
@@ -139,8 +159,7 @@ async def test_a_failed_snapshot_never_ends_the_turn_and_undo_uses_the_journal(g
     assert "Hello" in (git_repo / "app.py").read_text() and not (git_repo / "notes.md").exists()
 
 
-async def test_a_corrupt_undo_journal_is_reported_and_the_turn_goes_on(tmp_path, teachback_home, script,
-                                                                       run_agent):
+async def test_a_corrupt_undo_journal_is_reported_and_the_turn_goes_on(tmp_path, teachback_home, script, run_agent):
     root = tmp_path / "plain"
     root.mkdir()
     (root / "notes.md").write_text("old\n")

@@ -15,8 +15,9 @@ TEACHBACK = [sys.executable, "-m", "agent.cli"]
 
 
 def teachback(*args: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*TEACHBACK, *args], cwd=cwd, input=stdin, capture_output=True, text=True,
-                          timeout=60, env=os.environ.copy())
+    return subprocess.run(
+        [*TEACHBACK, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=60, env=os.environ.copy()
+    )
 
 
 def test_run_prints_a_transcript_records_and_exits_zero(git_repo, script, teachback_home):
@@ -37,8 +38,18 @@ def test_run_prints_a_transcript_records_and_exits_zero(git_repo, script, teachb
 
 def test_run_json_streams_events_that_round_trip(git_repo, script):
     model = script(turn(call("read_file", {"path": "app.py"})))
-    done = teachback("run", "--json", "--no-record", "--workspace", str(git_repo), "--model", model,
-                     "--approval", "full-auto", "look")
+    done = teachback(
+        "run",
+        "--json",
+        "--no-record",
+        "--workspace",
+        str(git_repo),
+        "--model",
+        model,
+        "--approval",
+        "full-auto",
+        "look",
+    )
     lines = done.stdout.splitlines()
     events = [event_from_json(line) for line in lines]
     assert [e.to_json() for e in events] == lines
@@ -48,16 +59,37 @@ def test_run_json_streams_events_that_round_trip(git_repo, script):
 
 def test_limits_give_a_non_zero_exit_with_the_reason(git_repo, script):
     model = script(*[turn(call("read_file", {"path": "app.py"})) for _ in range(5)])
-    done = teachback("run", "--no-record", "--workspace", str(git_repo), "--model", model,
-                     "--approval", "full-auto", "--max-steps", "2", "loop")
+    done = teachback(
+        "run",
+        "--no-record",
+        "--workspace",
+        str(git_repo),
+        "--model",
+        model,
+        "--approval",
+        "full-auto",
+        "--max-steps",
+        "2",
+        "loop",
+    )
     assert done.returncode == 1
     assert "[max_steps] Stopped after 2 steps" in done.stdout
 
 
 def test_ask_mode_prompts_on_the_terminal(git_repo, script):
     model = script(turn(call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hey"})))
-    done = teachback("run", "--no-record", "--workspace", str(git_repo), "--model", model, "--approval", "ask",
-                     "change it", stdin="n\nkeep the greeting\n")
+    done = teachback(
+        "run",
+        "--no-record",
+        "--workspace",
+        str(git_repo),
+        "--model",
+        model,
+        "--approval",
+        "ask",
+        "change it",
+        stdin="n\nkeep the greeting\n",
+    )
     assert "Allow this edit? [y/N]" in done.stderr
     assert "denied" in done.stdout and "keep the greeting" in done.stdout
     assert "Hello" in (git_repo / "app.py").read_text()
@@ -100,8 +132,9 @@ def test_a_corrupt_database_is_a_clear_error_and_nothing_runs(git_repo, script, 
     bad = tmp_path / "broken.db"
     bad.write_bytes(b"this is not a database" * 100)
     model = script(turn(call("delete_file", {"path": "util.py"})))
-    done = teachback("run", "--workspace", str(git_repo), "--model", model, "--approval", "full-auto",
-                     "--db", str(bad), "rm")
+    done = teachback(
+        "run", "--workspace", str(git_repo), "--model", model, "--approval", "full-auto", "--db", str(bad), "rm"
+    )
     assert done.returncode == 2
     assert str(bad) in done.stderr and "--no-record" in done.stderr
     assert "Traceback" not in done.stderr

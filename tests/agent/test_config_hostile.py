@@ -18,8 +18,9 @@ NUMERIC = [f.name for f in dataclasses.fields(Settings) if str(f.type).removesuf
 
 
 def teachback(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*TEACHBACK, *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*TEACHBACK, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+    )
 
 
 def config_error(workspace: Path, content: str) -> str:
@@ -90,8 +91,12 @@ def test_good_values_still_load(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "key"),
-    [("max_steps = inf", "max_steps"), ("teachback = 5", "teachback"), ("max_cost = nan", "max_cost"),
-     ("max_time = nan", "max_time")],
+    [
+        ("max_steps = inf", "max_steps"),
+        ("teachback = 5", "teachback"),
+        ("max_cost = nan", "max_cost"),
+        ("max_time = nan", "max_time"),
+    ],
 )
 def test_run_with_a_bad_config_exits_2_without_a_traceback(git_repo, content, key):
     (git_repo / "teachback.toml").write_text(content + "\n")

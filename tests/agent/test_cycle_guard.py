@@ -32,7 +32,8 @@ async def test_an_a_b_a_b_loop_of_failures_is_stopped_as_stuck_and_recorded(git_
     assert "going round in a loop" in calls[2].result and "2 calls ago" in calls[2].result
     pairs = store.pairs(session_id=calls[0].session_id)
     assert [(p.source, p.error_kind, p.target) for p in pairs] == (
-        [("tool", "not_found", "src/missing.py")] * 2 + [("tool", "repeated_cycle", "src/missing.py")] * 3)
+        [("tool", "not_found", "src/missing.py")] * 2 + [("tool", "repeated_cycle", "src/missing.py")] * 3
+    )
     assert all(p.correction is None for p in pairs)  # stopped before anything fixed them
     assert "going round in a loop" in pairs[2].feedback
 
@@ -62,5 +63,12 @@ async def test_an_edit_or_a_success_in_between_is_not_a_cycle(git_repo, script, 
     model = script(turn(READ), turn(LIST), turn(edit), turn(READ), turn(ok_read), turn(LIST), turn(READ))
     finished, calls, _ = await _record(git_repo, model, tmp_path)
     assert finished.reason == "answered"
-    assert [c.error_kind for c in calls] == ["not_found", "not_found", None, "not_found", None, "not_found",
-                                             "not_found"]
+    assert [c.error_kind for c in calls] == [
+        "not_found",
+        "not_found",
+        None,
+        "not_found",
+        None,
+        "not_found",
+        "not_found",
+    ]

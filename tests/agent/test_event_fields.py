@@ -32,11 +32,33 @@ async def test_the_session_puts_target_and_exit_code_on_the_events(git_repo, scr
 
 
 def test_events_recorded_without_the_fields_still_load() -> None:
-    started = event_from_dict({"type": "tool_call_started", "session_id": "s", "id": "e1", "ts": 1.0,
-                               "call_id": "c", "name": "read_file", "arguments": '{"path": "a.py"}', "step": 1})
-    finished = event_from_dict({"type": "tool_call_finished", "session_id": "s", "id": "e2", "ts": 2.0,
-                                "call_id": "c", "name": "run_command", "ok": False, "result": "$ x\n[exit code 2]\n",
-                                "step": 1, "error_kind": "exit_status", "target": "x"})
+    started = event_from_dict(
+        {
+            "type": "tool_call_started",
+            "session_id": "s",
+            "id": "e1",
+            "ts": 1.0,
+            "call_id": "c",
+            "name": "read_file",
+            "arguments": '{"path": "a.py"}',
+            "step": 1,
+        }
+    )
+    finished = event_from_dict(
+        {
+            "type": "tool_call_finished",
+            "session_id": "s",
+            "id": "e2",
+            "ts": 2.0,
+            "call_id": "c",
+            "name": "run_command",
+            "ok": False,
+            "result": "$ x\n[exit code 2]\n",
+            "step": 1,
+            "error_kind": "exit_status",
+            "target": "x",
+        }
+    )
     assert started.target is None and finished.exit_code is None
 
 
@@ -70,10 +92,21 @@ def test_a_failing_test_command_is_still_a_test_pair(tmp_path: Path) -> None:
 
 
 def test_the_language_server_describes_calls_from_the_fields() -> None:
-    started = ToolCallStarted(session_id="s", call_id="c", name="run_command", arguments="{}", step=4, target="pytest -q")
+    started = ToolCallStarted(
+        session_id="s", call_id="c", name="run_command", arguments="{}", step=4, target="pytest -q"
+    )
     assert progress_message(started) == "step 4: run_command pytest -q"
-    finished = ToolCallFinished(session_id="s", call_id="c", name="run_command", ok=False, result="$ pytest -q\nboom",
-                                step=4, error_kind="exit_status", target="pytest -q", exit_code=2)
+    finished = ToolCallFinished(
+        session_id="s",
+        call_id="c",
+        name="run_command",
+        ok=False,
+        result="$ pytest -q\nboom",
+        step=4,
+        error_kind="exit_status",
+        target="pytest -q",
+        exit_code=2,
+    )
     line, _ = log_line(finished)
     assert line == "[tool] run_command pytest -q failed (exit code 2): $ pytest -q"
 
@@ -87,12 +120,34 @@ async def test_the_tool_log_titles_come_from_the_fields() -> None:
     app = _Log()
     async with app.run_test() as pilot:
         log = app.query_one(ToolLog)
-        await log.started(ToolCallStarted(session_id="s", call_id="c1", name="search", arguments='{"pattern": "greet"}',
-                                          step=1, target="greet"))
-        await log.started(ToolCallStarted(session_id="s", call_id="c2", name="run_command",
-                                          arguments='{"command": "pytest"}', step=2, target="pytest"))
-        await log.finished(ToolCallFinished(session_id="s", call_id="c2", name="run_command", ok=False, result="x",
-                                            step=2, error_kind="exit_status", target="pytest", exit_code=1))
+        await log.started(
+            ToolCallStarted(
+                session_id="s", call_id="c1", name="search", arguments='{"pattern": "greet"}', step=1, target="greet"
+            )
+        )
+        await log.started(
+            ToolCallStarted(
+                session_id="s",
+                call_id="c2",
+                name="run_command",
+                arguments='{"command": "pytest"}',
+                step=2,
+                target="pytest",
+            )
+        )
+        await log.finished(
+            ToolCallFinished(
+                session_id="s",
+                call_id="c2",
+                name="run_command",
+                ok=False,
+                result="x",
+                step=2,
+                error_kind="exit_status",
+                target="pytest",
+                exit_code=1,
+            )
+        )
         await pilot.pause()
         running, failed = log.entries
         assert running.title == "… search greet"

@@ -11,7 +11,7 @@ from agent.config import Settings
 from agent.model import LiteLLMModel
 from agent.protocol import ErrorEvent, ToolCallFinished, UserInput
 from agent.session import Session
-from agent.toolkit import ToolResult, Toolbox, tool
+from agent.toolkit import Toolbox, ToolResult, tool
 from agent.tools import ALL_TOOLS, ToolContext
 from agent.tools.files import read_file, search
 from agent.workspace import Workspace
@@ -31,12 +31,17 @@ async def run_hostile(run_agent, root, script, *hostile, **settings):
 
 async def test_overlong_paths_are_refused_with_the_limit(git_repo, script, run_agent):
     name = "n" * 300 + ".py"
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("read_file", {"path": name}),
-        call("create_file", {"path": f"pkg/{name}", "content": "x = 1\n"}),
-        call("edit_file", {"path": "a/" * 2100 + "b.py", "old_text": "x", "new_text": "y"}),
-        call("read_file", {"path": "p" * (1 << 20)}),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("read_file", {"path": name}),
+            call("create_file", {"path": f"pkg/{name}", "content": "x = 1\n"}),
+            call("edit_file", {"path": "a/" * 2100 + "b.py", "old_text": "x", "new_text": "y"}),
+            call("read_file", {"path": "p" * (1 << 20)}),
+        ),
+    )
     long_name, created, long_path, megabyte = results
     assert long_name.error_kind == "bad_arguments"
     assert "over the 255-byte limit for one file or folder name" in long_name.result
@@ -49,20 +54,26 @@ async def test_overlong_paths_are_refused_with_the_limit(git_repo, script, run_a
 
 
 async def test_a_200_kb_command_line_is_refused_before_it_runs(git_repo, script, run_agent):
-    (result,) = await run_hostile(run_agent, git_repo, script,
-                                  turn(call("run_command", {"command": "echo " + "x" * 200_000})))
+    (result,) = await run_hostile(
+        run_agent, git_repo, script, turn(call("run_command", {"command": "echo " + "x" * 200_000}))
+    )
     assert result.error_kind == "bad_arguments"
     assert "The command line is 200,005 bytes, over the 100,000-byte limit" in result.result
     assert "in a file with create_file" in result.result
 
 
 async def test_deeply_nested_arguments_are_malformed_json_not_a_crash(git_repo, script, run_agent):
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("read_file", "[" * 100_000),
-        call("read_file", "[" * 5_000 + "]" * 5_000),
-        call("edit_file", '{"path": "app.py", "old_text": ' + '{"a": ' * 5_000 + "1" + "}" * 5_001),
-        call("read_file", '{"path": "app.py", "start_line": ' + "9" * 5_000 + "}"),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("read_file", "[" * 100_000),
+            call("read_file", "[" * 5_000 + "]" * 5_000),
+            call("edit_file", '{"path": "app.py", "old_text": ' + '{"a": ' * 5_000 + "1" + "}" * 5_001),
+            call("read_file", '{"path": "app.py", "start_line": ' + "9" * 5_000 + "}"),
+        ),
+    )
     assert [r.error_kind for r in results] == ["malformed_json"] * 4
     for result in results[:3]:
         assert "nests arrays or objects more than 64 levels deep" in result.result
@@ -71,11 +82,16 @@ async def test_deeply_nested_arguments_are_malformed_json_not_a_crash(git_repo, 
 
 
 async def test_lone_surrogates_in_paths_and_content_are_named(git_repo, script, run_agent):
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("create_file", '{"path": "a\\ud800.py", "content": "x = 1\\n"}'),
-        call("create_file", '{"path": "b.py", "content": "s = \'\\udc80\'\\n"}'),
-        call("search", '{"pattern": "\\ud800"}'),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("create_file", '{"path": "a\\ud800.py", "content": "x = 1\\n"}'),
+            call("create_file", '{"path": "b.py", "content": "s = \'\\udc80\'\\n"}'),
+            call("search", '{"pattern": "\\ud800"}'),
+        ),
+    )
     assert [r.error_kind for r in results] == ["bad_arguments"] * 3
     assert "'path' holds a lone UTF-16 surrogate (\\ud800 at character 1)" in results[0].result
     assert "'content' holds a lone UTF-16 surrogate (\\udc80 at character 5)" in results[1].result
@@ -85,15 +101,20 @@ async def test_lone_surrogates_in_paths_and_content_are_named(git_repo, script, 
 
 
 async def test_wrong_types_and_unknown_tools_are_schema_errors(git_repo, script, run_agent):
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("read_file", {"path": 5}),
-        call("read_file", {"path": "app.py", "start_line": "2"}),
-        call("read_file", {"path": "app.py", "start_line": 10**20}),
-        call("edit_file", {"path": "app.py", "old_text": "a", "new_text": "b", "replace_all": "yes"}),
-        call("run_command", {"command": "true", "timeout": 10**30}),
-        call("read_file", "null"),
-        call("x" * 10_000, {}),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("read_file", {"path": 5}),
+            call("read_file", {"path": "app.py", "start_line": "2"}),
+            call("read_file", {"path": "app.py", "start_line": 10**20}),
+            call("edit_file", {"path": "app.py", "old_text": "a", "new_text": "b", "replace_all": "yes"}),
+            call("run_command", {"command": "true", "timeout": 10**30}),
+            call("read_file", "null"),
+            call("x" * 10_000, {}),
+        ),
+    )
     kinds = [r.error_kind for r in results]
     assert kinds == ["bad_arguments"] * 5 + ["malformed_json", "unknown_tool"]
     assert "'path' must be string, got integer 5" in results[0].result
@@ -110,12 +131,17 @@ async def test_read_file_caps_huge_lines_and_pages(git_repo, script, run_agent):
     (git_repo / "min.js").write_text("var a=1;" * 375_000)  # a 3 MB minified file
     (git_repo / "wide.txt").write_text("".join(f"{i:03} " + "y" * 996 + "\n" for i in range(1, 301)))  # 1,000 each
     clock = time.monotonic()
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("read_file", {"path": "huge.js"}),
-        call("read_file", {"path": "min.js"}),
-        call("read_file", {"path": "wide.txt"}),
-        call("read_file", {"path": "wide.txt", "start_line": 101}),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("read_file", {"path": "huge.js"}),
+            call("read_file", {"path": "min.js"}),
+            call("read_file", {"path": "wide.txt"}),
+            call("read_file", {"path": "wide.txt", "start_line": 101}),
+        ),
+    )
     assert time.monotonic() - clock < 10
     huge, minified, wide, wide_on = results
     assert all(r.ok and len(r.result) < 102_000 for r in results)
@@ -125,19 +151,25 @@ async def test_read_file_caps_huge_lines_and_pages(git_repo, script, run_agent):
     assert "2,900,000 more characters of line 1 not shown" in minified.result
     assert wide.result.startswith("wide.txt (lines 1-100 of 300)")
     assert wide.result.endswith(
-        "[200 more lines; this page stopped at the 100,000-character limit; read on with start_line=101]\n")
+        "[200 more lines; this page stopped at the 100,000-character limit; read on with start_line=101]\n"
+    )
     assert wide_on.result.startswith("wide.txt (lines 101-200 of 300)\n101| 101 yyy")
 
 
 async def test_search_stops_a_backtracking_pattern_and_the_turn_goes_on(git_repo, script, run_agent):
     (git_repo / "slow.txt").write_text(("a" * 40 + "b\n") * 3)
     clock = time.monotonic()
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("search", {"pattern": "(a|aa)+$"}),
-        call("search", {"pattern": "(a+)+$"}),
-        call("search", {"pattern": "(?:(?:a{1000}){1000}){1000}"}),
-        call("search", {"pattern": "x" * 1_001}),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("search", {"pattern": "(a|aa)+$"}),
+            call("search", {"pattern": "(a+)+$"}),
+            call("search", {"pattern": "(?:(?:a{1000}){1000}){1000}"}),
+            call("search", {"pattern": "x" * 1_001}),
+        ),
+    )
     assert time.monotonic() - clock < 8
     slow, nested, expanding, long = results
     assert slow.error_kind == "timeout" and "took over 0.5 s on a single line (slow.txt:1)" in slow.result
@@ -157,12 +189,17 @@ def test_search_shows_the_text_around_a_match_in_a_long_line(git_repo):
 
 async def test_line_numbers_count_newlines_only(git_repo, script, run_agent):
     (git_repo / "odd.txt").write_text("one\ftwo\u2028three\x1cfour\x85\nfive\u2029\nsix\n")
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("read_file", {"path": "odd.txt", "start_line": 3}),
-        call("search", {"pattern": "six", "path": "odd.txt"}),
-        call("edit_file", {"path": "odd.txt", "old_text": "sixx", "new_text": "6"}),
-        call("edit_file", {"path": "odd.txt", "old_text": "six", "new_text": "6"}),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("read_file", {"path": "odd.txt", "start_line": 3}),
+            call("search", {"pattern": "six", "path": "odd.txt"}),
+            call("edit_file", {"path": "odd.txt", "old_text": "sixx", "new_text": "6"}),
+            call("edit_file", {"path": "odd.txt", "old_text": "six", "new_text": "6"}),
+        ),
+    )
     read, found, missed, edited = results
     assert read.result == "odd.txt (lines 3-3 of 3)\n3| six\n"
     assert found.result == "odd.txt:3: six"
@@ -172,15 +209,21 @@ async def test_line_numbers_count_newlines_only(git_repo, script, run_agent):
 
 async def test_special_files_are_named_and_never_opened(git_repo, script, run_agent):
     os.mkfifo(git_repo / "pipe")
-    results = await run_hostile(run_agent, git_repo, script, turn(
-        call("read_file", {"path": "pipe"}),
-        call("edit_file", {"path": "pipe", "old_text": "a", "new_text": "b"}),
-        call("search", {"pattern": "a", "path": "pipe"}),
-    ))
+    results = await run_hostile(
+        run_agent,
+        git_repo,
+        script,
+        turn(
+            call("read_file", {"path": "pipe"}),
+            call("edit_file", {"path": "pipe", "old_text": "a", "new_text": "b"}),
+            call("search", {"pattern": "a", "path": "pipe"}),
+        ),
+    )
     read, edit, searched = results
     assert read.error_kind == "failed"
     assert read.result.startswith(
-        "pipe is a named pipe (FIFO), not a regular file; teachback reads and edits regular files only")
+        "pipe is a named pipe (FIFO), not a regular file; teachback reads and edits regular files only"
+    )
     assert "named pipe" in edit.result and "does not exist" not in edit.result
     assert searched.ok and searched.result == "No matches for 'a'."
 
@@ -191,7 +234,7 @@ async def test_text_mode_deep_nesting_is_a_format_error_then_the_turn_goes_on(gi
 
     deep = "".join("[" + " " * (i % 5) for i in range(5_000))  # uneven, or litellm stops a "repeating" stream
     model = script(
-        turn(content="<tool_call>\n{\"name\": \"read_file\", \"arguments\": " + deep + "\n</tool_call>"),
+        turn(content='<tool_call>\n{"name": "read_file", "arguments": ' + deep + "\n</tool_call>"),
         turn(content=deep),
         text_call("read_file", deep),  # arguments as a string: read when the call runs, and re-rendered
         text_call("read_file", {"path": "app.py"}),
@@ -218,8 +261,13 @@ def explode(ctx: ToolContext, path: str) -> ToolResult:
 async def test_a_tool_that_raises_is_a_tool_error_and_the_turn_goes_on(git_repo, script):
     settings = Settings(model=script(turn(call("explode", {"path": "app.py"})), *THEN), approval="full-auto")
     context = ToolContext(workspace=Workspace(git_repo), settings=settings)
-    session = Session(model=LiteLLMModel(settings.model), toolbox=Toolbox((*ALL_TOOLS, explode)), context=context,
-                      frontend="test", system_prompt=lambda op: "You are a test.")
+    session = Session(
+        model=LiteLLMModel(settings.model),
+        toolbox=Toolbox((*ALL_TOOLS, explode)),
+        context=context,
+        frontend="test",
+        system_prompt=lambda op: "You are a test.",
+    )
     events = []
     session.subscribe(events.append)
     finished = await session.run(UserInput(text="go"))

@@ -40,8 +40,12 @@ def settings_for(model: str, tmp_path: Path, **more) -> Settings:
 
 async def learn_once(git_repo: Path, script, tmp_path: Path) -> None:
     """A first session that fails an edit, reads the file and gets it right."""
-    await run(git_repo, settings_for(script(turn(BAD), turn(call("read_file", {"path": "app.py"})), turn(GOOD),
-                                            name="first.json"), tmp_path))
+    await run(
+        git_repo,
+        settings_for(
+            script(turn(BAD), turn(call("read_file", {"path": "app.py"})), turn(GOOD), name="first.json"), tmp_path
+        ),
+    )
     git(git_repo, "checkout", "app.py")
 
 
@@ -58,8 +62,10 @@ async def test_a_recorded_mistake_brings_its_lesson_into_the_tool_result(git_rep
     shown = [e for e in events if isinstance(e, LessonsShown) and e.moment == "tool_result"]
     assert [e.call_id for e in shown] == [failed.call_id] and failed.message["content"].endswith(shown[0].text)
     store = open_store(settings.db_path())
-    assert [r["type"] for r in store.query(
-        "SELECT type FROM events WHERE session_id = ? AND type = 'lessons_shown'", (session.id,))] == ["lessons_shown"] * 2
+    assert [
+        r["type"]
+        for r in store.query("SELECT type FROM events WHERE session_id = ? AND type = 'lessons_shown'", (session.id,))
+    ] == ["lessons_shown"] * 2
     assert all("Lessons from" not in p.feedback for p in store.pairs(session_id=session.id))
     tool_messages = [m for m in store.conversation(session.id) if m["role"] == "tool"]
     assert tool_messages[0]["content"] == failed.message["content"]  # exports see what the model saw
@@ -94,8 +100,9 @@ async def test_lessons_off_means_none_are_shown(git_repo, script, tmp_path):
 
 async def test_a_lesson_is_shown_once_per_session(git_repo, script, tmp_path):
     await learn_once(git_repo, script, tmp_path)
-    settings = settings_for(script(turn(BAD), turn(call("read_file", {"path": "app.py"})), turn(BAD),
-                                   name="second.json"), tmp_path)
+    settings = settings_for(
+        script(turn(BAD), turn(call("read_file", {"path": "app.py"})), turn(BAD), name="second.json"), tmp_path
+    )
     book = open_lessons(settings)
     _, events = await run(git_repo, settings, book)
     failures = [e for e in events if isinstance(e, ToolCallFinished) and not e.ok]
@@ -126,16 +133,34 @@ async def test_a_failing_lesson_source_does_not_stop_the_session(git_repo, scrip
 def test_teachback_run_shows_the_lessons_it_gave(git_repo, script, tmp_path, capsys):
     asyncio.run(learn_once(git_repo, script, tmp_path))
     model = script(turn(BAD), turn(GOOD), name="second.json")
-    code = main(["run", "--workspace", str(git_repo), "--model", model, "--approval", "full-auto",
-                 "--db", str(tmp_path / "f.db"), "--json", "say hey"])
+    code = main(
+        [
+            "run",
+            "--workspace",
+            str(git_repo),
+            "--model",
+            model,
+            "--approval",
+            "full-auto",
+            "--db",
+            str(tmp_path / "f.db"),
+            "--json",
+            "say hey",
+        ]
+    )
     assert code == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [e["moment"] for e in events if e["type"] == "lessons_shown"] == ["session_start", "tool_result"]
 
 
 def shown_event() -> LessonsShown:
-    lesson = {"id": "L123", "text": "edit_file on app.py failed (no_match): ...", "origin": "distilled",
-              "scope": "workspace", "pinned": False}
+    lesson = {
+        "id": "L123",
+        "text": "edit_file on app.py failed (no_match): ...",
+        "origin": "distilled",
+        "scope": "workspace",
+        "pinned": False,
+    }
     return LessonsShown(session_id="s", moment="tool_result", call_id="c1", lessons=[lesson], text="...", tokens=9)
 
 
@@ -154,10 +179,21 @@ async def test_the_terminal_tool_log_shows_lessons_under_their_call():
     app = LogApp()
     async with app.run_test(size=(100, 30)) as pilot:
         log = app.query_one(ToolLog)
-        await log.started(ToolCallStarted(session_id="s", call_id="c1", name="edit_file",
-                                          arguments='{"path": "app.py"}', step=1))
-        await log.finished(ToolCallFinished(session_id="s", call_id="c1", name="edit_file", ok=False, result="no",
-                                            step=1, error_kind="no_match", target="app.py"))
+        await log.started(
+            ToolCallStarted(session_id="s", call_id="c1", name="edit_file", arguments='{"path": "app.py"}', step=1)
+        )
+        await log.finished(
+            ToolCallFinished(
+                session_id="s",
+                call_id="c1",
+                name="edit_file",
+                ok=False,
+                result="no",
+                step=1,
+                error_kind="no_match",
+                target="app.py",
+            )
+        )
         await log.lessons_shown(shown_event())
         await log.lessons_shown(LessonsShown(session_id="s", moment="session_start", lessons=[], text=""))
         await pilot.pause()

@@ -12,8 +12,15 @@ from tests.conftest import call, turn
 
 
 async def test_streams_text_and_assembles_tool_calls(script):
-    model = LiteLLMModel(script(turn(call("read_file", {"path": "a.py"}, call_id="c1"), call("finish", "{}"),
-                                     content="Looking at a.py first, then done.")))
+    model = LiteLLMModel(
+        script(
+            turn(
+                call("read_file", {"path": "a.py"}, call_id="c1"),
+                call("finish", "{}"),
+                content="Looking at a.py first, then done.",
+            )
+        )
+    )
     deltas: list[str] = []
     reply = await model.complete([{"role": "user", "content": "go"}], [], deltas.append)
     assert "".join(deltas) == "Looking at a.py first, then done." and len(deltas) > 1
@@ -24,8 +31,7 @@ async def test_streams_text_and_assembles_tool_calls(script):
 
 
 async def test_transient_errors_are_retried_with_backoff(script):
-    model = LiteLLMModel(script({"error": "rate_limit", "times": 2, "content": "ok", "tool_calls": []}),
-                         backoff_s=0.05)
+    model = LiteLLMModel(script({"error": "rate_limit", "times": 2, "content": "ok", "tool_calls": []}), backoff_s=0.05)
     reply = await model.complete([{"role": "user", "content": "go"}], [])
     assert reply.attempts == 3 and reply.message["content"] == "ok"
 
@@ -37,8 +43,9 @@ async def test_retries_are_bounded(script):
     assert info.value.kind == "unavailable"
 
 
-@pytest.mark.parametrize(("kind", "advice"), [("auth", "API key"), ("not_found", "model name"),
-                                              ("context_window", "context window")])
+@pytest.mark.parametrize(
+    ("kind", "advice"), [("auth", "API key"), ("not_found", "model name"), ("context_window", "context window")]
+)
 async def test_final_errors_are_not_retried(script, kind, advice):
     model = LiteLLMModel(script({"error": kind, "times": 1, "content": "would succeed on retry"}), backoff_s=0.01)
     with pytest.raises(ModelError) as info:

@@ -95,8 +95,10 @@ def test_run_with_an_unknown_model_exits_2(git_repo, no_keys):
 # -- missing API key -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "variable"), [("openai/gpt-4o-mini", "OPENAI_API_KEY"),
-                                                ("anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY")])
+@pytest.mark.parametrize(
+    ("name", "variable"),
+    [("openai/gpt-4o-mini", "OPENAI_API_KEY"), ("anthropic/claude-sonnet-4-5", "ANTHROPIC_API_KEY")],
+)
 async def test_a_missing_key_fails_at_once_naming_the_variable(no_keys, name, variable):
     error, took = await fails(LiteLLMModel(name, backoff_s=5))  # 3 retries would take 5 + 10 + 20 s
     assert error.kind == "auth" and took < 5
@@ -112,8 +114,9 @@ async def test_a_missing_key_for_a_local_server_says_any_value_will_do(no_keys, 
 
 def test_run_with_a_missing_key_exits_2_with_what_to_set(git_repo, no_keys):
     started = time.monotonic()
-    done = teachback("run", "--no-record", "--workspace", str(git_repo), "--model", "openai/gpt-4o-mini", "hi",
-                     env=no_keys)
+    done = teachback(
+        "run", "--no-record", "--workspace", str(git_repo), "--model", "openai/gpt-4o-mini", "hi", env=no_keys
+    )
     assert done.returncode == 2, done.stderr + done.stdout
     assert "OPENAI_API_KEY" in done.stdout and "unavailable" not in done.stdout
     assert "retry" not in done.stderr and time.monotonic() - started < 60
@@ -163,8 +166,16 @@ async def test_the_json_object_mode_sends_the_schema_in_that_form(monkeypatch, r
 def test_run_against_a_refusing_server_explains_and_stops(git_repo, refusing_server, no_keys):
     api_base, requests = refusing_server
     (git_repo / "teachback.toml").write_text(f'tool_mode = "grammar"\napi_base = "{api_base}"\n')
-    done = teachback("run", "--no-record", "--workspace", str(git_repo), "--model", "openai/smollm2", "hi",
-                     env={**no_keys, "OPENAI_API_KEY": "sk-local"})
+    done = teachback(
+        "run",
+        "--no-record",
+        "--workspace",
+        str(git_repo),
+        "--model",
+        "openai/smollm2",
+        "hi",
+        env={**no_keys, "OPENAI_API_KEY": "sk-local"},
+    )
     assert done.returncode == 1, done.stderr + done.stdout
     assert LLAMA_CPP_REFUSAL in done.stdout and 'tool_mode = "text"' in done.stdout
     assert len(requests) == 1 and "Traceback" not in done.stderr

@@ -7,8 +7,9 @@ from tests.conftest import call, turn
 
 
 async def test_system_prompt_has_a_map_centred_on_the_instruction(git_repo, script, run_agent):
-    run = await run_agent(git_repo, script(turn(call("repo_map", {"focus": "util.py"}))),
-                          instruction="make sub handle floats")
+    run = await run_agent(
+        git_repo, script(turn(call("repo_map", {"focus": "util.py"}))), instruction="make sub handle floats"
+    )
     prompt = run.of(SessionStarted)[0].system_prompt
     assert "A map of the repository's most relevant definitions" in prompt
     assert "def sub(a, b)" in prompt and "util.py" in prompt

@@ -10,8 +10,15 @@ import pytest
 from agent.config import Settings
 from agent.llm import load_litellm
 from agent.protocol import (
-    AssistantDelta, EditApplied, Interrupt, ModelUsage, ToolCallFinished, TurnFinished, UserInput,
-    conversation_from_events, event_from_json,
+    AssistantDelta,
+    EditApplied,
+    Interrupt,
+    ModelUsage,
+    ToolCallFinished,
+    TurnFinished,
+    UserInput,
+    conversation_from_events,
+    event_from_json,
 )
 from agent.runtime import open_session
 from tests.conftest import call, turn
@@ -21,7 +28,9 @@ async def test_multi_file_change_lands(git_repo, script, run_agent):
     model = script(
         turn(
             call("edit_file", {"path": "app.py", "old_text": "'Hello, '", "new_text": "'Hi, '"}),
-            call("edit_file", {"path": "util.py", "old_text": "return a - b", "new_text": "return a - b  # difference"}),
+            call(
+                "edit_file", {"path": "util.py", "old_text": "return a - b", "new_text": "return a - b  # difference"}
+            ),
             content="Changing four files.",
         ),
         turn(
@@ -46,8 +55,16 @@ async def test_multi_file_change_lands(git_repo, script, run_agent):
 async def test_wrong_old_text_gets_did_you_mean_then_fix_succeeds(git_repo, script, run_agent):
     model = script(
         turn(call("edit_file", {"path": "util.py", "old_text": "def add(a,b):\n    return a+b", "new_text": "x"})),
-        turn(call("edit_file", {"path": "util.py", "old_text": "def add(a, b):\n    return a + b",
-                                "new_text": "def add(a, b):\n    return b + a"})),
+        turn(
+            call(
+                "edit_file",
+                {
+                    "path": "util.py",
+                    "old_text": "def add(a, b):\n    return a + b",
+                    "new_text": "def add(a, b):\n    return b + a",
+                },
+            )
+        ),
     )
     run = await run_agent(git_repo, model)
     first, second = run.of(ToolCallFinished)
@@ -95,8 +112,14 @@ async def test_schema_errors_are_results_and_the_session_continues(git_repo, scr
 
 
 async def test_syntax_error_after_edit_is_reported_where(git_repo, script, run_agent):
-    model = script(turn(call("edit_file", {"path": "app.py", "old_text": "return 'Hello, ' + name",
-                                           "new_text": "return ('Hello, ' + name"})))
+    model = script(
+        turn(
+            call(
+                "edit_file",
+                {"path": "app.py", "old_text": "return 'Hello, ' + name", "new_text": "return ('Hello, ' + name"},
+            )
+        )
+    )
     run = await run_agent(git_repo, model)
     edit = run.of(EditApplied)[0]
     assert edit.syntax_error and edit.syntax_error.startswith("app.py:2:")
@@ -111,8 +134,16 @@ async def test_max_steps_stops_the_loop(git_repo, script, run_agent):
 
 async def test_max_cost_stops_the_loop(git_repo, script, run_agent):
     model = script(*[turn(call("read_file", {"path": "app.py"})) for _ in range(5)])
-    load_litellm().register_model({model: {"input_cost_per_token": 0.001, "output_cost_per_token": 0.001,
-                                           "litellm_provider": "scripted", "mode": "chat"}})
+    load_litellm().register_model(
+        {
+            model: {
+                "input_cost_per_token": 0.001,
+                "output_cost_per_token": 0.001,
+                "litellm_provider": "scripted",
+                "mode": "chat",
+            }
+        }
+    )
     run = await run_agent(git_repo, model, max_cost=0.01)
     usage = run.of(ModelUsage)
     assert run.finished.reason == "max_cost"
@@ -127,8 +158,9 @@ async def test_max_time_stops_a_slow_model(git_repo, script, run_agent):
 
 
 async def test_interrupt_stops_at_the_next_step(git_repo, script):
-    model = script(*[{"content": None, "tool_calls": [call("read_file", {"path": "app.py"})], "delay": 0.2}
-                     for _ in range(50)])
+    model = script(
+        *[{"content": None, "tool_calls": [call("read_file", {"path": "app.py"})], "delay": 0.2} for _ in range(50)]
+    )
     session = open_session(git_repo, Settings(model=model, approval="full-auto", max_steps=100))
     seen: list = []
     session.subscribe(seen.append)
@@ -166,8 +198,11 @@ async def test_event_log_round_trips_and_rebuilds_the_conversation(git_repo, scr
     assert json.loads(lines[0])["type"] == "session_started"
     assert all(e.session_id == run.session.id for e in restored)
     by_id = {e.id: e for e in restored}
-    assert all(e.cause_id in by_id for e in restored[1:] if e.cause_id and not isinstance(e, TurnFinished)
-               and e.type != "turn_started")
+    assert all(
+        e.cause_id in by_id
+        for e in restored[1:]
+        if e.cause_id and not isinstance(e, TurnFinished) and e.type != "turn_started"
+    )
 
 
 async def test_close_declines_a_pending_approval_and_stops_the_turn(git_repo, script):
@@ -224,8 +259,10 @@ async def test_a_model_stuck_on_one_call_is_stopped(git_repo, script, run_agent)
 
 async def test_a_failed_write_is_a_tool_error_not_a_crash(git_repo, script, run_agent):
     # app.py is a file, so nothing can be created beneath it: the write fails with an OSError.
-    model = script(turn(call("create_file", {"path": "app.py/new.py", "content": "y = 2\n"})),
-                   turn(call("finish", {"summary": "gave up"})))
+    model = script(
+        turn(call("create_file", {"path": "app.py/new.py", "content": "y = 2\n"})),
+        turn(call("finish", {"summary": "gave up"})),
+    )
     run = await run_agent(git_repo, model)
     result = run.of(ToolCallFinished)[0]
     assert result.error_kind == "failed" and "Could not write app.py/new.py" in result.result

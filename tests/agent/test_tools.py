@@ -23,10 +23,17 @@ def ctx(git_repo):
 def test_tool_names_and_arguments_are_the_public_interface():
     schemas = {s["function"]["name"]: s["function"]["parameters"] for s in default_toolbox().schemas()}
     expected = {
-        "read_file": ["path", "start_line", "end_line"], "list_files": ["path", "glob"],
-        "search": ["pattern", "path", "glob"], "edit_file": ["path", "old_text", "new_text", "replace_all"],
-        "create_file": ["path", "content"], "delete_file": ["path"], "move_file": ["src", "dst"],
-        "run_command": ["command", "timeout"], "session_diff": [], "finish": ["summary"], "repo_map": ["focus"],
+        "read_file": ["path", "start_line", "end_line"],
+        "list_files": ["path", "glob"],
+        "search": ["pattern", "path", "glob"],
+        "edit_file": ["path", "old_text", "new_text", "replace_all"],
+        "create_file": ["path", "content"],
+        "delete_file": ["path"],
+        "move_file": ["src", "dst"],
+        "run_command": ["command", "timeout"],
+        "session_diff": [],
+        "finish": ["summary"],
+        "repo_map": ["focus"],
     }
     assert {name: list(p["properties"]) for name, p in schemas.items()} == expected
     assert schemas["edit_file"]["required"] == ["path", "old_text", "new_text"]
@@ -81,7 +88,9 @@ def test_list_files_outside_git_uses_gitignore_too(tmp_path):
 
 def test_search_regex_globs_caps_and_bad_patterns(git_repo, ctx):
     assert search.fn(ctx, r"def \w+\(a, b\)").output.splitlines() == [
-        "util.py:1: def add(a, b):", "util.py:5: def sub(a, b):"]
+        "util.py:1: def add(a, b):",
+        "util.py:5: def sub(a, b):",
+    ]
     assert search.fn(ctx, "def", glob="app*").output == "app.py:1: def greet(name):"
     bad = search.fn(ctx, "def (")
     assert bad.error_kind == "bad_arguments" and "Escape special characters" in bad.output

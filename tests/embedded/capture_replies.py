@@ -40,7 +40,12 @@ def main() -> None:
                 reply = litellm.completion(
                     model="local/smollm2", messages=messages, seed=seed, temperature=0.8, max_tokens=160, **extra
                 )
-                record = {"mode": mode, "instruction": instruction, "seed": seed, "reply": reply.choices[0].message.content}
+                record = {
+                    "mode": mode,
+                    "instruction": instruction,
+                    "seed": seed,
+                    "reply": reply.choices[0].message.content,
+                }
                 sys.stdout.write(json.dumps(record) + "\n")
                 sys.stdout.flush()
 

@@ -63,10 +63,15 @@ def test_a_recorded_turn_re_renders_to_the_same_token_ids(recorded: Path, tmp_pa
 
     llm = Llama(model_path=str(model_path("smollm2")), vocab_only=True, verbose=False)
     special = lambda ids: llm.detokenize(ids, special=True).decode()  # noqa: E731
-    formatter = Jinja2ChatFormatter(template=llm.metadata["tokenizer.chat_template"],
-                                    eos_token=special([llm.token_eos()]), bos_token=special([llm.token_bos()]))
-    for messages, prompt_ids in ((rendered["messages"], rendered["prompt_token_ids"]),
-                                 (later.messages, later.prompt_token_ids)):
+    formatter = Jinja2ChatFormatter(
+        template=llm.metadata["tokenizer.chat_template"],
+        eos_token=special([llm.token_eos()]),
+        bos_token=special([llm.token_bos()]),
+    )
+    for messages, prompt_ids in (
+        (rendered["messages"], rendered["prompt_token_ids"]),
+        (later.messages, later.prompt_token_ids),
+    ):
         prompt = formatter(messages=messages)
         assert llm.tokenize(prompt.prompt.encode(), add_bos=not prompt.added_special, special=True) == prompt_ids
     assert len(rendered["completion_token_ids"]) == len(rendered["logprobs"]) == 4

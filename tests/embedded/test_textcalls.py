@@ -63,11 +63,19 @@ def test_call_ids_are_unique_across_replies() -> None:
 
 
 def test_rendered_call_parses_back_to_the_same_call() -> None:
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "edit_file", "arguments": json.dumps({"path": "a.py", "old_text": "x = {1}", "new_text": "y\n"})}}
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {
+            "name": "edit_file",
+            "arguments": json.dumps({"path": "a.py", "old_text": "x = {1}", "new_text": "y\n"}),
+        },
+    }
     parsed = textcalls.parse_reply(textcalls.render_call(call), NAMES)
     assert parsed.error is None
-    assert [json.loads(c["function"]["arguments"]) for c in parsed.tool_calls] == [json.loads(call["function"]["arguments"])]
+    assert [json.loads(c["function"]["arguments"]) for c in parsed.tool_calls] == [
+        json.loads(call["function"]["arguments"])
+    ]
 
 
 def test_tool_prompt_lists_every_tool_with_its_arguments() -> None:
@@ -84,10 +92,18 @@ def test_to_text_messages_renders_calls_and_results_as_text() -> None:
     messages = [
         {"role": "system", "content": "You are teachback."},
         {"role": "user", "content": "Fix app.py"},
-        {"role": "assistant", "content": "Looking.", "tool_calls": [
-            {"id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "app.py"}'}},
-            {"id": "call_b", "type": "function", "function": {"name": "list_files", "arguments": "{}"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "app.py"}'},
+                },
+                {"id": "call_b", "type": "function", "function": {"name": "list_files", "arguments": "{}"}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_a", "content": "1| print('hi')"},
         {"role": "tool", "tool_call_id": "call_b", "content": "app.py"},
         {"role": "assistant", "content": "All good."},
@@ -107,8 +123,13 @@ def test_to_text_messages_renders_calls_and_results_as_text() -> None:
 def test_to_text_messages_keeps_user_turns_alternating_after_results() -> None:
     messages = [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "finish", "arguments": '{"summary": "x"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "finish", "arguments": '{"summary": "x"}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "Finished: x"},
         {"role": "user", "content": "Now the next thing."},
     ]

@@ -45,7 +45,9 @@ def offset_of(text: str, position: types.Position) -> int:
 
 
 def apply_text_edits(text: str, edits: list[types.TextEdit]) -> str:
-    spans = sorted(((offset_of(text, e.range.start), offset_of(text, e.range.end), e.new_text) for e in edits), reverse=True)
+    spans = sorted(
+        ((offset_of(text, e.range.start), offset_of(text, e.range.end), e.new_text) for e in edits), reverse=True
+    )
     for start, end, new in spans:
         text = text[:start] + new + text[end:]
     return text

@@ -107,8 +107,15 @@ class RawServer(RawClient):
     async def start(cls, log_path: Path, *extra_args: str) -> RawServer:
         with log_path.open("wb") as log:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "lsp_server", *extra_args, cwd=str(REPO), env=dict(os.environ),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+                sys.executable,
+                "-m",
+                "lsp_server",
+                *extra_args,
+                cwd=str(REPO),
+                env=dict(os.environ),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
             )
         return cls(process, log_path)
 

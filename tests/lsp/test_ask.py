@@ -83,7 +83,8 @@ async def test_untitled_buffer_goes_inline_and_is_never_a_path(git_repo: Path, t
             )
         )
         assert [a.title for a in actions] == [
-            "teachback: explain this code", "teachback: implement or refactor the selection",
+            "teachback: explain this code",
+            "teachback: implement or refactor the selection",
             "teachback: write tests for this",
         ]
         explain = actions[0].command
@@ -105,7 +106,9 @@ async def test_fix_action_puts_the_diagnostics_in_the_prompt(git_repo: Path, tmp
         uri = editor.open(git_repo / "app.py")
         problem = types.Diagnostic(
             range=types.Range(start=types.Position(line=1, character=4), end=types.Position(line=1, character=10)),
-            message="name 'nme' is not defined", severity=types.DiagnosticSeverity.Error, source="pyflakes",
+            message="name 'nme' is not defined",
+            severity=types.DiagnosticSeverity.Error,
+            source="pyflakes",
         )
         actions = await client.text_document_code_action_async(
             types.CodeActionParams(

@@ -60,7 +60,9 @@ async def test_settings_file_applies_when_options_are_absent(git_repo: Path) -> 
         ("teachback.nothing", [], "is not defined"),
     ],
 )
-async def test_bad_command_arguments_get_an_error_response(git_repo: Path, name: str, arguments: list, message: str) -> None:
+async def test_bad_command_arguments_get_an_error_response(
+    git_repo: Path, name: str, arguments: list, message: str
+) -> None:
     async with lsp_session(git_repo, None) as (client, _editor):
         with pytest.raises(JsonRpcException, match=message):
             await command(client, name, *arguments, timeout=10)
@@ -84,12 +86,21 @@ async def _receive(stdout: asyncio.StreamReader) -> dict:
 async def test_request_whose_params_do_not_parse_gets_an_error_response(git_repo: Path) -> None:
     # Raw JSON-RPC: a typed client cannot even send these params.
     server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "lsp_server", cwd=str(REPO), env=dict(os.environ),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        "-m",
+        "lsp_server",
+        cwd=str(REPO),
+        env=dict(os.environ),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
     )
     assert server.stdin is not None and server.stdout is not None
     try:
-        await _send(server.stdin, {"id": 1, "method": "initialize", "params": {"capabilities": {}, "rootUri": from_fs_path(str(git_repo))}})
+        await _send(
+            server.stdin,
+            {"id": 1, "method": "initialize", "params": {"capabilities": {}, "rootUri": from_fs_path(str(git_repo))}},
+        )
         bad = {"textDocument": {"uri": from_fs_path(str(git_repo / "app.py"))}, "range": "all of it", "context": {}}
         await _send(server.stdin, {"id": 2, "method": "textDocument/codeAction", "params": bad})
         answers = {}

@@ -80,7 +80,9 @@ def test_options_fall_back_per_key(tmp_path: Path) -> None:
 def test_command_arguments_are_validated() -> None:
     assert parse_ask(("explain",)).instruction == "explain"
     with pytest.raises(JsonRpcInvalidParams, match="needs the 'uri'"):
-        parse_ask(({"instruction": "x", "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}},))
+        parse_ask(
+            ({"instruction": "x", "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}},)
+        )
     with pytest.raises(JsonRpcInvalidParams, match="unknown key"):
         parse_ask(({"instruction": "x", "colour": "red"},))
     assert parse_review("teachback.reject", ("e1", "no")).reason == "no"

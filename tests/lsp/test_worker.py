@@ -91,8 +91,10 @@ async def test_a_worker_that_dies_between_turns_is_reported_and_replaced(git_rep
         assert first["reason"] == "answered"
         pid = (await command(client, "teachback.status"))["agentPid"]
         os.kill(pid, signal.SIGKILL)
-        await wait_for(lambda: any("agent's process stopped" in m.message for m in client.messages),
-                       what="a message about the stopped worker")
+        await wait_for(
+            lambda: any("agent's process stopped" in m.message for m in client.messages),
+            what="a message about the stopped worker",
+        )
         again = await command(client, "teachback.ask", "and now?", timeout=100)
         assert again["reason"] == "answered"
         assert (await command(client, "teachback.status"))["agentPid"] not in (None, pid)

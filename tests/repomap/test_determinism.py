@@ -24,8 +24,12 @@ sys.stdout.write(repo_map.render(tokens=500, mentioned=["Store", "area"]))
 def _render_in_process(root: Path, home: Path, seed: str) -> bytes:
     env = {**os.environ, "PYTHONHASHSEED": seed, "TEACHBACK_HOME": str(home)}
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(root)], env=env, capture_output=True, timeout=60,
-        cwd=Path(__file__).parents[2], check=True,
+        [sys.executable, "-c", SCRIPT, str(root)],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+        check=True,
     )
     return result.stdout
 

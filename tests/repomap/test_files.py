@@ -38,8 +38,17 @@ def test_skips_vendored_generated_binary_and_ignored_files(tmp_path: Path) -> No
     _write(root, {**SOURCES, ".gitignore": "logs/\n"})
     text = RepoMap(root).render(tokens=2000)
     assert "def real_entry():" in text
-    for skipped in ("vendoredThing", "VendoredGo", "built_copy", "minifiedThing", "generated_message",
-                    "generated_schema", "binary_blob", "ignored_by_gitignore", "not_source"):
+    for skipped in (
+        "vendoredThing",
+        "VendoredGo",
+        "built_copy",
+        "minifiedThing",
+        "generated_message",
+        "generated_schema",
+        "binary_blob",
+        "ignored_by_gitignore",
+        "not_source",
+    ):
         assert skipped not in text
 
 

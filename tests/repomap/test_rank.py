@@ -13,13 +13,15 @@ def _parts(language: str, source: str) -> FileParts:
 
 
 def test_names_link_only_within_a_language_family() -> None:
-    graph = build_graph({
-        "user.py": _parts("python", "def main():\n    shared()\n    shared()\n    helper()\n"),
-        "lib.c": _parts("c", "int shared(void) { return 0; }\n"),
-        "tool.py": _parts("python", "def helper():\n    pass\n"),
-        "app.ts": _parts("typescript", "import { render } from './ui';\nrender();\n"),
-        "ui.js": _parts("javascript", "export function render() {}\n"),
-    })
+    graph = build_graph(
+        {
+            "user.py": _parts("python", "def main():\n    shared()\n    shared()\n    helper()\n"),
+            "lib.c": _parts("c", "int shared(void) { return 0; }\n"),
+            "tool.py": _parts("python", "def helper():\n    pass\n"),
+            "app.ts": _parts("typescript", "import { render } from './ui';\nrender();\n"),
+            "ui.js": _parts("javascript", "export function render() {}\n"),
+        }
+    )
     assert graph.idents == ("javascript:render", "python:helper")
 
 

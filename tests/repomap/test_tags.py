@@ -72,7 +72,7 @@ def test_headers_scopes_and_round_trip() -> None:
 
 
 def test_java_annotations_are_not_the_header() -> None:
-    source = b"class A {\n    @Override\n    public String toString() { return \"\"; }\n}\n"
+    source = b'class A {\n    @Override\n    public String toString() { return ""; }\n}\n'
     tags = Tagger().extract("java", source)
     assert header_line(source, tags.entries[1]) == (2, "    public String toString()")
 

@@ -34,8 +34,13 @@ pytestmark = pytest.mark.timeout(180)
 
 def _new_process(root: Path, home: Path, **render: object) -> dict:
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(root), json.dumps(render)], cwd=REPO, capture_output=True,
-        env={**os.environ, "TEACHBACK_HOME": str(home)}, text=True, timeout=120, check=True,
+        [sys.executable, "-c", SCRIPT, str(root), json.dumps(render)],
+        cwd=REPO,
+        capture_output=True,
+        env={**os.environ, "TEACHBACK_HOME": str(home)},
+        text=True,
+        timeout=120,
+        check=True,
     )
     return json.loads(result.stdout)
 
@@ -154,10 +159,12 @@ def test_graph_round_trips_through_bytes() -> None:
         "main.py": "from shapes import Shape\n\nprint(Shape().area())\n",
         "util.c": "int area(int w) { return w; }\n",
     }
-    graph = build_graph({
-        path: FileParts.of(tagger.extract(language, text.encode()), language)
-        for (path, text), language in zip(sources.items(), ("python", "python", "c"))
-    })
+    graph = build_graph(
+        {
+            path: FileParts.of(tagger.extract(language, text.encode()), language)
+            for (path, text), language in zip(sources.items(), ("python", "python", "c"))
+        }
+    )
     again = Graph.from_bytes(graph.to_bytes())
     assert again.files == graph.files and again.idents == graph.idents
     ranking = list(rank_definitions(graph, mentioned=["area"]))

@@ -13,7 +13,11 @@ import pytest
 
 from feedback_store import Recorder, open_store
 from feedback_store.commands import (
-    ProgressBar, add_export_arguments, add_stats_arguments, export_main, stats_main,
+    ProgressBar,
+    add_export_arguments,
+    add_stats_arguments,
+    export_main,
+    stats_main,
 )
 from tests.store.events import FakeSession, mixed_session
 
@@ -73,14 +77,32 @@ def test_export_errors_exit_non_zero(db: Path, tmp_path: Path, capsys) -> None:
     args = parse(add_export_arguments, ["--db", str(db), "--format", "csv", "--out", str(tmp_path / "o")])
     assert export_main(args) == 1
     assert "Unknown export format 'csv'" in capsys.readouterr().err
-    args = parse(add_export_arguments, ["--db", str(tmp_path / "none.db"), "--format", "sdpo", "--out", str(tmp_path / "o")])
+    args = parse(
+        add_export_arguments, ["--db", str(tmp_path / "none.db"), "--format", "sdpo", "--out", str(tmp_path / "o")]
+    )
     assert export_main(args) == 1
     assert "No feedback database" in capsys.readouterr().err
 
 
 def test_several_databases_and_flags_parse() -> None:
-    args = parse(add_export_arguments, ["--db", "a.db", "b.db", "--db", "c.db", "--format", "sft", "--out", "o",
-                                        "--no-redact", "--include-flagged", "--test-fraction", "0.1"])
+    args = parse(
+        add_export_arguments,
+        [
+            "--db",
+            "a.db",
+            "b.db",
+            "--db",
+            "c.db",
+            "--format",
+            "sft",
+            "--out",
+            "o",
+            "--no-redact",
+            "--include-flagged",
+            "--test-fraction",
+            "0.1",
+        ],
+    )
     assert args.db == ["a.db", "b.db", "c.db"] and args.no_redact and args.include_flagged
     assert args.test_fraction == 0.1
 

@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def writer(db: Path, sessions: int, label: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.store.writer", str(db), str(sessions), label],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 

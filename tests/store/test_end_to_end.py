@@ -20,14 +20,28 @@ pytestmark = pytest.mark.timeout(90)
 def three_mistakes(script) -> str:
     return script(
         # 1. an edit whose old_text is not in the file, then the fixed edit
-        turn(call("edit_file", {"path": "app.py", "old_text": "return 'Hi, ' + name", "new_text": "return f'Hello, {name}!'"}, "c1")),
-        turn(call("edit_file", {"path": "app.py", "old_text": "return 'Hello, ' + name", "new_text": "return f'Hello, {name}!'"}, "c2")),
+        turn(
+            call(
+                "edit_file",
+                {"path": "app.py", "old_text": "return 'Hi, ' + name", "new_text": "return f'Hello, {name}!'"},
+                "c1",
+            )
+        ),
+        turn(
+            call(
+                "edit_file",
+                {"path": "app.py", "old_text": "return 'Hello, ' + name", "new_text": "return f'Hello, {name}!'"},
+                "c2",
+            )
+        ),
         # 2. an unknown tool, then a valid call
         turn(call("open_file", {"path": "util.py"}, "c3")),
         turn(call("read_file", {"path": "util.py"}, "c4")),
         # 3. an edit that breaks the syntax, then the repair
         turn(call("edit_file", {"path": "util.py", "old_text": "def add(a, b):", "new_text": "def add(a, b)"}, "c5")),
-        turn(call("edit_file", {"path": "util.py", "old_text": "def add(a, b)\n", "new_text": "def add(a, b):\n"}, "c6")),
+        turn(
+            call("edit_file", {"path": "util.py", "old_text": "def add(a, b)\n", "new_text": "def add(a, b):\n"}, "c6")
+        ),
         turn(call("finish", {"summary": "done"}, "c7")),
     )
 

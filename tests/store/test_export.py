@@ -19,8 +19,22 @@ from tests.store.events import FakeSession, edit, mixed_session
 pytestmark = pytest.mark.timeout(120)
 
 FIELDS = {
-    "sdpo": {"format", "id", "session_id", "source", "model", "created_at", "prompt", "tools", "completion",
-             "feedback", "correction", "chosen", "teacher_prompt", "rendered"},
+    "sdpo": {
+        "format",
+        "id",
+        "session_id",
+        "source",
+        "model",
+        "created_at",
+        "prompt",
+        "tools",
+        "completion",
+        "feedback",
+        "correction",
+        "chosen",
+        "teacher_prompt",
+        "rendered",
+    },
     "trl-sdpo": {"format", "id", "prompt", "privileged_context", "tools", "ground_truth"},
     "trl-sdft": {"format", "id", "prompt", "privileged_context", "tools"},
     "dpo": {"format", "id", "prompt", "chosen", "rejected", "tools"},
@@ -44,12 +58,22 @@ def write_db(path: Path, *sessions: FakeSession) -> Path:
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     unfixed = FakeSession().start().user("read the config")
-    unfixed.call("read_file", {"path": "conf.toml"}, ok=False, error_kind="not_found", target="conf.toml",
-                 result="conf.toml does not exist.")
+    unfixed.call(
+        "read_file",
+        {"path": "conf.toml"},
+        ok=False,
+        error_kind="not_found",
+        target="conf.toml",
+        result="conf.toml does not exist.",
+    )
     reviewed = FakeSession().start().user("tidy b.py")
-    reviewed.call("edit_file", {"path": "b.py"}, target="b.py", edits=[edit("b.py", "x = 1\n", "x = 2\n", edit_id="e9")])
+    reviewed.call(
+        "edit_file", {"path": "b.py"}, target="b.py", edits=[edit("b.py", "x = 1\n", "x = 2\n", edit_id="e9")]
+    )
     reviewed.review("e9", "b.py", "corrected", user_content="X = 2\n")
-    return write_db(tmp_path / "a.db", mixed_session(task="one"), mixed_session(task="two"), unfixed.finish(), reviewed.finish())
+    return write_db(
+        tmp_path / "a.db", mixed_session(task="one"), mixed_session(task="two"), unfixed.finish(), reviewed.finish()
+    )
 
 
 def test_the_command_lists_every_format() -> None:
@@ -90,7 +114,7 @@ def test_trl_columns_carry_the_hindsight(db: Path, tmp_path: Path) -> None:
     assert "Available tools" in record["privileged_context"] and record["prompt"][0]["role"] == "system"
     export([db], "trl-sdft", out, source="schema")
     record = json.loads(out.read_text().splitlines()[0])
-    assert record["privileged_context"].startswith("Example response:\n<tool_call>\n{\"name\": \"read_file\"")
+    assert record["privileged_context"].startswith('Example response:\n<tool_call>\n{"name": "read_file"')
 
 
 def test_dpo_and_sft_use_the_correction(db: Path, tmp_path: Path) -> None:
@@ -128,8 +152,10 @@ def test_split_by_session_keeps_each_conversation_on_one_side(tmp_path: Path) ->
     result = export([db], "sdpo", tmp_path / "data.jsonl", test_fraction=0.3)
     train, test = (tmp_path / "data.train.jsonl"), (tmp_path / "data.test.jsonl")
     assert result.paths == [train, test]
-    ids = {name: {json.loads(line)["session_id"] for line in path.read_text().splitlines()}
-           for name, path in (("train", train), ("test", test))}
+    ids = {
+        name: {json.loads(line)["session_id"] for line in path.read_text().splitlines()}
+        for name, path in (("train", train), ("test", test))
+    }
     assert ids["train"] and ids["test"] and not ids["train"] & ids["test"]
     assert result.splits == {"train": 4 * len(ids["train"]), "test": 4 * len(ids["test"])}
     assert all(split_of(sid, 0.3) == "test" for sid in ids["test"])
@@ -155,24 +181,40 @@ def test_an_empty_selection_writes_no_file_and_says_what_to_change(db: Path, tmp
     assert "0 matching pairs (10 pairs in the database; filters: --source monitor)" in text
     assert "Change the filters" in text and "No file was written" in text and not (tmp_path / "dpo.jsonl").exists()
     unfixed = FakeSession().start().user("read it")
-    unfixed.call("read_file", {"path": "gone.txt"}, ok=False, error_kind="not_found", target="gone.txt",
-                 result="gone.txt does not exist.")
+    unfixed.call(
+        "read_file",
+        {"path": "gone.txt"},
+        ok=False,
+        error_kind="not_found",
+        target="gone.txt",
+        result="gone.txt does not exist.",
+    )
     only_unfixed = write_db(tmp_path / "unfixed.db", unfixed.finish())
     with pytest.raises(EmptyExport) as caught:
         export([only_unfixed], "sft", tmp_path / "sft.jsonl")
     assert "1 no correction" in str(caught.value) and "export sdpo, trl-sdpo or kto" in str(caught.value)
     assert not (tmp_path / "sft.jsonl").exists()
     out = tmp_path / "x.jsonl"
-    code = subprocess.run([sys.executable, "-m", "agent.cli", "export", "--db", str(only_unfixed), "--format", "sft",
-                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    code = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "export", "--db", str(only_unfixed), "--format", "sft", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert code.returncode == 2 and "Nothing to export" in code.stderr and not out.exists()
 
 
 def test_near_duplicates_are_exported_once(tmp_path: Path) -> None:
     s = FakeSession().start().user("read app.py")
     for call_id in range(3):  # the same call and feedback three times (only the call ids differ)
-        s.call("read_file", {"path": "app.py"}, ok=False, error_kind="repeated_call", target="app.py",
-               result=f"You already sent this exact call (call_{call_id}a). Do not repeat it.")
+        s.call(
+            "read_file",
+            {"path": "app.py"},
+            ok=False,
+            error_kind="repeated_call",
+            target="app.py",
+            result=f"You already sent this exact call (call_{call_id}a). Do not repeat it.",
+        )
     s.call("read_file", {"path": "util.py"}, target="util.py", result="x = 1")
     db = write_db(tmp_path / "dups.db", s.finish())
     assert len(open_store(db).pairs()) == 3

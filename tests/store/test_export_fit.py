@@ -27,15 +27,33 @@ CHECK = f"{sys.executable} -c \"from app import greet; assert greet('x') == 'Hel
 
 def session_a(script) -> str:
     return script(
-        turn(call("edit_file", {"path": "app.py", "old_text": "return 'Hi, ' + name", "new_text": "return 'Hey'"}, "a1")),
-        turn(call("edit_file", {"path": "app.py", "old_text": "return 'Hello, ' + name",
-                                "new_text": "return f'Hello, {name}!'"}, "a2")),
+        turn(
+            call("edit_file", {"path": "app.py", "old_text": "return 'Hi, ' + name", "new_text": "return 'Hey'"}, "a1")
+        ),
+        turn(
+            call(
+                "edit_file",
+                {"path": "app.py", "old_text": "return 'Hello, ' + name", "new_text": "return f'Hello, {name}!'"},
+                "a2",
+            )
+        ),
         turn(call("open_file", {"path": "util.py"}, "a3")),
         turn(call("read_file", {"path": "util.py"}, "a4")),
         # a lint failure whose fix edits text that exists only after the broken edit
-        turn(call("edit_file", {"path": "util.py", "old_text": "    return a + b\n", "new_text": "    return (a + b\n"}, "a5")),
-        turn(call("edit_file", {"path": "util.py", "old_text": "    return (a + b\n",
-                                "new_text": "    return (a + b) * 1\n"}, "a6")),
+        turn(
+            call(
+                "edit_file",
+                {"path": "util.py", "old_text": "    return a + b\n", "new_text": "    return (a + b\n"},
+                "a5",
+            )
+        ),
+        turn(
+            call(
+                "edit_file",
+                {"path": "util.py", "old_text": "    return (a + b\n", "new_text": "    return (a + b) * 1\n"},
+                "a6",
+            )
+        ),
         # a failing check after the util.py edit, fixed in app.py: one call cannot replace that turn
         turn(call("run_command", {"command": CHECK}, "a7")),
         turn(call("edit_file", {"path": "app.py", "old_text": "{name}!'", "new_text": "{name}'"}, "a8")),
@@ -49,7 +67,13 @@ def session_b(script) -> str:
     return script(
         turn(call("edit_file", {"path": "app.py", "old_text": "'Hello, '", "new_text": "'Hello '"}, "b1")),
         turn(call("run_command", {"command": CHECK}, "b2")),
-        turn(call("edit_file", {"path": "app.py", "old_text": "'Hello ' + name", "new_text": "'Hello, ' + name + ''"}, "b3")),
+        turn(
+            call(
+                "edit_file",
+                {"path": "app.py", "old_text": "'Hello ' + name", "new_text": "'Hello, ' + name + ''"},
+                "b3",
+            )
+        ),
         turn(call("run_command", {"command": CHECK}, "b4")),
         turn(call("finish", {"summary": "done"}, "b5")),
         name="b.json",
@@ -66,8 +90,10 @@ async def record_session(repo: Path, model: str, db: Path) -> None:
 
 def initial_files(repo: Path) -> dict[str, str]:
     names = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout.split()
-    return {n: subprocess.run(["git", "show", f"HEAD:{n}"], cwd=repo, capture_output=True, text=True,
-                              check=True).stdout for n in names}
+    return {
+        n: subprocess.run(["git", "show", f"HEAD:{n}"], cwd=repo, capture_output=True, text=True, check=True).stdout
+        for n in names
+    }
 
 
 def workspace_at(store, session_id: str, seq: int, initial: dict[str, str]) -> dict[str, str]:
@@ -132,7 +158,10 @@ async def test_every_chosen_applies_cleanly_to_its_prompts_workspace(git_repo: P
 
     lint = next(r for r in records if r["source"] == "lint")
     assert lint["chosen"][0]["tool_calls"][0]["function"]["arguments"] == {
-        "path": "util.py", "old_text": "    return a + b\n", "new_text": "    return (a + b) * 1\n"}
+        "path": "util.py",
+        "old_text": "    return a + b\n",
+        "new_text": "    return (a + b) * 1\n",
+    }
     assert lint["rejected"][0]["tool_calls"][0]["id"] == "a5" and lint["chosen"][0]["tool_calls"][0]["id"] == "a6"
 
     sft = export([db], "sft", tmp_path / "sft.jsonl", tokenizer="estimate")
@@ -143,17 +172,33 @@ async def test_every_chosen_applies_cleanly_to_its_prompts_workspace(git_repo: P
 
 def test_a_hand_correction_becomes_one_edit_from_the_agents_starting_point(tmp_path: Path) -> None:
     s = FakeSession().start().user("tidy b.py")
-    s.call("edit_file", {"path": "b.py", "old_text": "x = 1", "new_text": "x = 2"}, target="b.py",
-           edits=[edit("b.py", "a = 0\nx = 1\nz = 3\n", "a = 0\nx = 2\nz = 3\n", edit_id="e1")])
+    s.call(
+        "edit_file",
+        {"path": "b.py", "old_text": "x = 1", "new_text": "x = 2"},
+        target="b.py",
+        edits=[edit("b.py", "a = 0\nx = 1\nz = 3\n", "a = 0\nx = 2\nz = 3\n", edit_id="e1")],
+    )
     s.review("e1", "b.py", "corrected", user_content="a = 0\nX = 2\nz = 3\n")
-    s.call("create_file", {"path": "c.py", "content": "y"}, ok=False, error_kind="bad_arguments", target="c.py",
-           result="create_file needs content as a string")
-    s.call("create_file", {"path": "c.py", "content": "y = 1\n"}, target="c.py",
-           edits=[{"path": "c.py", "before": None, "after": "y = 1\n", "diff": "+y = 1\n", "kind": "create"}])
+    s.call(
+        "create_file",
+        {"path": "c.py", "content": "y"},
+        ok=False,
+        error_kind="bad_arguments",
+        target="c.py",
+        result="create_file needs content as a string",
+    )
+    s.call(
+        "create_file",
+        {"path": "c.py", "content": "y = 1\n"},
+        target="c.py",
+        edits=[{"path": "c.py", "before": None, "after": "y = 1\n", "diff": "+y = 1\n", "kind": "create"}],
+    )
     store = open_store(tmp_path / "f.db")
     Recorder(store).record_many(s.finish().events)
     export([store.path], "dpo", tmp_path / "dpo.jsonl", tokenizer="estimate")
-    records = {json.loads(line)["source"]: json.loads(line) for line in (tmp_path / "dpo.jsonl").read_text().splitlines()}
+    records = {
+        json.loads(line)["source"]: json.loads(line) for line in (tmp_path / "dpo.jsonl").read_text().splitlines()
+    }
     user = records["user"]["chosen"][0]["tool_calls"][0]["function"]["arguments"]
     assert user == {"path": "b.py", "old_text": "x = 1\n", "new_text": "X = 2\n"}
     schema = records["schema"]["chosen"][0]["tool_calls"][0]["function"]
@@ -167,13 +212,16 @@ def test_a_hand_correction_becomes_one_edit_from_the_agents_starting_point(tmp_p
         apply(record["chosen"][0]["tool_calls"][0], workspace_at(store, pair.session_id, len(pair.prompt), firsts))
 
 
-@pytest.mark.parametrize(("before", "after", "expected"), [
-    ("a\nb\nc\n", "a\nB\nc\n", ("b\n", "B\n")),
-    ("x\nx\ny\n", "x\nx\nY\n", ("y\n", "Y\n")),
-    ("x\nx\n", "x\nz\nx\n", ("x\nx\n", "x\nz\nx\n")),  # widened until old_text is unique
-    ("same\nsame\n", "same\n", ("same\nsame\n", "same\n")),
-    ("", "new\n", None),  # an empty file has no old_text to match
-])
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        ("a\nb\nc\n", "a\nB\nc\n", ("b\n", "B\n")),
+        ("x\nx\ny\n", "x\nx\nY\n", ("y\n", "Y\n")),
+        ("x\nx\n", "x\nz\nx\n", ("x\nx\n", "x\nz\nx\n")),  # widened until old_text is unique
+        ("same\nsame\n", "same\n", ("same\nsame\n", "same\n")),
+        ("", "new\n", None),  # an empty file has no old_text to match
+    ],
+)
 def test_minimal_edit(before: str, after: str, expected: tuple[str, str] | None) -> None:
     edit = minimal_edit(before, after)
     assert edit == expected

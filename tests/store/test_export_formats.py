@@ -30,11 +30,19 @@ def write_db(path: Path, *sessions: FakeSession) -> Path:
 
 def reviewed_session() -> FakeSession:
     s = FakeSession().start().user("tidy the files")
-    s.call("edit_file", {"path": "a.py", "old_text": "x", "new_text": "y"}, target="a.py",
-           edits=[edit("a.py", "x = 1\n", "y = 1\n", edit_id="ok1")])
+    s.call(
+        "edit_file",
+        {"path": "a.py", "old_text": "x", "new_text": "y"},
+        target="a.py",
+        edits=[edit("a.py", "x = 1\n", "y = 1\n", edit_id="ok1")],
+    )
     s.review("ok1", "a.py", "accepted")
-    s.call("edit_file", {"path": "b.py", "old_text": "x", "new_text": "z"}, target="b.py",
-           edits=[edit("b.py", "x = 1\n", "z = 1\n", edit_id="no1")])
+    s.call(
+        "edit_file",
+        {"path": "b.py", "old_text": "x", "new_text": "z"},
+        target="b.py",
+        edits=[edit("b.py", "x = 1\n", "z = 1\n", edit_id="no1")],
+    )
     s.review("no1", "b.py", "rejected", comment="keep x")
     return s.finish()
 
@@ -64,53 +72,95 @@ def test_verl_rows_carry_index_tools_kwargs_and_a_scorable_ground_truth(tmp_path
         assert row["extra_info"]["tools_kwargs"]["read_file"]["create_kwargs"]["pair_id"] == row["extra_info"]["id"]
         truth = json.loads(row["reward_model"]["ground_truth"])
         expected = json.dumps({"name": truth["expected"]["name"], "arguments": truth["expected"]["arguments"]})
-        assert compute_score(row["data_source"], expected, row["reward_model"]["ground_truth"], row["extra_info"]) == 1.0
+        assert (
+            compute_score(row["data_source"], expected, row["reward_model"]["ground_truth"], row["extra_info"]) == 1.0
+        )
         failed = json.dumps({"name": truth["failed"]["name"], "arguments": truth["failed"]["arguments"]})
         assert compute_score(row["data_source"], failed, row["reward_model"]["ground_truth"]) == 0.0
     with pytest.raises(NotImplementedError):
         compute_score("openai/gsm8k", "42", "42")
 
 
-TOOLS = {"read_file": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"],
-                       "additionalProperties": False},
-         "edit_file": {"type": "object", "properties": {"path": {"type": "string"}, "old_text": {"type": "string"},
-                                                        "new_text": {"type": "string"}},
-                       "required": ["path", "old_text", "new_text"]}}
-TRUTH = json.dumps({"failed": {"name": "read_file", "arguments": {"path": "ap.py"}},
-                    "expected": {"name": "read_file", "arguments": {"path": "app.py"}},
-                    "feedback": "ap.py does not exist.", "error_kind": "not_found", "tools": TOOLS})
+TOOLS = {
+    "read_file": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+        "additionalProperties": False,
+    },
+    "edit_file": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "old_text": {"type": "string"}, "new_text": {"type": "string"}},
+        "required": ["path", "old_text", "new_text"],
+    },
+}
+TRUTH = json.dumps(
+    {
+        "failed": {"name": "read_file", "arguments": {"path": "ap.py"}},
+        "expected": {"name": "read_file", "arguments": {"path": "app.py"}},
+        "feedback": "ap.py does not exist.",
+        "error_kind": "not_found",
+        "tools": TOOLS,
+    }
+)
 
 
-@pytest.mark.parametrize(("completion", "expected"), [
-    ('<tool_call>\n{"name": "read_file", "arguments": {"path": "app.py"}}\n</tool_call>', 1.0),
-    ('{"name": "read_file", "arguments": {"path": "app.py", "start_line": 1}}', 0.25),  # not in its schema
-    ('{"name": "edit_file", "arguments": {"path": "app.py", "old_text": "a", "new_text": "b"}}', 0.5),
-    ('{"name": "edit_file", "arguments": {"path": "app.py"}}', 0.25),  # missing arguments
-    ('{"name": "read_file", "arguments": {"path": "ap.py"}}', 0.0),  # the failed call again
-    ('{"name": "open_file", "arguments": {"path": "app.py"}}', 0.0),  # no such tool
-    ("I would read app.py first.", 0.0),
-    ({"role": "assistant", "content": "", "tool_calls": [
-        {"function": {"name": "read_file", "arguments": '{"path": "app.py"}'}}]}, 1.0),
-])
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        ('<tool_call>\n{"name": "read_file", "arguments": {"path": "app.py"}}\n</tool_call>', 1.0),
+        ('{"name": "read_file", "arguments": {"path": "app.py", "start_line": 1}}', 0.25),  # not in its schema
+        ('{"name": "edit_file", "arguments": {"path": "app.py", "old_text": "a", "new_text": "b"}}', 0.5),
+        ('{"name": "edit_file", "arguments": {"path": "app.py"}}', 0.25),  # missing arguments
+        ('{"name": "read_file", "arguments": {"path": "ap.py"}}', 0.0),  # the failed call again
+        ('{"name": "open_file", "arguments": {"path": "app.py"}}', 0.0),  # no such tool
+        ("I would read app.py first.", 0.0),
+        (
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": "read_file", "arguments": '{"path": "app.py"}'}}],
+            },
+            1.0,
+        ),
+    ],
+)
 def test_score(completion, expected: float) -> None:
     assert score(completion, TRUTH) == expected
 
 
 def test_tool_call_reward_takes_trls_arguments() -> None:
-    completions = [[{"role": "assistant", "content": '{"name": "read_file", "arguments": {"path": "app.py"}}'}],
-                   [{"role": "assistant", "content": "no call"}]]
-    rewards = tool_call_reward(prompts=[[], []], completions=completions, ground_truth=[TRUTH, TRUTH],
-                               completion_ids=[[1], [2]], trainer_state=None)
+    completions = [
+        [{"role": "assistant", "content": '{"name": "read_file", "arguments": {"path": "app.py"}}'}],
+        [{"role": "assistant", "content": "no call"}],
+    ]
+    rewards = tool_call_reward(
+        prompts=[[], []],
+        completions=completions,
+        ground_truth=[TRUTH, TRUTH],
+        completion_ids=[[1], [2]],
+        trainer_state=None,
+    )
     assert rewards == [1.0, 0.0]
 
 
 def test_whole_records_are_redacted_and_token_data_dropped_with_it(tmp_path: Path, monkeypatch) -> None:
     secret = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vX7zB9dF1hJ3lN5pR7tV9xZ1bD3"
     s = FakeSession().start().user("rotate the key")
-    s.call("edit_file", {"path": "conf.py", "old_text": "KEY =", "new_text": "KEY = None"}, ok=False,
-           error_kind="no_match", target="conf.py", result="old_text was not found in conf.py.")
-    s.call("edit_file", {"path": "conf.py", "old_text": "KEY = '", "new_text": "KEY = None #'"}, target="conf.py",
-           edits=[edit("conf.py", f"KEY = '{secret}'\n", f"KEY = None #'{secret}'\n")])
+    s.call(
+        "edit_file",
+        {"path": "conf.py", "old_text": "KEY =", "new_text": "KEY = None"},
+        ok=False,
+        error_kind="no_match",
+        target="conf.py",
+        result="old_text was not found in conf.py.",
+    )
+    s.call(
+        "edit_file",
+        {"path": "conf.py", "old_text": "KEY = '", "new_text": "KEY = None #'"},
+        target="conf.py",
+        edits=[edit("conf.py", f"KEY = '{secret}'\n", f"KEY = None #'{secret}'\n")],
+    )
     db = write_db(tmp_path / "f.db", s.finish())
     result = export([db], "dpo", tmp_path / "dpo.jsonl", tokenizer="estimate")
     text = (tmp_path / "dpo.jsonl").read_text()
@@ -127,9 +177,27 @@ def test_an_empty_split_is_a_warning_and_no_file(tmp_path: Path) -> None:
     assert result.splits[empty] == 0 and len(result.paths) == 1
     assert not (tmp_path / f"one.{empty}.jsonl").exists()
     assert any(f"the {empty} split is empty" in w for w in result.warnings)
-    out = subprocess.run([sys.executable, "-m", "agent.cli", "export", "--db", str(db), "--format", "sdpo",
-                          "--out", str(tmp_path / "cli.jsonl"), "--test-fraction", "0.01", "--tokenizer", "estimate"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "export",
+            "--db",
+            str(db),
+            "--format",
+            "sdpo",
+            "--out",
+            str(tmp_path / "cli.jsonl"),
+            "--test-fraction",
+            "0.01",
+            "--tokenizer",
+            "estimate",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0 and f"warning: the {empty} split is empty" in out.stderr
 
 

@@ -24,11 +24,24 @@ def local_turns(session: FakeSession, steps: int) -> list[list[int]]:
         reply = f'{{"name": "read_file", "arguments": {{"path": "f{step}.py"}}}}'
         said = AssistantMessage(session_id=session.id, step=step, message={"role": "assistant", "content": reply})
         prompts.append(list(ids))
-        session.events += [said, ModelUsage(
-            session_id=session.id, cause_id=said.id, model="local/smollm2", step=step, prompt_tokens=len(ids),
-            completion_tokens=3, cost_usd=0.0, latency_ms=1.0, tool_mode="grammar", rendered_messages=list(messages),
-            prompt_token_ids=list(ids), completion_token_ids=[7, 8, 9],
-            logprobs=[{"token": t, "logprob": -0.5} for t in "abc"])]
+        session.events += [
+            said,
+            ModelUsage(
+                session_id=session.id,
+                cause_id=said.id,
+                model="local/smollm2",
+                step=step,
+                prompt_tokens=len(ids),
+                completion_tokens=3,
+                cost_usd=0.0,
+                latency_ms=1.0,
+                tool_mode="grammar",
+                rendered_messages=list(messages),
+                prompt_token_ids=list(ids),
+                completion_token_ids=[7, 8, 9],
+                logprobs=[{"token": t, "logprob": -0.5} for t in "abc"],
+            ),
+        ]
         messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": f"result {step}"}]
         ids += [7, 8, 9] + list(range(2000 + step * 40, 2040 + step * 40))
     return prompts

@@ -39,8 +39,11 @@ def test_canonical_view_dict_arguments_raw_text_when_malformed_and_no_null_conte
     db = write_db(tmp_path / "f.db", s.finish(), mixed_session())
     export([db], "dpo", tmp_path / "dpo.jsonl", template="native", tokenizer="estimate")
     records = lines(tmp_path / "dpo.jsonl")
-    malformed = next(r for r in records if r["source"] == "schema" and r["rejected"][0]["tool_calls"][0]["id"] == "call_1"
-                     and r["session_id"] == s.id)
+    malformed = next(
+        r
+        for r in records
+        if r["source"] == "schema" and r["rejected"][0]["tool_calls"][0]["id"] == "call_1" and r["session_id"] == s.id
+    )
     assert malformed["rejected"][0]["tool_calls"][0]["function"]["arguments"] == '{"path": "a.py"'
     assert malformed["chosen"][0]["tool_calls"][0]["function"]["arguments"] == {"path": "a.py"}
     for record in records:
@@ -97,7 +100,9 @@ async def test_a_text_mode_session_exports_what_the_model_saw(git_repo: Path, sc
     export([db], "sft", tmp_path / "sft.jsonl", tokenizer="estimate")  # auto: the text view for this session
     [sft] = lines(tmp_path / "sft.jsonl")
     assert sft["prompt"] == rendered["messages"]  # exactly what the model was given
-    assert sft["completion"] == [{"role": "assistant", "content": '{"name": "read_file", "arguments": {"path": "app.py"}}'}]
+    assert sft["completion"] == [
+        {"role": "assistant", "content": '{"name": "read_file", "arguments": {"path": "app.py"}}'}
+    ]
     assert sft["tools"] is None  # the system prompt lists them
 
     export([db], "dpo", tmp_path / "dpo.jsonl", template="native", tokenizer="estimate")
@@ -115,8 +120,9 @@ def test_compact_tools_and_the_length_limit(tmp_path: Path) -> None:
         s.events[0] = dataclasses.replace(s.events[0], tools=tools)  # the agent's real tool schemas
     db = write_db(tmp_path / "f.db", *sessions)
     full = export([db], "sft", tmp_path / "full.jsonl", template="native", tokenizer="estimate")
-    compact = export([db], "sft", tmp_path / "compact.jsonl", template="native", compact_tools=True,
-                     tokenizer="estimate")
+    compact = export(
+        [db], "sft", tmp_path / "compact.jsonl", template="native", compact_tools=True, tokenizer="estimate"
+    )
     long_tools, short_tools = (json.loads(lines(tmp_path / n)[0]["tools"]) for n in ("full.jsonl", "compact.jsonl"))
     assert [t["function"]["name"] for t in short_tools] == [t["function"]["name"] for t in long_tools]
     assert len(json.dumps(short_tools)) < 0.7 * len(json.dumps(long_tools))

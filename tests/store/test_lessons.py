@@ -30,8 +30,15 @@ async def record(store, root: Path, model: str, text: str = "go", session=None):
 
 
 def failure(book: LessonBook, root: Path, **situation):
-    defaults = dict(tool="edit_file", error_kind="no_match", target="app.py", call="", feedback="",
-                    workspace=str(root.resolve()), session_id="another-session")
+    defaults = dict(
+        tool="edit_file",
+        error_kind="no_match",
+        target="app.py",
+        call="",
+        feedback="",
+        workspace=str(root.resolve()),
+        session_id="another-session",
+    )
     return book.for_failure(**{**defaults, **situation})
 
 
@@ -41,7 +48,9 @@ async def test_a_failure_and_its_fix_become_one_short_lesson(git_repo, script, t
     await record(store, git_repo, script(*(turn(c) for c in edits), name="a.json"))
     git(git_repo, "checkout", "app.py")
     await record(store, git_repo, script(*(turn(c) for c in edits), name="b.json"))
-    assert store.query("SELECT count(*) AS n FROM pair_search WHERE pair_search MATCH 'target : \"app py\"'")[0]["n"] == 2
+    assert (
+        store.query("SELECT count(*) AS n FROM pair_search WHERE pair_search MATCH 'target : \"app py\"'")[0]["n"] == 2
+    )
     assert refresh(store) == 2
     lessons = store.query("SELECT * FROM lessons")
     assert len(lessons) == 1  # one situation, twice: deduplicated
@@ -54,8 +63,11 @@ async def test_a_failure_and_its_fix_become_one_short_lesson(git_repo, script, t
 async def test_lessons_are_redacted(git_repo, script, tmp_path, capsys):
     store = open_store(tmp_path / "f.db")
     command = f"no-such-deploy --token {TOKEN}"
-    await record(store, git_repo, script(turn(call("run_command", {"command": command})),
-                                         turn(call("run_command", {"command": "true"}))))
+    await record(
+        store,
+        git_repo,
+        script(turn(call("run_command", {"command": command})), turn(call("run_command", {"command": "true"}))),
+    )
     refresh(store)
     [lesson] = store.query("SELECT * FROM lessons")
     assert lesson["target"] == command  # matched against live failures as recorded
@@ -69,8 +81,9 @@ async def test_lessons_are_redacted(git_repo, script, tmp_path, capsys):
 async def test_flagged_sessions_are_never_retrieved(git_repo, script, tmp_path):
     store = open_store(tmp_path / "f.db")
     edits = [call("edit_file", BAD), call("edit_file", GOOD)]
-    session = await record(store, git_repo, script(*(turn(c) for c in edits),
-                                                   turn(call("run_command", {"command": "git log -p"}))))
+    session = await record(
+        store, git_repo, script(*(turn(c) for c in edits), turn(call("run_command", {"command": "git log -p"})))
+    )
     assert store.flags(session.id)
     book = LessonBook(store)
     assert failure(book, git_repo).lessons == ()
@@ -80,8 +93,12 @@ async def test_flagged_sessions_are_never_retrieved(git_repo, script, tmp_path):
 
 async def test_a_flag_that_comes_after_distilling_withdraws_the_lesson(git_repo, script, tmp_path):
     store = open_store(tmp_path / "f.db")
-    model = script(turn(call("edit_file", BAD)), turn(call("edit_file", GOOD)), turn(content="done"),
-                   turn(call("read_file", {"path": ".git/ORIG_HEAD"})))
+    model = script(
+        turn(call("edit_file", BAD)),
+        turn(call("edit_file", GOOD)),
+        turn(content="done"),
+        turn(call("read_file", {"path": ".git/ORIG_HEAD"})),
+    )
     session = await record(store, git_repo, model)
     book = LessonBook(store)
     refresh(store)  # sessions distil at their start; a failing step only reads
@@ -117,8 +134,10 @@ async def test_start_block_keeps_its_budget_and_is_byte_stable(git_repo, script,
     for i in range(30):
         (git_repo / f"mod{i:02}.py").write_text(f"VALUE_{i} = {i}\n")
     store = open_store(tmp_path / "f.db")
-    misses = [turn(call("edit_file", {"path": f"mod{i:02}.py", "old_text": f"VALUE_{i} = -1", "new_text": "x"}))
-              for i in range(30)]
+    misses = [
+        turn(call("edit_file", {"path": f"mod{i:02}.py", "old_text": f"VALUE_{i} = -1", "new_text": "x"}))
+        for i in range(30)
+    ]
     await record(store, git_repo, script(*misses))
     workspace, model = str(git_repo.resolve()), f"scripted/{tmp_path / 'script.json'}"
     for budget in (60, 150, 400):
@@ -139,8 +158,23 @@ async def test_pinned_lessons_of_your_own_come_first_with_provenance(git_repo, s
     store = open_store(db)
     await record(store, git_repo, script(turn(call("edit_file", BAD)), turn(call("edit_file", GOOD))))
     workspace = str(git_repo.resolve())
-    assert main(["lessons", "pin", "--db", str(db), "--workspace", workspace, "--tool", "edit_file",
-                 "--text", "Read the file before editing it."]) == 0
+    assert (
+        main(
+            [
+                "lessons",
+                "pin",
+                "--db",
+                str(db),
+                "--workspace",
+                workspace,
+                "--tool",
+                "edit_file",
+                "--text",
+                "Read the file before editing it.",
+            ]
+        )
+        == 0
+    )
     assert main(["lessons", "pin", "--db", str(db), "--workspace", str(tmp_path), "--text", "Elsewhere only."]) == 0
     block = LessonBook(store).session_block(workspace, "m", 1000)
     assert [(x.origin, x.pinned) for x in block.lessons] == [("user", True), ("distilled", False)]

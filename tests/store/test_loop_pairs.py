@@ -35,6 +35,8 @@ async def test_command_not_found_is_a_tool_pair_not_a_test_pair(git_repo, script
         turn(call("run_command", {"command": "no-such-test-runner -q"})),
     )
     pairs = await _record(git_repo, model, tmp_path)
-    assert [(p.source, p.error_kind, p.target) for p in pairs][:1] == [("tool", "exit_status", "no-such-test-runner -q")]
+    assert [(p.source, p.error_kind, p.target) for p in pairs][:1] == [
+        ("tool", "exit_status", "no-such-test-runner -q")
+    ]
     assert "[exit code 127]" in pairs[0].feedback
     assert all(p.source != "test" for p in pairs)

@@ -56,8 +56,14 @@ def test_pairs_exist_before_their_correction(tmp_path: Path) -> None:
 
 def test_a_failure_with_no_fix_keeps_a_null_correction(tmp_path: Path) -> None:
     s = FakeSession().start().user("read it")
-    s.call("read_file", {"path": "gone.py"}, ok=False, error_kind="not_found", target="gone.py",
-           result="gone.py does not exist. Files: app.py")
+    s.call(
+        "read_file",
+        {"path": "gone.py"},
+        ok=False,
+        error_kind="not_found",
+        target="gone.py",
+        result="gone.py does not exist. Files: app.py",
+    )
     s.call("read_file", {"path": "other.py"}, target="other.py")  # same tool, another target: no fix
     pairs, _ = pairs_of(tmp_path, s.finish())
     assert pairs["tool"].correction is None and pairs["tool"].target == "gone.py"
@@ -72,10 +78,13 @@ def test_a_fix_in_the_same_message_does_not_count(tmp_path: Path) -> None:
 
 def test_user_rejection_and_hand_correction(tmp_path: Path) -> None:
     s = FakeSession().start().user("rename greet")
-    s.call("edit_file", {"path": "a.py"}, target="a.py",
-           edits=[edit("a.py", "def greet(): pass\n", "def hello(): pass\n", edit_id="e1")])
-    s.call("edit_file", {"path": "b.py"}, target="b.py",
-           edits=[edit("b.py", "x = 1\n", "x = 2\n", edit_id="e2")])
+    s.call(
+        "edit_file",
+        {"path": "a.py"},
+        target="a.py",
+        edits=[edit("a.py", "def greet(): pass\n", "def hello(): pass\n", edit_id="e1")],
+    )
+    s.call("edit_file", {"path": "b.py"}, target="b.py", edits=[edit("b.py", "x = 1\n", "x = 2\n", edit_id="e2")])
     s.review("e1", "a.py", "rejected", comment="keep the public name")
     s.review("e2", "b.py", "corrected", comment="use a constant", user_content="X = 2\n")
     store = open_store(tmp_path / "f.db")
@@ -87,13 +96,21 @@ def test_user_rejection_and_hand_correction(tmp_path: Path) -> None:
     assert corrected.correction == {"role": "assistant", "content": "X = 2\n"}
     assert "-x = 2" in corrected.feedback and "+X = 2" in corrected.feedback
     assert store.query("SELECT decision, comment FROM edits WHERE id = 'e1'") == [
-        {"decision": "rejected", "comment": "keep the public name"}]
+        {"decision": "rejected", "comment": "keep the public name"}
+    ]
 
 
 def test_a_command_the_user_refused_is_user_feedback(tmp_path: Path) -> None:
     s = FakeSession().start().user("clean up")
-    s.call("run_command", {"command": "rm -rf build"}, ok=False, error_kind="denied", target="rm -rf build",
-           denied_by_user="never delete build", result="The user declined this command; nothing was changed.")
+    s.call(
+        "run_command",
+        {"command": "rm -rf build"},
+        ok=False,
+        error_kind="denied",
+        target="rm -rf build",
+        denied_by_user="never delete build",
+        result="The user declined this command; nothing was changed.",
+    )
     pairs, _ = pairs_of(tmp_path, s.finish())
     assert pairs["user"].error_kind == "denied" and "never delete build" in pairs["user"].feedback
 
@@ -101,8 +118,14 @@ def test_a_command_the_user_refused_is_user_feedback(tmp_path: Path) -> None:
 def test_a_flaky_pass_without_edits_is_not_a_correction(tmp_path: Path) -> None:
     s = FakeSession().start().user("go")
     s.call("edit_file", {"path": "a.py"}, target="a.py", edits=[edit("a.py", "a\n", "b\n")])
-    s.call("run_command", {"command": "make test"}, ok=False, error_kind="exit_status", target="make test",
-           result="1 failed")
+    s.call(
+        "run_command",
+        {"command": "make test"},
+        ok=False,
+        error_kind="exit_status",
+        target="make test",
+        result="1 failed",
+    )
     s.call("run_command", {"command": "make test"}, target="make test", result="ok")
     pairs, _ = pairs_of(tmp_path, s.finish())
     assert pairs["test"].correction is None
@@ -110,8 +133,7 @@ def test_a_flaky_pass_without_edits_is_not_a_correction(tmp_path: Path) -> None:
 
 def test_a_failing_command_before_any_edit_is_not_a_pair(tmp_path: Path) -> None:
     s = FakeSession().start().user("go")
-    s.call("run_command", {"command": "pytest"}, ok=False, error_kind="exit_status", target="pytest",
-           result="1 failed")
+    s.call("run_command", {"command": "pytest"}, ok=False, error_kind="exit_status", target="pytest", result="1 failed")
     pairs, _ = pairs_of(tmp_path, s.finish())
     assert pairs == {}
 

@@ -35,7 +35,9 @@ def test_replaying_a_log_writes_no_duplicates(tmp_path: Path) -> None:
     session = mixed_session()
     store = open_store(tmp_path / "f.db")
     record(store, session.events)
-    before = {t: count(store, t) for t in ("events", "messages", "tool_calls", "edits", "pairs", "blobs", "model_calls")}
+    before = {
+        t: count(store, t) for t in ("events", "messages", "tool_calls", "edits", "pairs", "blobs", "model_calls")
+    }
     record(store, session.events)
     Recorder(store).record_many(session.events)
     after = {t: count(store, t) for t in before}
@@ -116,7 +118,9 @@ def test_a_resumed_session_continues_its_conversation(tmp_path: Path) -> None:
     store = open_store(path)
     record(store, resumed.events)
     assert store.conversation(first.id) == history + [
-        {"role": "user", "content": "two"}, {"role": "assistant", "content": "second answer"}]
+        {"role": "user", "content": "two"},
+        {"role": "assistant", "content": "second answer"},
+    ]
     assert store.list_sessions()[0].turns == 2
 
 

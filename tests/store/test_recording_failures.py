@@ -40,8 +40,9 @@ class LockHolder:
     """Another process holding the database's write lock (BEGIN IMMEDIATE) until released."""
 
     def __init__(self, db: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         assert self.proc.stdout.readline().strip() == "locked"
 
     def release(self) -> None:
@@ -56,8 +57,14 @@ class Run:
     """`teachback run` as a real process, its output lines collected as they come."""
 
     def __init__(self, *args: str, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([*TEACHBACK, "run", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+        self.proc = subprocess.Popen(
+            [*TEACHBACK, "run", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
         self.stdout: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._pump, args=(self.proc.stdout, self.stdout.put), daemon=True).start()
@@ -108,8 +115,19 @@ def db(tmp_path: Path) -> Path:
 
 
 def run_args(git_repo: Path, model: str, db: Path, *extra: str) -> list[str]:
-    return ["--json", "--workspace", str(git_repo), "--model", model, "--approval", "full-auto",
-            "--db", str(db), *extra, "do it"]
+    return [
+        "--json",
+        "--workspace",
+        str(git_repo),
+        "--model",
+        model,
+        "--approval",
+        "full-auto",
+        "--db",
+        str(db),
+        *extra,
+        "do it",
+    ]
 
 
 def two_steps(script) -> str:
@@ -176,7 +194,7 @@ def test_an_event_the_database_refuses_does_not_keep_the_others_out(db):
     edit = next(e for e in fake.events if isinstance(e, EditApplied))
     twin = dataclasses.replace(edit, id="same-edit-id-again")  # the edits table refuses a second row
     events = [*fake.events, twin]
-    events += fake.finish().events[len(events) - 1:]
+    events += fake.finish().events[len(events) - 1 :]
     store = open_store(db)
     errors: list[StoreError] = []
     recorder = Recorder(store, on_error=errors.append)
@@ -241,8 +259,9 @@ def read_only(db: Path):
 
 def test_run_on_a_read_only_database_stops_before_acting(git_repo, script, read_only):
     model = script(turn(call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hey"})))
-    done = subprocess.run([*TEACHBACK, "run", *run_args(git_repo, model, read_only)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*TEACHBACK, "run", *run_args(git_repo, model, read_only)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2, done.stderr
     assert str(read_only) in done.stderr and "readonly" in done.stderr
     assert "--db" in done.stderr and "--no-record" in done.stderr and "Traceback" not in done.stderr
@@ -254,8 +273,10 @@ def test_run_on_a_read_only_database_stops_before_acting(git_repo, script, read_
 
 
 def slow_steps(script) -> str:
-    return script(*[turn(call("run_command", {"command": f"sleep 0.3 && echo step {n}"})) for n in range(6)],
-                  turn(call("finish", {"summary": "done"})))
+    return script(
+        *[turn(call("run_command", {"command": f"sleep 0.3 && echo step {n}"})) for n in range(6)],
+        turn(call("finish", {"summary": "done"})),
+    )
 
 
 @pytest.mark.timeout(180)

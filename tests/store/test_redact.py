@@ -49,9 +49,19 @@ SECRETS = {
     "github_fine_grained": "github_" + "pat_" + chars(22, "ghf1") + "_" + chars(59, "ghf2"),
     "google": "AI" + "za" + chars(35, "google"),
     "huggingface": "hf" + "_" + chars(34, "hf", string.ascii_letters),
-    "slack": "xo" + "xb-" + chars(12, "s1", string.digits) + "-" + chars(13, "s2", string.digits) + "-" + chars(24, "s3"),
+    "slack": "xo"
+    + "xb-"
+    + chars(12, "s1", string.digits)
+    + "-"
+    + chars(13, "s2", string.digits)
+    + "-"
+    + chars(24, "s3"),
     "stripe": "sk" + "_live_" + chars(24, "stripe"),
-    "jwt": b64url({"alg": "HS256", "typ": "JWT"}) + "." + b64url({"sub": "1234567890", "name": "Ann"}) + "." + chars(43, "sig", ALNUM + "-_"),
+    "jwt": b64url({"alg": "HS256", "typ": "JWT"})
+    + "."
+    + b64url({"sub": "1234567890", "name": "Ann"})
+    + "."
+    + chars(43, "sig", ALNUM + "-_"),
     "private_key": pem(),
 }
 AWS_SECRET = chars(40, "awssecret", ALNUM + "/+")
@@ -81,8 +91,11 @@ def test_provider_keys_are_redacted_in_every_context(kind: str) -> None:
 
 
 def test_aws_secret_key_next_to_its_name() -> None:
-    for text in (f'aws_secret_access_key = "{AWS_SECRET}"', f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}",
-                 json.dumps({"aws_secret_access_key": AWS_SECRET})):
+    for text in (
+        f'aws_secret_access_key = "{AWS_SECRET}"',
+        f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}",
+        json.dumps({"aws_secret_access_key": AWS_SECRET}),
+    ):
         redactor = Redactor(env={})
         out = redactor.redact(text)
         assert AWS_SECRET not in out and redactor.counts, text
@@ -90,8 +103,10 @@ def test_aws_secret_key_next_to_its_name() -> None:
 
 def test_passwords_in_urls() -> None:
     redactor = Redactor(env={})
-    for url in (f"postgres://admin:{URL_PASSWORD}@db.internal:5432/app",
-                f"https://deploy:{URL_PASSWORD}@git.example.com/repo.git"):
+    for url in (
+        f"postgres://admin:{URL_PASSWORD}@db.internal:5432/app",
+        f"https://deploy:{URL_PASSWORD}@git.example.com/repo.git",
+    ):
         out = redactor.redact(json.dumps({"content": f"connect to {url} now"}))
         assert URL_PASSWORD not in out and "admin" in out or "deploy" in out
     assert redactor.counts["url_password"] == 2
@@ -112,7 +127,7 @@ def test_credential_environment_values_are_redacted_exactly() -> None:
     assert value not in out and "/usr/bin:/bin" in out and redactor.counts == {"env_value": 1}
 
 
-ORDINARY_CODE = '''
+ORDINARY_CODE = """
 import os
 
 password = request.form["password"]
@@ -138,7 +153,7 @@ content_key = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0
 Basic usage: pass the token with --token $TOKEN.
 self._authkey = self._manager._authkey
 proxy = "http://user:password@proxy.example.com:3128"
-'''
+"""
 
 
 def test_ordinary_code_is_left_alone() -> None:
@@ -156,8 +171,14 @@ def test_entropy() -> None:
 def test_export_redacts_by_default_and_counts(tmp_path: Path) -> None:
     secret = SECRETS["openai"]
     s = FakeSession().start().user(f"use the key {secret} to call the API")
-    s.call("read_file", {"path": ".env"}, ok=False, error_kind="not_found", target=".env",
-           result=f".env is missing. Did you mean env.example (OPENAI_API_KEY={secret})?")
+    s.call(
+        "read_file",
+        {"path": ".env"},
+        ok=False,
+        error_kind="not_found",
+        target=".env",
+        result=f".env is missing. Did you mean env.example (OPENAI_API_KEY={secret})?",
+    )
     s.call("read_file", {"path": "env.example"}, target=".env", result="ok")
     db = tmp_path / "f.db"
     store = open_store(db)
@@ -172,25 +193,42 @@ def test_export_redacts_by_default_and_counts(tmp_path: Path) -> None:
 
 def test_every_text_field_of_a_record_is_redacted_and_counted_by_kind() -> None:
     key, token = SECRETS["anthropic"], SECRETS["github_classic"]
-    record = {"format": "teachback-sdpo-1", "prompt": [{"role": "user", "content": f"use {key}"}],
-              "completion": {"role": "assistant", "tool_calls": [{"function": {
-                  "name": "edit_file", "arguments": json.dumps({"path": ".env", "new_text": f"A=1\nGH_TOKEN={token}\n"})}}]},
-              "feedback": f"push failed for {token}", "metadata": {"tokens": 12}}
+    record = {
+        "format": "teachback-sdpo-1",
+        "prompt": [{"role": "user", "content": f"use {key}"}],
+        "completion": {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "function": {
+                        "name": "edit_file",
+                        "arguments": json.dumps({"path": ".env", "new_text": f"A=1\nGH_TOKEN={token}\n"}),
+                    }
+                }
+            ],
+        },
+        "feedback": f"push failed for {token}",
+        "metadata": {"tokens": 12},
+    }
     redactor = Redactor(env={})
     out = redactor.redact_value(record)
     text = json.dumps(out)
     assert key not in text and token not in text and out["metadata"] == {"tokens": 12}
     assert redactor.counts == {"anthropic_api_key": 1, "github_token": 2}
-    assert json.loads(out["completion"]["tool_calls"][0]["function"]["arguments"])["new_text"] == \
-        "A=1\nGH_TOKEN=[REDACTED:github_token]\n"
+    assert (
+        json.loads(out["completion"]["tool_calls"][0]["function"]["arguments"])["new_text"]
+        == "A=1\nGH_TOKEN=[REDACTED:github_token]\n"
+    )
 
 
 def test_authorization_headers_and_command_line_credentials() -> None:
     basic = base64.b64encode(b"deploy:" + chars(18, "basicpw").encode()).decode()
     bearer = chars(40, "bearer", ALNUM + "-._~")
     redactor = Redactor(env={})
-    out = redactor.redact(f"curl -H 'Authorization: Basic {basic}' -H \"Authorization: Bearer {bearer}\" "
-                          f"-u admin:{URL_PASSWORD} https://h/ ; Basic operations are cheap")
+    out = redactor.redact(
+        f"curl -H 'Authorization: Basic {basic}' -H \"Authorization: Bearer {bearer}\" "
+        f"-u admin:{URL_PASSWORD} https://h/ ; Basic operations are cheap"
+    )
     assert basic not in out and bearer not in out and URL_PASSWORD not in out
     assert redactor.counts == {"basic_auth": 1, "bearer_token": 1, "command_line_password": 1}
     assert "Basic operations are cheap" in out
@@ -210,8 +248,14 @@ def test_found_spans_are_ordered_and_disjoint_and_env_values_win() -> None:
 def test_stats_count_what_an_export_would_redact(tmp_path: Path) -> None:
     secret = SECRETS["openai"]
     s = FakeSession().start().user(f"use the key {secret} and the Slack token {SECRETS['slack']}")
-    s.call("read_file", {"path": ".env"}, ok=False, error_kind="not_found", target=".env",
-           result=f".env is missing. Did you mean env.example (OPENAI_API_KEY={secret})?")
+    s.call(
+        "read_file",
+        {"path": ".env"},
+        ok=False,
+        error_kind="not_found",
+        target=".env",
+        result=f".env is missing. Did you mean env.example (OPENAI_API_KEY={secret})?",
+    )
     s.call("read_file", {"path": "env.example"}, target=".env", result="ok")
     store = open_store(tmp_path / "f.db")
     Recorder(store).record_many(s.finish().events)
@@ -226,6 +270,9 @@ def test_structured_values_are_redacted_through_their_json() -> None:
     redactor = Redactor(env={"DEPLOY_SECRET": quoted})
     arguments = {"path": "db.json", "content": {"user": "app", "password": password}, "note": f"set {quoted}"}
     out = redactor.redact_value(arguments)
-    assert out == {"path": "db.json", "content": {"user": "app", "password": "[REDACTED:generic_secret]"},
-                   "note": "set [REDACTED:env_value]"}
+    assert out == {
+        "path": "db.json",
+        "content": {"user": "app", "password": "[REDACTED:generic_secret]"},
+        "note": "set [REDACTED:env_value]",
+    }
     assert redactor.counts == {"generic_secret": 1, "env_value": 1}

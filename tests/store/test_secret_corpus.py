@@ -30,7 +30,7 @@ def leaked(text: str, case: Case, window: int = 16) -> bool:
     """Whether any part of a secret (any `window` characters of it) survived."""
     for secret in case.secrets:
         n = min(window, len(secret))
-        if any(secret[i:i + n] in text for i in range(len(secret) - n + 1)):
+        if any(secret[i : i + n] in text for i in range(len(secret) - n + 1)):
             return True
     return False
 
@@ -70,8 +70,10 @@ def test_recall_per_context_and_kind() -> None:
         by_context, by_kind, leaks = recall_table(seed)
         total = sum(n for n, _ in by_context.values())
         recall = 1 - sum(bad for _, bad in by_context.values()) / total
-        print(f"\nseed {seed}: recall {recall:.2%} over {total} cases, {len(by_kind)} kinds\nby context:\n"
-              f"{report(by_context)}\nkinds with a leak:\n{report({k: v for k, v in by_kind.items() if v[1]})}")
+        print(
+            f"\nseed {seed}: recall {recall:.2%} over {total} cases, {len(by_kind)} kinds\nby context:\n"
+            f"{report(by_context)}\nkinds with a leak:\n{report({k: v for k, v in by_kind.items() if v[1]})}"
+        )
         sample = "\n".join(f"{c.kind} / {c.context}:\n{c.text[:300]}" for c in leaks[:5])
         assert recall >= RECALL, f"recall {recall:.2%}; first leaks:\n{sample}"
         for context, (n, bad) in by_context.items():
@@ -83,8 +85,11 @@ def test_recall_per_context_and_kind() -> None:
 def stdlib_sample() -> list[Path]:
     """Every other module of the standard library outside its tests, in a fixed order."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in root.rglob("*.py")
-                   if not {"site-packages", "test", "tests", "idle_test"} & set(p.relative_to(root).parts))
+    files = sorted(
+        p
+        for p in root.rglob("*.py")
+        if not {"site-packages", "test", "tests", "idle_test"} & set(p.relative_to(root).parts)
+    )
     return files[::2]
 
 
@@ -111,11 +116,18 @@ def hashes_uuids_base64(rng: random.Random) -> str:
         ident = uuid.UUID(int=rng.getrandbits(128), version=4)
         data = base64.b64encode(rng.randbytes(rng.randrange(12, 90))).decode()
         lines += [
-            f"commit {sha1}", f"{sha1[:7]} Fix the parser ({i})", f'checksum = "{sha256}"',
-            f'    "sha256": "{sha256}",', f"sha256:{sha256}  dist/teachback-0.1.{i}.tar.gz",
-            f'request_id = "{ident}"', f'{{"session_id": "{ident}", "event_id": "{uuid.UUID(int=rng.getrandbits(128))}"}}',
-            f'PAYLOAD = "{data}"', f"    self.assertEqual(base64.b64encode(raw), b'{data}')", data[:76],
-            f"image/png;base64,{data}", f"git diff {sha1[:12]}..{sha1[-12:]} -- src/",
+            f"commit {sha1}",
+            f"{sha1[:7]} Fix the parser ({i})",
+            f'checksum = "{sha256}"',
+            f'    "sha256": "{sha256}",',
+            f"sha256:{sha256}  dist/teachback-0.1.{i}.tar.gz",
+            f'request_id = "{ident}"',
+            f'{{"session_id": "{ident}", "event_id": "{uuid.UUID(int=rng.getrandbits(128))}"}}',
+            f'PAYLOAD = "{data}"',
+            f"    self.assertEqual(base64.b64encode(raw), b'{data}')",
+            data[:76],
+            f"image/png;base64,{data}",
+            f"git diff {sha1[:12]}..{sha1[-12:]} -- src/",
         ]
     return "\n".join(lines) + "\n"
 
@@ -123,10 +135,18 @@ def hashes_uuids_base64(rng: random.Random) -> str:
 def teachback_record(rng: random.Random) -> dict:
     """Hashes and ids as teachback's own exports and checkpoints write them."""
     digest = hashlib.sha256(rng.randbytes(16)).hexdigest()
-    return {"format": "teachback-sdpo-1", "id": str(uuid.UUID(int=rng.getrandbits(128))),
-            "content_key": f"sha256:{digest}", "tools_hash": f"sha256:{digest[::-1]}",
-            "metadata": {"git_head": hashlib.sha1(rng.randbytes(8)).hexdigest(), "commit": hashlib.sha1(rng.randbytes(9)).hexdigest(),
-                         "prompt_tokens": 1834, "token_logprobs_key": f"sha256:{digest[1:]}0"}}
+    return {
+        "format": "teachback-sdpo-1",
+        "id": str(uuid.UUID(int=rng.getrandbits(128))),
+        "content_key": f"sha256:{digest}",
+        "tools_hash": f"sha256:{digest[::-1]}",
+        "metadata": {
+            "git_head": hashlib.sha1(rng.randbytes(8)).hexdigest(),
+            "commit": hashlib.sha1(rng.randbytes(9)).hexdigest(),
+            "prompt_tokens": 1834,
+            "token_logprobs_key": f"sha256:{digest[1:]}0",
+        },
+    }
 
 
 def test_hashes_uuids_and_base64_data_are_left_alone() -> None:
@@ -136,7 +156,8 @@ def test_hashes_uuids_and_base64_data_are_left_alone() -> None:
     out = redactor.redact(text)
     lines = text.count("\n")
     assert redactor.total / lines * 10_000 <= MAX_FALSE_PER_10K_LINES, [
-        (a, b) for a, b in zip(text.splitlines(), out.splitlines()) if a != b][:10]
+        (a, b) for a, b in zip(text.splitlines(), out.splitlines()) if a != b
+    ][:10]
     records = [teachback_record(rng) for _ in range(200)]
     assert redactor.redact_value(records) == records
     assert redactor.redact(json.dumps(records)) == json.dumps(records)

@@ -34,7 +34,11 @@ def venv_with_project_installed(dest: Path, project: Path) -> str:
     (as an editable install does); its python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
     python = str(dest / "bin" / "python")
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(purelib, "project.pth").write_text(f"{project}\n")
     return python

@@ -30,16 +30,37 @@ def test_pass_at_k_is_the_unbiased_estimate(n: int) -> None:
 
 
 def attempt(task: str, n: int, reward: float, **extra) -> dict:
-    return {"instance_id": task, "attempt": n, "model": "m", "reward": reward, "f2p_pass_fraction": reward,
-            "p2p_pass_fraction": 1.0, "flags": [], "steps": 4, "tool_calls": 10, "tool_errors": 0,
-            "malformed_calls": 0, "repeated_errors": 0, "prompt_tokens": 900, "completion_tokens": 100,
-            "cost_usd": 0.01, "wall_s": 10.0, "agent_s": 8.0, "grade_s": 2.0, "session_id": f"{task}-{n}", **extra}
+    return {
+        "instance_id": task,
+        "attempt": n,
+        "model": "m",
+        "reward": reward,
+        "f2p_pass_fraction": reward,
+        "p2p_pass_fraction": 1.0,
+        "flags": [],
+        "steps": 4,
+        "tool_calls": 10,
+        "tool_errors": 0,
+        "malformed_calls": 0,
+        "repeated_errors": 0,
+        "prompt_tokens": 900,
+        "completion_tokens": 100,
+        "cost_usd": 0.01,
+        "wall_s": 10.0,
+        "agent_s": 8.0,
+        "grade_s": 2.0,
+        "session_id": f"{task}-{n}",
+        **extra,
+    }
 
 
 RECORDS = [
-    attempt("a", 0, 1.0), attempt("a", 1, 0.0, tool_errors=3, repeated_errors=2),
-    attempt("b", 0, 1.0, flags=["reads_git_history"]), attempt("b", 1, 0.0, malformed_calls=1),
-    attempt("c", 0, 0.0, error="worker failed"), attempt("c", 1, 1.0),
+    attempt("a", 0, 1.0),
+    attempt("a", 1, 0.0, tool_errors=3, repeated_errors=2),
+    attempt("b", 0, 1.0, flags=["reads_git_history"]),
+    attempt("b", 1, 0.0, malformed_calls=1),
+    attempt("c", 0, 0.0, error="worker failed"),
+    attempt("c", 1, 1.0),
 ]
 
 
@@ -61,8 +82,19 @@ def test_summary_counts_flagged_attempts_apart_and_leaves_harness_errors_out() -
 def test_the_table_has_every_figure() -> None:
     document = bench.bench_document(bench.summarize(RECORDS, k=2), model="openai/x", run_s=33.0)
     table = bench.render_table(document)
-    for row in ("pass@1", "pass@2", "tool-error rate", "malformed-call rate", "repeated-error rate", "steps / attempt",
-                "tokens / attempt", "cost", "wall time / attempt", "flagged attempts", "harness errors"):
+    for row in (
+        "pass@1",
+        "pass@2",
+        "tool-error rate",
+        "malformed-call rate",
+        "repeated-error rate",
+        "steps / attempt",
+        "tokens / attempt",
+        "cost",
+        "wall time / attempt",
+        "flagged attempts",
+        "harness errors",
+    ):
         assert f"| {row}" in table
     assert "| tool-error rate     | 6.0% (3/50 calls) |" in table
     assert "1 (1 rewarded, not counted as passes): reads_git_history ×1" in table
@@ -71,8 +103,12 @@ def test_the_table_has_every_figure() -> None:
 
 
 def document(model: str, rates: dict[str, float]) -> dict:
-    return {"format": bench.FORMAT, "model": model, "summary": {},
-            "tasks": {task: {"pass@1": rate} for task, rate in rates.items()}}
+    return {
+        "format": bench.FORMAT,
+        "model": model,
+        "summary": {},
+        "tasks": {task: {"pass@1": rate} for task, rate in rates.items()},
+    }
 
 
 def test_compare_is_paired_with_a_seeded_bootstrap_interval() -> None:
@@ -104,8 +140,23 @@ def test_bench_on_the_sample_suite_with_scripted_models(script, tmp_path: Path, 
     runs = {}
     for name, model in (("solver", solver), ("idle", idle)):
         out = tmp_path / f"{name}.json"
-        code = main(["bench", "--suite", "sample", "--instance", WORD_COUNT, "--model", model, "--attempts", "2",
-                     "--db", str(tmp_path / "feedback.db"), "--out", str(out)])
+        code = main(
+            [
+                "bench",
+                "--suite",
+                "sample",
+                "--instance",
+                WORD_COUNT,
+                "--model",
+                model,
+                "--attempts",
+                "2",
+                "--db",
+                str(tmp_path / "feedback.db"),
+                "--out",
+                str(out),
+            ]
+        )
         assert code == 0
         runs[name] = (json.loads(out.read_text()), capsys.readouterr().out)
     solved, table = runs["solver"]
@@ -120,7 +171,25 @@ def test_bench_on_the_sample_suite_with_scripted_models(script, tmp_path: Path, 
     compared = capsys.readouterr().out
     assert f"| {WORD_COUNT} | 0.000 | 1.000 | +1.000 |" in compared
     # Asking again runs nothing: every attempt is in the results file already.
-    assert main(["bench", "--suite", "sample", "--instance", WORD_COUNT, "--model", solver, "--attempts", "2",
-                 "--db", str(tmp_path / "feedback.db"), "--out", str(tmp_path / "solver.json")]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "--suite",
+                "sample",
+                "--instance",
+                WORD_COUNT,
+                "--model",
+                solver,
+                "--attempts",
+                "2",
+                "--db",
+                str(tmp_path / "feedback.db"),
+                "--out",
+                str(tmp_path / "solver.json"),
+            ]
+        )
+        == 0
+    )
     assert len((tmp_path / "solver.attempts.jsonl").read_text().splitlines()) == 2
     assert "[1/" not in capsys.readouterr().err

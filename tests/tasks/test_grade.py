@@ -36,11 +36,13 @@ def _apply_gold(task: Task, workspace: Path) -> None:
 
 def _fix_truncate_differently(workspace: Path) -> None:
     path = workspace / "textkit" / "wrap.py"
-    path.write_text(path.read_text().replace(
-        "raise NotImplementedError",
-        "if len(text) <= width:\n        return text\n"
-        "    return (text[: max(0, width - len(ellipsis))] + ellipsis)[:width]",
-    ))
+    path.write_text(
+        path.read_text().replace(
+            "raise NotImplementedError",
+            "if len(text) <= width:\n        return text\n"
+            "    return (text[: max(0, width - len(ellipsis))] + ellipsis)[:width]",
+        )
+    )
 
 
 def test_the_gold_patch_earns_the_reward(task: Task, workspace: Path) -> None:
@@ -66,8 +68,7 @@ def test_another_correct_implementation_also_passes(task: Task, workspace: Path)
 
 def test_edited_tests_gain_nothing(task: Task, workspace: Path) -> None:
     (workspace / "tests" / "test_wrap.py").write_text(
-        "def test_long_text_ends_in_ellipsis():\n    pass\n\n\n"
-        "def test_short_text_is_not_truncated():\n    pass\n"
+        "def test_long_text_ends_in_ellipsis():\n    pass\n\n\ndef test_short_text_is_not_truncated():\n    pass\n"
     )
     result = grade(task, SUITE, workspace)
     assert result.reward == 0.0 and result.outcomes[TRUNCATE] == "failed"
@@ -128,9 +129,11 @@ def test_doctests_in_the_changed_module_never_bring_back_the_original(tmp_path: 
     (project / "pytest.ini").write_text("[pytest]\naddopts = --doctest-modules\n")
     (project / "pkg" / "__init__.py").write_text("")
     (project / "pkg" / "mod.py").write_text(
-        'def double(x):\n    """Twice x.\n\n    >>> double(2)\n    4\n    """\n    return x * 2\n')
+        'def double(x):\n    """Twice x.\n\n    >>> double(2)\n    4\n    """\n    return x * 2\n'
+    )
     (project / "tests" / "test_mod.py").write_text(
-        "from pkg.mod import double\n\n\ndef test_double():\n    assert double(3) == 6\n")
+        "from pkg.mod import double\n\n\ndef test_double():\n    assert double(3) == 6\n"
+    )
     (project / "tests" / "test_other.py").write_text("def test_ok():\n    pass\n")
     out = tmp_path / "out"
     (doctested,) = synthesize(project, out, test_cmd=FAST_CMD)

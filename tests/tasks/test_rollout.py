@@ -28,7 +28,11 @@ from tests.conftest import call, turn
 
 WORD_COUNT = "textkit.3c6342bf.body__textkit.words.word_count"
 SLUGIFY = "textkit.3c6342bf.body__textkit.slug.slugify"
-RESTORE = {"path": "textkit/words.py", "old_text": "    raise NotImplementedError", "new_text": "    return len(text.split())"}
+RESTORE = {
+    "path": "textkit/words.py",
+    "old_text": "    raise NotImplementedError",
+    "new_text": "    return len(text.split())",
+}
 WRONG = {**RESTORE, "new_text": "    return 0"}
 FINISH = turn(call("finish", {"summary": "word_count is back"}))
 SOLVES = [turn(call("read_file", {"path": "textkit/words.py"})), turn(call("edit_file", RESTORE)), FINISH]
@@ -62,8 +66,13 @@ def test_a_solved_attempt_is_rewarded_and_recorded(script, tmp_path: Path) -> No
     assert (record["steps"], record["tool_calls"], record["tool_errors"], record["flags"]) == (3, 3, 0, [])
     assert record["finish_reason"] == "finished" and record["failing_tests"] == []
     assert session_task(db, record["session_id"]) == {
-        "instance_id": WORD_COUNT, "attempt": 0, "repo": "textkit", "reward": 1.0,
-        "f2p_pass_fraction": 1.0, "p2p_pass_fraction": 1.0}
+        "instance_id": WORD_COUNT,
+        "attempt": 0,
+        "repo": "textkit",
+        "reward": 1.0,
+        "f2p_pass_fraction": 1.0,
+        "p2p_pass_fraction": 1.0,
+    }
     store = open_store(db)
     assert store.pairs(source="test") == []
     store.close()
@@ -135,8 +144,22 @@ def test_synth_then_run_from_the_command_line(script, tmp_path: Path, capsys) ->
     assert main(["tasks", "synth", str(sample), "--out", str(out), "--n", "1", "--strategy", "body"]) == 0
     assert "1 task(s) in" in capsys.readouterr().out
     results = tmp_path / "results.jsonl"
-    assert main(["tasks", "run", str(out / "tasks.jsonl"), "--model", script(*DOES_NOTHING), "--out", str(results),
-                 "--db", str(tmp_path / "feedback.db")]) == 0
+    assert (
+        main(
+            [
+                "tasks",
+                "run",
+                str(out / "tasks.jsonl"),
+                "--model",
+                script(*DOES_NOTHING),
+                "--out",
+                str(results),
+                "--db",
+                str(tmp_path / "feedback.db"),
+            ]
+        )
+        == 0
+    )
     [record] = ResultsFile(results).records().values()
     assert record["reward"] == 0.0 and record["finish_reason"] == "answered" and record["steps"] == 1
     assert "pass@1 0.000" in capsys.readouterr().out
@@ -147,9 +170,28 @@ def test_a_killed_run_resumes_without_redoing_finished_attempts(script, tmp_path
     slow = [{**t, "delay": 1.0} for t in SOLVES]
     model = script(*slow)
     db, out = tmp_path / "feedback.db", tmp_path / "results.jsonl"
-    argv = [sys.executable, "-m", "agent.cli", "tasks", "run", str(sample_suite_path()), "--model", model,
-            "--attempts", "2", "--parallel", "2", "--instance", WORD_COUNT, "--instance", SLUGIFY,
-            "--db", str(db), "--out", str(out)]
+    argv = [
+        sys.executable,
+        "-m",
+        "agent.cli",
+        "tasks",
+        "run",
+        str(sample_suite_path()),
+        "--model",
+        model,
+        "--attempts",
+        "2",
+        "--parallel",
+        "2",
+        "--instance",
+        WORD_COUNT,
+        "--instance",
+        SLUGIFY,
+        "--db",
+        str(db),
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     run = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 240
@@ -166,16 +208,29 @@ def test_a_killed_run_resumes_without_redoing_finished_attempts(script, tmp_path
     assert len(after) == 4 and len(out.read_text().splitlines()) == 4  # nothing appended twice
     assert all(after[key]["session_id"] == record["session_id"] for key, record in before.items())
     store = open_store(db)
-    rows = store.query("SELECT json_extract(config, '$.task.instance_id') AS task, "
-                       "json_extract(config, '$.task.attempt') AS attempt FROM sessions")
+    rows = store.query(
+        "SELECT json_extract(config, '$.task.instance_id') AS task, "
+        "json_extract(config, '$.task.attempt') AS attempt FROM sessions"
+    )
     store.close()
     for task, attempt, _ in before:  # each attempt finished before the kill ran exactly once
         assert sum(1 for r in rows if (r["task"], r["attempt"]) == (task, attempt)) == 1
     assert {(r["instance_id"], r["reward"]) for r in after.values()} == {(WORD_COUNT, 1.0), (SLUGIFY, 0.0)}
 
 
-COMPARED = ("reward", "f2p_pass_fraction", "p2p_pass_fraction", "flags", "steps", "tool_calls", "tool_errors",
-            "malformed_calls", "repeated_errors", "finish_reason", "failing_tests")
+COMPARED = (
+    "reward",
+    "f2p_pass_fraction",
+    "p2p_pass_fraction",
+    "flags",
+    "steps",
+    "tool_calls",
+    "tool_errors",
+    "malformed_calls",
+    "repeated_errors",
+    "finish_reason",
+    "failing_tests",
+)
 
 
 @pytest.mark.slow
@@ -185,8 +240,9 @@ def test_ray_gives_the_same_results_as_the_local_pool(script, tmp_path: Path) ->
     tasks = [sample_task(WORD_COUNT), sample_task(SLUGIFY)]
     results = {}
     for executor, parallel in (("local", 2), ("ray", 2)):
-        specs = specs_for(tasks, 2, task_file=str(sample_suite_path()), model=script(*CHEATS),
-                          db=str(tmp_path / f"{executor}.db"))
+        specs = specs_for(
+            tasks, 2, task_file=str(sample_suite_path()), model=script(*CHEATS), db=str(tmp_path / f"{executor}.db")
+        )
         records = run_all(specs, ResultsFile(tmp_path / f"{executor}.jsonl"), executor=executor, parallel=parallel)
         assert len(records) == 4 and not any(r.get("error") for r in records), records
         results[executor] = {(r["instance_id"], r["attempt"]): {k: r[k] for k in COMPARED} for r in records}

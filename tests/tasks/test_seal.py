@@ -12,8 +12,14 @@ from tasks.grade import grade
 from tasks.records import Task, TaskError
 from tasks.seal import make_workspace
 from tasks.synth import synthesize
-from tests.tasks.synth_helpers import (FAST_CMD, SAMPLE_PROJECT, all_objects, copy_project, git,
-                                       venv_with_project_installed)
+from tests.tasks.synth_helpers import (
+    FAST_CMD,
+    SAMPLE_PROJECT,
+    all_objects,
+    copy_project,
+    git,
+    venv_with_project_installed,
+)
 
 BODY_MARKER = "secret-body-7f3a9c"
 HISTORY_MARKERS = ("old-body-2b1d", "tagged-body-c0de", "stash-body-91e0", "branch-body-55aa")
@@ -88,8 +94,11 @@ def sealed(tmp_path_factory: pytest.TempPathFactory) -> Sealed:
 
 
 def _workspace_text(workspace: Path) -> str:
-    return "\n".join(p.read_text(errors="replace") for p in workspace.rglob("*")
-                     if p.is_file() and ".git" not in p.relative_to(workspace).parts)
+    return "\n".join(
+        p.read_text(errors="replace")
+        for p in workspace.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(workspace).parts
+    )
 
 
 def test_no_object_of_the_source_repository_reaches_the_workspace(sealed: Sealed) -> None:
@@ -99,7 +108,7 @@ def test_no_object_of_the_source_repository_reaches_the_workspace(sealed: Sealed
     for marker in (BODY_MARKER, *HISTORY_MARKERS, CACHE_MARKER):
         assert marker.encode() not in objects, marker
         assert marker not in _workspace_text(sealed.workspace), marker
-    assert b'join(title.split())' not in objects
+    assert b"join(title.split())" not in objects
     assert "raise NotImplementedError" in (sealed.workspace / "textkit" / "slug.py").read_text()
 
 

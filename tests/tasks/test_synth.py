@@ -12,8 +12,7 @@ from tasks.sample_suite import build_sample_suite, sample_suite_path
 from tasks.snapshot import list_files
 from tasks.synth import synthesize
 from tasks.testrun import TestCommand, run_tests
-from tests.tasks.synth_helpers import (FAST_CMD, SAMPLE_PROJECT, TEXTKIT, copy_project,
-                                       venv_with_project_installed)
+from tests.tasks.synth_helpers import FAST_CMD, SAMPLE_PROJECT, TEXTKIT, copy_project, venv_with_project_installed
 
 WORDS = ["tests/test_words.py::test_counts_words", "tests/test_words.py::test_empty_text_has_no_words"]
 JOINS = ["tests/test_slug.py::test_joins_words_with_hyphens"]
@@ -29,9 +28,11 @@ def test_bundled_sample_project_gives_exact_fail_to_pass_and_pass_to_pass(tmp_pa
     assert list(by_name["textkit.words.word_count"].FAIL_TO_PASS) == WORDS
     assert list(by_name["textkit.words.word_count"].PASS_TO_PASS) == JOINS
     slugify = by_name["textkit.slug.slugify"]
-    assert slugify.deleted[0].path == "textkit/slug.py" and slugify.deleted[0].replacement == "raise NotImplementedError"
+    assert (
+        slugify.deleted[0].path == "textkit/slug.py" and slugify.deleted[0].replacement == "raise NotImplementedError"
+    )
     assert '"""Turn a title into a URL slug' in slugify.problem_statement
-    assert 'join(title.split())' not in slugify.problem_statement
+    assert "join(title.split())" not in slugify.problem_statement
     gold = (tmp_path / "out" / slugify.gold_patch).read_text()
     assert '+    return "-".join(title.split())' in gold
     assert load_tasks(tmp_path / "out" / "tasks.jsonl") == sorted(tasks, key=lambda t: t.instance_id)
@@ -120,8 +121,9 @@ def test_same_seed_gives_a_byte_identical_task_file(tmp_path: Path) -> None:
 def test_shipped_sample_suite_is_what_synth_makes(tmp_path: Path) -> None:
     rebuilt = build_sample_suite(tmp_path)
     shipped = sample_suite_path()
-    assert (tmp_path / shipped.name).read_bytes() == shipped.read_bytes(), \
+    assert (tmp_path / shipped.name).read_bytes() == shipped.read_bytes(), (
         "the sample suite is stale: run `python -m tasks.sample_suite`"
+    )
     assert len(rebuilt) >= 10
     for task in rebuilt:
         assert (tmp_path / task.gold_patch).read_bytes() == (shipped.parent / task.gold_patch).read_bytes()
@@ -131,8 +133,11 @@ def test_shipped_sample_suite_is_what_synth_makes(tmp_path: Path) -> None:
 def test_problem_statements_never_contain_deleted_code() -> None:
     suite = sample_suite_path()
     for task in load_tasks(suite):
-        added = [line[1:].strip() for line in (suite.parent / task.gold_patch).read_text().splitlines()
-                 if line.startswith("+") and not line.startswith("+++")]
+        added = [
+            line[1:].strip()
+            for line in (suite.parent / task.gold_patch).read_text().splitlines()
+            if line.startswith("+") and not line.startswith("+++")
+        ]
         leaked = [line for line in added if len(line) >= 8 and line in task.problem_statement]
         assert added and not leaked, task.instance_id
 
@@ -152,8 +157,14 @@ def test_an_interrupted_synthesis_resumes_without_rerunning(tmp_path: Path) -> N
     assert not (out / "tasks.jsonl").exists()
     assert sum('"candidate"' in line for line in log.read_text().splitlines()) == 2
     seen.clear()
-    tasks = synthesize(TEXTKIT, out, strategy="file", test_cmd=FAST_CMD,
-                       progress=lambda done, total: seen.append((done, total)), workers=1)
+    tasks = synthesize(
+        TEXTKIT,
+        out,
+        strategy="file",
+        test_cmd=FAST_CMD,
+        progress=lambda done, total: seen.append((done, total)),
+        workers=1,
+    )
     # textkit's five small modules; slug and words are imported by the package, so removing
     # either fails every test (no PASS_TO_PASS): three tasks.
     assert seen[0] == (2, 5) and seen[1] == (3, 5)
@@ -177,7 +188,8 @@ def test_an_interpreter_without_pytest_is_named(tmp_path: Path) -> None:
 def test_junit_outcomes_become_pytest_node_ids(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     (tree / "tests").mkdir(parents=True)
-    (tree / "tests" / "test_ids.py").write_text(textwrap.dedent("""\
+    (tree / "tests" / "test_ids.py").write_text(
+        textwrap.dedent("""\
         import pytest
 
         class TestGroup:
@@ -194,7 +206,8 @@ def test_junit_outcomes_become_pytest_node_ids(tmp_path: Path) -> None:
 
         def test_error(missing_fixture):
             pass
-        """))
+        """)
+    )
     run = run_tests(tree, TestCommand.parse(FAST_CMD), 60, files=list_files(tree))
     assert run.outcomes == {
         "tests/test_ids.py::TestGroup::test_one": "passed",
@@ -215,8 +228,7 @@ def test_a_test_command_that_is_not_pytest_must_take_the_report_path() -> None:
 
 def test_a_task_file_loads_with_datasets(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
-    rows = datasets.load_dataset("json", data_files=str(sample_suite_path()), split="train",
-                                 cache_dir=str(tmp_path))
+    rows = datasets.load_dataset("json", data_files=str(sample_suite_path()), split="train", cache_dir=str(tmp_path))
     first = load_tasks(sample_suite_path())[0]
     assert rows.num_rows == len(load_tasks(sample_suite_path()))
     assert rows[0]["instance_id"] == first.instance_id

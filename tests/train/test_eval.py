@@ -32,15 +32,27 @@ def record_session(db: Path, repo: Path, script: Path) -> None:
     two failures and their fixes, recorded in `db`."""
     repo.mkdir(parents=True)
     (repo / "app.py").write_text("def greet(name):\n    return 'Hello, ' + name\n")
-    subprocess.run("git init -q -b main && git add -A && git -c user.email=a@b -c user.name=a commit -qm init",
-                   shell=True, cwd=repo, check=True)
-    script.write_text(json.dumps([
-        reply("open_file", path="app.py"),  # unknown tool
-        reply("read_file", path="app.py"),
-        reply("edit_file", path="app.py", old_text="return 'Hi, ' + name", new_text="return f'Hi, {name}'"),  # no match
-        reply("edit_file", path="app.py", old_text="return 'Hello, ' + name", new_text="return f'Hello, {name}'"),
-        reply("finish", summary="greet uses an f-string"),
-    ]))
+    subprocess.run(
+        "git init -q -b main && git add -A && git -c user.email=a@b -c user.name=a commit -qm init",
+        shell=True,
+        cwd=repo,
+        check=True,
+    )
+    script.write_text(
+        json.dumps(
+            [
+                reply("open_file", path="app.py"),  # unknown tool
+                reply("read_file", path="app.py"),
+                reply(
+                    "edit_file", path="app.py", old_text="return 'Hi, ' + name", new_text="return f'Hi, {name}'"
+                ),  # no match
+                reply(
+                    "edit_file", path="app.py", old_text="return 'Hello, ' + name", new_text="return f'Hello, {name}'"
+                ),
+                reply("finish", summary="greet uses an f-string"),
+            ]
+        )
+    )
 
     async def run() -> None:
         store = open_store(db)
@@ -71,8 +83,9 @@ def make_adapter(base_dir: Path, out: Path, b_std: float) -> Path:
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    peft_model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
-                                                  target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    peft_model = get_peft_model(
+        model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+    )
     with torch.no_grad():
         for name, param in peft_model.named_parameters():
             if "lora_B" in name:
@@ -137,9 +150,27 @@ def test_eval_command_runs_held_out_tasks_with_and_without_the_adapter(
     (tmp_path / "snapshots").symlink_to(sample_suite_path().parent / "snapshots")
     out = tmp_path / "eval.json"
     done = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "eval", "--adapter", str(adapter), "--serve", "smollm2",
-         "--pairs", str(recorded_pairs), "--tasks", str(tasks), "--max-steps", "2", "--out", str(out)],
-        capture_output=True, text=True, timeout=800,
+        [
+            sys.executable,
+            "-m",
+            "agent.cli",
+            "eval",
+            "--adapter",
+            str(adapter),
+            "--serve",
+            "smollm2",
+            "--pairs",
+            str(recorded_pairs),
+            "--tasks",
+            str(tasks),
+            "--max-steps",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=800,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(out.read_text())

@@ -44,16 +44,28 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     repo = root / "proj"
     repo.mkdir()
     (repo / "app.py").write_text("def greet(name):\n    return 'Hello, ' + name\n")
-    subprocess.run("git init -q -b main && git add -A && git -c user.email=a@b -c user.name=a commit -qm init",
-                   shell=True, cwd=repo, check=True)
+    subprocess.run(
+        "git init -q -b main && git add -A && git -c user.email=a@b -c user.name=a commit -qm init",
+        shell=True,
+        cwd=repo,
+        check=True,
+    )
     script = root / "script.json"
-    script.write_text(json.dumps([
-        reply("open_file", path="app.py"),  # unknown tool
-        reply("read_file", path="app.py"),
-        reply("edit_file", path="app.py", old_text="return 'Hi, ' + name", new_text="return f'Hi, {name}'"),  # no match
-        reply("edit_file", path="app.py", old_text="return 'Hello, ' + name", new_text="return f'Hello, {name}'"),
-        reply("finish", summary="greet uses an f-string"),
-    ]))
+    script.write_text(
+        json.dumps(
+            [
+                reply("open_file", path="app.py"),  # unknown tool
+                reply("read_file", path="app.py"),
+                reply(
+                    "edit_file", path="app.py", old_text="return 'Hi, ' + name", new_text="return f'Hi, {name}'"
+                ),  # no match
+                reply(
+                    "edit_file", path="app.py", old_text="return 'Hello, ' + name", new_text="return f'Hello, {name}'"
+                ),
+                reply("finish", summary="greet uses an f-string"),
+            ]
+        )
+    )
     db = root / "feedback.db"
 
     async def run() -> None:

@@ -143,8 +143,13 @@ def test_promoted_adapter_is_served_from_the_next_call(adapter, teachback_home: 
 
     litellm = load_litellm()
     _, _, path = adapter
-    request = {"model": "local/smollm2", "messages": [{"role": "user", "content": "Name three colours."}],
-               "max_tokens": 6, "temperature": 0.0, "seed": 1}
+    request = {
+        "model": "local/smollm2",
+        "messages": [{"role": "user", "content": "Name three colours."}],
+        "max_tokens": 6,
+        "temperature": 0.0,
+        "seed": 1,
+    }
 
     def reply() -> str:
         return litellm.completion(**request).choices[0].message.content

@@ -22,8 +22,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def teachback(*args: str, timeout: float = 800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+    )
 
 
 def one_task(folder: Path) -> Path:
@@ -48,8 +53,16 @@ def promote(db: Path, folder: Path, name: str, base_dir: Path | None = None) -> 
     else:
         (folder / name).mkdir(parents=True)
     (folder / name / "adapter.gguf").write_bytes(b"stand-in")
-    entry = Round(action=LEARN, adapter_id=name, parent=None, adapter_dir=str(folder / name),
-                  base=str(model_path("smollm2")), promoted=True, reason="test", finished_at=1.0)
+    entry = Round(
+        action=LEARN,
+        adapter_id=name,
+        parent=None,
+        adapter_dir=str(folder / name),
+        base=str(model_path("smollm2")),
+        promoted=True,
+        reason="test",
+        finished_at=1.0,
+    )
     with open_store(db) as store:
         record_round(store, entry)
     write_pointer(entry)
@@ -58,8 +71,10 @@ def promote(db: Path, folder: Path, name: str, base_dir: Path | None = None) -> 
 
 def evaluation(errors: tuple[float, float], calls: tuple[float, float] = (5, 5), drop: float = 0.0) -> dict:
     rate = lambda pair: {"before": pair[0], "after": pair[1]}  # noqa: E731
-    return {"behaviour": {"rates": {"tool_error_rate": rate(errors), "calls_per_attempt": rate(calls)}},
-            "forgetting": {"general_text": {"drop": drop}, "successful_turns": {"tokens": 0}}}
+    return {
+        "behaviour": {"rates": {"tool_error_rate": rate(errors), "calls_per_attempt": rate(calls)}},
+        "forgetting": {"general_text": {"drop": drop}, "successful_turns": {"tokens": 0}},
+    }
 
 
 def test_gate_promotes_only_fewer_tool_errors_with_calls_kept_and_little_forgetting() -> None:
@@ -76,15 +91,31 @@ def test_gate_promotes_only_fewer_tool_errors_with_calls_kept_and_little_forgett
     for words, doc in refused.items():
         promoted, reason = decide(doc, gate)
         assert not promoted and words.strip() in reason
-    assert decide({"forgetting": {}, "behaviour": {"note": "skipped"}}, gate) == (False, "no held-out task results to judge by")
+    assert decide({"forgetting": {}, "behaviour": {"note": "skipped"}}, gate) == (
+        False,
+        "no held-out task results to judge by",
+    )
 
 
 def test_learn_refuses_to_promote_a_broken_adapter(embedded_model_dir: Path, tmp_path: Path) -> None:
     db = tmp_path / "feedback.db"
     served_before = promote(db, tmp_path / "adapters", "earlier", embedded_model_dir)
     broken = make_adapter(embedded_model_dir, tmp_path / "broken", 1.0)  # huge random weights
-    done = teachback("learn", "--adapter", str(broken), "--base", str(embedded_model_dir), "--serve", "smollm2",
-                     "--db", str(db), "--tasks", str(one_task(tmp_path / "tasks")), "--max-steps", "2")
+    done = teachback(
+        "learn",
+        "--adapter",
+        str(broken),
+        "--base",
+        str(embedded_model_dir),
+        "--serve",
+        "smollm2",
+        "--db",
+        str(db),
+        "--tasks",
+        str(one_task(tmp_path / "tasks")),
+        "--max-steps",
+        "2",
+    )
     assert done.returncode == 1, done.stderr[-3000:]
     assert "kept earlier" in done.stdout and "forgot too much" in done.stdout
     with open_store(db) as store:
@@ -137,9 +168,25 @@ def test_a_round_exports_trains_evaluates_and_records(embedded_model_dir: Path, 
     db = tmp_path / "feedback.db"
     for n in range(3):  # sessions on both sides of the split
         record_session(db, tmp_path / f"proj{n}", tmp_path / f"script{n}.json")
-    done = teachback("learn", "--base", str(embedded_model_dir), "--serve", "smollm2", "--db", str(db),
-                     "--tasks", str(one_task(tmp_path / "tasks")), "--max-steps", "2", "--min-pairs", "1",
-                     "--train-steps", "1", "--test-fraction", "0.5")
+    done = teachback(
+        "learn",
+        "--base",
+        str(embedded_model_dir),
+        "--serve",
+        "smollm2",
+        "--db",
+        str(db),
+        "--tasks",
+        str(one_task(tmp_path / "tasks")),
+        "--max-steps",
+        "2",
+        "--min-pairs",
+        "1",
+        "--train-steps",
+        "1",
+        "--test-fraction",
+        "0.5",
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert "step 1/1: loss" in done.stderr
     with open_store(db) as store:

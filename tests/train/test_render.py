@@ -60,13 +60,18 @@ def scripted(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """A grammar-mode session of the scripted model: an unknown tool, then the call that worked."""
     root = tmp_path_factory.mktemp("scripted")
     script = root / "script.json"
-    script.write_text(json.dumps([
-        turn(content=OPEN),
-        turn(content='{"name": "read_file", "arguments": {"path": "app.py"}}'),
-        turn(content='{"name": "finish", "arguments": {"summary": "read it"}}'),
-    ]))
-    settings = Settings(model=f"scripted/{script}", tool_mode="grammar", approval="full-auto", repo_map_tokens=0,
-                        lessons=False)
+    script.write_text(
+        json.dumps(
+            [
+                turn(content=OPEN),
+                turn(content='{"name": "read_file", "arguments": {"path": "app.py"}}'),
+                turn(content='{"name": "finish", "arguments": {"summary": "read it"}}'),
+            ]
+        )
+    )
+    settings = Settings(
+        model=f"scripted/{script}", tool_mode="grammar", approval="full-auto", repo_map_tokens=0, lessons=False
+    )
     return sdpo_records(record_session(root, settings, "Read app.py"), root / "sdpo.jsonl")
 
 
@@ -78,8 +83,9 @@ def test_a_recorded_turn_of_the_embedded_model_is_trained_on_the_ids_llama_cpp_w
     from trainer.render import render
     from trainer.weights import EMBEDDED
 
-    settings = Settings(model="local/smollm2", approval="full-auto", max_steps=1, max_tokens=6, repo_map_tokens=0,
-                        lessons=False)
+    settings = Settings(
+        model="local/smollm2", approval="full-auto", max_steps=1, max_tokens=6, repo_map_tokens=0, lessons=False
+    )
     [record] = sdpo_records(record_session(tmp_path, settings, "Read app.py"), tmp_path / "sdpo.jsonl")
     engine = load_engine(str(model_path(EMBEDDED)))
     fed = engine.formatter(messages=record["rendered"]["messages"])  # what the provider renders for llama.cpp
@@ -91,9 +97,9 @@ def test_a_recorded_turn_of_the_embedded_model_is_trained_on_the_ids_llama_cpp_w
     assert engine.llm.detokenize(rendered.completion).decode() == record["rendered"]["completion"]
     assert rendered.sampler_logprobs == [lp["logprob"] for lp in record["rendered"]["logprobs"]]
     generation = tokenizer("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
-    assert rendered.prompt[rendered.shared:] == generation == rendered.teacher[-len(generation):]
+    assert rendered.prompt[rendered.shared :] == generation == rendered.teacher[-len(generation) :]
     assert rendered.teacher[: rendered.shared] == rendered.prompt[: rendered.shared]
-    assert record["feedback"] in tokenizer.decode(rendered.teacher[rendered.shared:])
+    assert record["feedback"] in tokenizer.decode(rendered.teacher[rendered.shared :])
 
     # Without the recorded ids the conversation renders to the same text; its ids may differ where
     # llama.cpp and the Hugging Face tokenizer split whitespace differently (" \n": one token or two).
@@ -118,9 +124,14 @@ def test_a_text_mode_record_without_ids_renders_from_the_messages_the_model_was_
     assert tokenizer.decode(rendered.chosen) == '{"name": "read_file", "arguments": {"path": "app.py"}}<|im_end|>'
 
 
-@pytest.mark.parametrize(("hint", "has_failed_reply", "has_correction"), [
-    ("feedback", False, False), ("demonstration", False, True), ("hindsight", True, True),
-])
+@pytest.mark.parametrize(
+    ("hint", "has_failed_reply", "has_correction"),
+    [
+        ("feedback", False, False),
+        ("demonstration", False, True),
+        ("hindsight", True, True),
+    ],
+)
 def test_each_hint_tells_the_teacher_what_it_promises(
     scripted: list[dict[str, Any]], tokenizer: Any, hint: str, has_failed_reply: bool, has_correction: bool
 ) -> None:
@@ -128,12 +139,14 @@ def test_each_hint_tells_the_teacher_what_it_promises(
 
     [record] = scripted
     rendered = render(record, tokenizer, hint)
-    told = tokenizer.decode(rendered.teacher[rendered.shared:])
+    told = tokenizer.decode(rendered.teacher[rendered.shared :])
     assert told.startswith("<|im_start|>user\n") and told.endswith("<|im_end|>\n<|im_start|>assistant\n")
     assert record["feedback"] in told
     assert ('open_file({"path": "app.py"})' in told) is has_failed_reply  # the failed call, as the hindsight quotes it
-    assert ('{"name": "read_file", "arguments": {"path": "app.py"}}' in told  # the correction: as the model writes it
-            or 'read_file({"path": "app.py"})' in told) is has_correction  # or as the hindsight quotes it
+    assert (
+        '{"name": "read_file", "arguments": {"path": "app.py"}}' in told  # the correction: as the model writes it
+        or 'read_file({"path": "app.py"})' in told
+    ) is has_correction  # or as the hindsight quotes it
 
 
 def test_recorded_ids_of_another_vocabulary_are_rendered_again(
@@ -143,8 +156,15 @@ def test_recorded_ids_of_another_vocabulary_are_rendered_again(
 
     [record] = scripted
     own = render(record, tokenizer)
-    foreign = {**record, "rendered": {**record["rendered"], "prompt_token_ids": [i + 7 for i in own.prompt],
-                                      "completion_token_ids": [1, 2, 3], "logprobs": None}}
+    foreign = {
+        **record,
+        "rendered": {
+            **record["rendered"],
+            "prompt_token_ids": [i + 7 for i in own.prompt],
+            "completion_token_ids": [1, 2, 3],
+            "logprobs": None,
+        },
+    }
     with caplog.at_level(logging.WARNING, logger="trainer.render"):
         again = render(foreign, tokenizer)
     assert "rendering it again" in caplog.text

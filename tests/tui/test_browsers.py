@@ -55,8 +55,11 @@ async def test_feedback_browser_filters_and_opens_a_pair(git_repo: Path, tmp_pat
     app = make_app(git_repo, "scripted/unused.json", db)
     async with app.run_test(size=(100, 32)) as pilot:
         await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, FeedbackScreen)
-                       and app.screen.query_one(DataTable).row_count, what="the feedback browser")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, FeedbackScreen) and app.screen.query_one(DataTable).row_count,
+            what="the feedback browser",
+        )
         screen = app.screen
         table = screen.query_one(DataTable)
         assert table.row_count == 3
@@ -105,8 +108,11 @@ async def test_export_writes_a_loadable_file(git_repo: Path, tmp_path: Path) -> 
         screen.query_one("#export-format", Select).value = "sdpo"
         screen.query_one("#export-path").value = str(out / "pairs.jsonl")
         await pilot.click("#export-run")
-        await wait_for(pilot, lambda: (out / "pairs.jsonl").exists() and not screen.query_one("#export-run").disabled,
-                       what="the export")
+        await wait_for(
+            pilot,
+            lambda: (out / "pairs.jsonl").exists() and not screen.query_one("#export-run").disabled,
+            what="the export",
+        )
         bar = screen.query_one("#export-progress")
         assert bar.total and bar.progress == bar.total
     records = [json.loads(line) for line in (out / "pairs.jsonl").read_text().splitlines()]
@@ -119,8 +125,14 @@ async def test_command_palette_lists_the_app_commands_and_runs_them(git_repo: Pa
     app = make_app(git_repo, "scripted/unused.json", tmp_path / "feedback.db")
     async with app.run_test(size=(80, 24)) as pilot:
         names = {command.title for command in app.get_system_commands(app.screen)}
-        assert {"Sessions", "Feedback browser", "Export training data", "Review changes", "Interrupt",
-                "New session"} <= names
+        assert {
+            "Sessions",
+            "Feedback browser",
+            "Export training data",
+            "Review changes",
+            "Interrupt",
+            "New session",
+        } <= names
         await pilot.press("ctrl+p")
         await pilot.press(*"export")
         await pilot.pause(0.5)

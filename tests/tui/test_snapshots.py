@@ -44,21 +44,62 @@ def utc(monkeypatch: pytest.MonkeyPatch):
 def turn_events() -> list:
     reply = "I'll fix the **greeting** in `app.py`, then check `util.py`."
     return [
-        TurnStarted(session_id=SID, id="t1", ts=0, turn=1, text="fix the greeting",
-                    message={"role": "user", "content": "fix the greeting"}),
-        *[AssistantDelta(session_id=SID, id=f"d{i}", ts=0, text=reply[i:i + 7]) for i in range(0, len(reply), 7)],
+        TurnStarted(
+            session_id=SID,
+            id="t1",
+            ts=0,
+            turn=1,
+            text="fix the greeting",
+            message={"role": "user", "content": "fix the greeting"},
+        ),
+        *[AssistantDelta(session_id=SID, id=f"d{i}", ts=0, text=reply[i : i + 7]) for i in range(0, len(reply), 7)],
         AssistantMessage(session_id=SID, id="a1", ts=0, step=1, message={"role": "assistant", "content": reply}),
-        ModelUsage(session_id=SID, id="u1", ts=0, model="scripted", step=1, prompt_tokens=1200,
-                   completion_tokens=80, cost_usd=0.0021, latency_ms=5),
-        ToolCallStarted(session_id=SID, id="c1s", ts=0, call_id="c1", name="read_file",
-                        arguments='{"path": "app.py"}', step=1),
-        ToolCallFinished(session_id=SID, id="c1f", ts=0, call_id="c1", name="read_file", ok=True,
-                         result="1: def greet(name):\n2:     return 'Hello, ' + name", step=1, target="app.py"),
-        ToolCallStarted(session_id=SID, id="c2s", ts=0, call_id="c2", name="edit_file",
-                        arguments='{"path": "app.py", "old_text": "Hi"}', step=2),
-        ToolCallFinished(session_id=SID, id="c2f", ts=0, call_id="c2", name="edit_file", ok=False,
-                         result="old_text not found in app.py. Closest line (2):\n    return 'Hello, ' + name",
-                         step=2, error_kind="no_match", target="app.py"),
+        ModelUsage(
+            session_id=SID,
+            id="u1",
+            ts=0,
+            model="scripted",
+            step=1,
+            prompt_tokens=1200,
+            completion_tokens=80,
+            cost_usd=0.0021,
+            latency_ms=5,
+        ),
+        ToolCallStarted(
+            session_id=SID, id="c1s", ts=0, call_id="c1", name="read_file", arguments='{"path": "app.py"}', step=1
+        ),
+        ToolCallFinished(
+            session_id=SID,
+            id="c1f",
+            ts=0,
+            call_id="c1",
+            name="read_file",
+            ok=True,
+            result="1: def greet(name):\n2:     return 'Hello, ' + name",
+            step=1,
+            target="app.py",
+        ),
+        ToolCallStarted(
+            session_id=SID,
+            id="c2s",
+            ts=0,
+            call_id="c2",
+            name="edit_file",
+            arguments='{"path": "app.py", "old_text": "Hi"}',
+            step=2,
+        ),
+        ToolCallFinished(
+            session_id=SID,
+            id="c2f",
+            ts=0,
+            call_id="c2",
+            name="edit_file",
+            ok=False,
+            result="old_text not found in app.py. Closest line (2):\n    return 'Hello, ' + name",
+            step=2,
+            error_kind="no_match",
+            target="app.py",
+        ),
         TurnFinished(session_id=SID, id="f1", ts=0, turn=1, reason="finished", steps=2),
     ]
 
@@ -100,8 +141,11 @@ def test_feedback_browser(snap_compare, git_repo: Path, tmp_path: Path) -> None:
 
     async def open_browser(pilot: Pilot) -> None:
         await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, FeedbackScreen)
-                       and app.screen.query("DataTable").first().row_count, what="the feedback browser")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, FeedbackScreen) and app.screen.query("DataTable").first().row_count,
+            what="the feedback browser",
+        )
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_browser)

@@ -26,8 +26,10 @@ def fix_greeting_script(script) -> str:
         turn(call("read_file", {"path": "app.py"}), content="Let me look at **app.py** first."),
         turn(call("edit_file", {"path": "app.py", "old_text": "return 'Hi, ' + name", "new_text": "x"})),
         turn(
-            call("edit_file", {"path": "app.py", "old_text": "return 'Hello, ' + name",
-                               "new_text": "return f'Hello, {name}!'"}),
+            call(
+                "edit_file",
+                {"path": "app.py", "old_text": "return 'Hello, ' + name", "new_text": "return f'Hello, {name}!'"},
+            ),
             call("edit_file", {"path": "util.py", "old_text": "return a - b", "new_text": "return b - a"}),
         ),
         turn(call("finish", {"summary": "Greeting fixed."})),
@@ -107,8 +109,11 @@ async def test_ask_mode_approves_an_edit_and_denies_a_command_with_a_reason(
         assert app.screen.request.action == "edit"
         assert "+    return 'Hi, ' + name" in app.screen.request.detail
         await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal) and app.screen.request.action == "command",
-                       what="the command approval")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, ApprovalModal) and app.screen.request.action == "command",
+            what="the command approval",
+        )
         app.screen.query_one("#approval-comment").value = "never delete build output"
         await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), what="the review screen")
@@ -121,7 +126,13 @@ async def test_ask_mode_approves_an_edit_and_denies_a_command_with_a_reason(
 
 @pytest.mark.timeout(60)
 async def test_interrupt_stops_a_running_turn(git_repo: Path, script, tmp_path: Path) -> None:
-    model = script(turn(call("read_file", {"path": "app.py"}), content="thinking", ) | {"delay": 30})
+    model = script(
+        turn(
+            call("read_file", {"path": "app.py"}),
+            content="thinking",
+        )
+        | {"delay": 30}
+    )
     app = make_app(git_repo, model, tmp_path / "feedback.db")
     async with app.run_test(size=(100, 32)) as pilot:
         await session_ready(pilot, app)

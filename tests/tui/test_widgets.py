@@ -74,15 +74,36 @@ async def test_tool_log_marks_errors_and_shows_their_feedback() -> None:
     app = Harness()
     async with app.run_test() as pilot:
         log = app.query_one(ToolLog)
-        await log.started(ToolCallStarted(session_id=SID, call_id="c1", name="read_file",
-                                          arguments='{"path": "app.py"}', step=1))
-        await log.finished(ToolCallFinished(session_id=SID, call_id="c1", name="read_file", ok=True,
-                                            result="def greet(name): ...", step=1, target="app.py"))
-        await log.started(ToolCallStarted(session_id=SID, call_id="c2", name="edit_file",
-                                          arguments='{"path": "app.py", "old": "nope"', step=2))
-        await log.finished(ToolCallFinished(session_id=SID, call_id="c2", name="edit_file", ok=False,
-                                            result="malformed JSON: expected '}' at char 31", step=2,
-                                            error_kind="malformed_json"))
+        await log.started(
+            ToolCallStarted(session_id=SID, call_id="c1", name="read_file", arguments='{"path": "app.py"}', step=1)
+        )
+        await log.finished(
+            ToolCallFinished(
+                session_id=SID,
+                call_id="c1",
+                name="read_file",
+                ok=True,
+                result="def greet(name): ...",
+                step=1,
+                target="app.py",
+            )
+        )
+        await log.started(
+            ToolCallStarted(
+                session_id=SID, call_id="c2", name="edit_file", arguments='{"path": "app.py", "old": "nope"', step=2
+            )
+        )
+        await log.finished(
+            ToolCallFinished(
+                session_id=SID,
+                call_id="c2",
+                name="edit_file",
+                ok=False,
+                result="malformed JSON: expected '}' at char 31",
+                step=2,
+                error_kind="malformed_json",
+            )
+        )
         await pilot.pause()
         ok, failed = log.entries
         assert ok.title == "✓ read_file app.py" and ok.collapsed

@@ -80,8 +80,9 @@ class ExportScreen(Screen[None]):
             self.app.call_from_thread(self.query_one(ProgressBar).update, total=max(total, 1), progress=done)
 
         try:
-            result = export([self.store_path], fmt, out_path, progress=progress, redact=redact,
-                            include_flagged=include_flagged)
+            result = export(
+                [self.store_path], fmt, out_path, progress=progress, redact=redact, include_flagged=include_flagged
+            )
         except (StoreError, OSError) as exc:  # unreadable database, unwritable file, missing pyarrow
             self.app.call_from_thread(self._finished, f"Export failed: {exc}", error=True)
             return

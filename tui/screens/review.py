@@ -27,8 +27,13 @@ class ReviewScreen(Screen[None]):
         Binding("escape", "close", "Done"),
     ]
 
-    def __init__(self, session: AgentSession, changes: Sequence[FileChange], summary: str = "",
-                 verdicts: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        session: AgentSession,
+        changes: Sequence[FileChange],
+        summary: str = "",
+        verdicts: dict[str, str] | None = None,
+    ) -> None:
         """`verdicts` (path -> accepted/rejected) carries the turn's earlier verdicts and receives new ones."""
         super().__init__(id="review")
         self.session = session

@@ -16,8 +16,9 @@ def bar(fraction: float, width: int) -> str:
     return ("█" * full + (EIGHTHS[rest] if rest else "")).ljust(width)
 
 
-def bar_chart(rows: Iterable[tuple[str, float, str]], *, label_width: int = 14, bar_width: int = 20,
-              style: str = "red") -> Text:
+def bar_chart(
+    rows: Iterable[tuple[str, float, str]], *, label_width: int = 14, bar_width: int = 20, style: str = "red"
+) -> Text:
     """One line per (label, fraction of the bar, value text)."""
     text = Text()
     for label, fraction, value in rows:

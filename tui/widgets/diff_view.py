@@ -47,8 +47,9 @@ class DiffView(Static):
 class ChangeList(OptionList):
     """The changed files, each marked with the user's verdict so far."""
 
-    def __init__(self, changes: Sequence[FileChange], verdicts: Mapping[str, str] | None = None, *,
-                 id: str | None = None) -> None:
+    def __init__(
+        self, changes: Sequence[FileChange], verdicts: Mapping[str, str] | None = None, *, id: str | None = None
+    ) -> None:
         self.changes = {change.path: change for change in changes}
         given = verdicts or {}
         self.verdicts: dict[str, str | None] = {change.path: given.get(change.path) for change in changes}

@@ -76,8 +76,9 @@ class ToolLog(VerticalScroll):
         entry = self._entries.get(event.call_id)
         if entry is None:  # a call whose start we did not see (e.g. subscribed mid-turn)
             entry = ToolEntry(
-                ToolCallStarted(session_id=event.session_id, call_id=event.call_id, name=event.name,
-                                arguments="", step=event.step)
+                ToolCallStarted(
+                    session_id=event.session_id, call_id=event.call_id, name=event.name, arguments="", step=event.step
+                )
             )
             self._entries[event.call_id] = entry
             await self.mount(entry)
@@ -96,10 +97,14 @@ class ToolLog(VerticalScroll):
             entry.add_lessons(event)
             return
         count = len(event.lessons)
-        await self.mount(Collapsible(
-            Static(Text(lessons_text(event)), classes="tool-lessons"),
-            title=f"• {count} lesson{'s' * (count != 1)} from earlier sessions", collapsed=True, classes="tool-entry",
-        ))
+        await self.mount(
+            Collapsible(
+                Static(Text(lessons_text(event)), classes="tool-lessons"),
+                title=f"• {count} lesson{'s' * (count != 1)} from earlier sessions",
+                collapsed=True,
+                classes="tool-entry",
+            )
+        )
 
     @property
     def entries(self) -> list[ToolEntry]:
