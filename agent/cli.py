@@ -8,9 +8,12 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.config import APPROVAL_MODES, ConfigError, Settings, load_settings
-from feedback_store.errors import StoreError
+
+if TYPE_CHECKING:
+    from feedback_store.errors import StoreError
 
 # 0: the turn finished; 1: it stopped (a limit, an interrupt, a model or internal error); 2: the
 # command, the configuration, the database or the model cannot be used as given; 3: the session
@@ -21,6 +24,8 @@ MODEL_USAGE_ERRORS = ("setup", "auth", "not_found")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from feedback_store.errors import StoreError  # every package but agent loads lazily, here too
+
     parser = _parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -231,7 +236,7 @@ class _Recording:
 
 
 def _recording(settings: Settings, show) -> _Recording | None:
-    from feedback_store import open_store
+    from feedback_store import StoreError, open_store
 
     store = None
     try:
@@ -267,7 +272,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _database_problem(path: Path) -> str | None:
     """Why the feedback database at `path` cannot be opened, or None when it can."""
-    from feedback_store import open_store
+    from feedback_store import StoreError, open_store
 
     try:
         open_store(path).close()

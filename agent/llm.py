@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-import os
 import re
 from types import ModuleType
+
+from agent.litellm_env import offline_environment
+from agent.providers import ProviderSetupError
 
 log = logging.getLogger(__name__)
 
@@ -21,20 +23,6 @@ CUSTOM_PROVIDERS = {
     "scripted": "agent.providers.scripted:ScriptedLLM",
     "local": "agent.providers.local:LocalLLM",
 }
-
-# Offline and quiet: the cost map comes from the copy inside the litellm package (no fetch at
-# import), and litellm's telemetry/banners stay off.
-OFFLINE_ENV = {
-    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "LITELLM_TELEMETRY": "False",
-    "LITELLM_LOG": "ERROR",
-}
-
-
-def offline_environment() -> None:
-    """Set litellm's offline variables (where the user has not) before anything imports it."""
-    for key, value in OFFLINE_ENV.items():
-        os.environ.setdefault(key, value)
 
 
 @functools.cache
@@ -230,6 +218,4 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def _setup_error(exc: BaseException) -> Exception | None:
     """Our own provider's configuration error, wherever litellm's wrapping put it."""
-    from agent.providers import ProviderSetupError  # agent.providers imports this module
-
     return next((e for e in _chain(exc) if isinstance(e, ProviderSetupError)), None)

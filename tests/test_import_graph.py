@@ -38,8 +38,6 @@ PENDING = {
     "trainer.learn imports agent.providers.llama_engine",
     "trainer.weights imports agent.config",
     "trainer.weights imports agent.providers.llama_engine",
-    "agent.cli imports feedback_store.errors at load time",
-    "cycle agent.llm -> agent.providers",
     "cycle trainer.eval_bench -> trainer.evaluate",
 }
 

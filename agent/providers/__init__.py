@@ -4,7 +4,7 @@ Both modules subclass litellm's CustomLLM, so importing them imports litellm: th
 environment must be in place first, or litellm fetches its cost map from the network at import.
 """
 
-from agent.llm import offline_environment
+from agent.litellm_env import offline_environment
 
 offline_environment()
 
