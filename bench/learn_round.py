@@ -31,9 +31,9 @@ MODEL = "local/smollm2@none"
 # What the embedded model needs to produce tool calls at all (as in `teachback demo`).
 SETTINGS = {"TEACHBACK_MAX_TOKENS": "256", "TEACHBACK_TEMPERATURE": "0.8", "TEACHBACK_REPO_MAP_TOKENS": "256",
             "TEACHBACK_LESSONS": "false"}
-FULL = {"train_tasks": 6, "train_attempts": 4, "heldout_tasks": 6, "heldout_attempts": 3, "max_steps": 8,
-        "epochs": 2.0, "steps": None}
-QUICK = {"train_tasks": 2, "train_attempts": 1, "heldout_tasks": 2, "heldout_attempts": 1, "max_steps": 3,
+FULL = {"train_tasks": 6, "train_attempts": 3, "heldout_tasks": 6, "heldout_attempts": 2, "max_steps": 8,
+        "epochs": 1.0, "steps": None}
+QUICK = {"train_tasks": 3, "train_attempts": 1, "heldout_tasks": 2, "heldout_attempts": 1, "max_steps": 3,
          "epochs": 1.0, "steps": 2}
 
 
@@ -127,10 +127,20 @@ def rollouts(task_file: Path, db: Path, sizes: dict, parallel: int) -> list[dict
 
 
 def export_pairs(db: Path, work: Path) -> dict[str, Path]:
-    from feedback_store.export import export
+    """sdpo pairs split by session (a fifth held out); when every session with pairs hashed to the
+    held-out side (few sessions), all of them train and no pairs are held out."""
+    from feedback_store.export import EmptyExport, export
 
-    result = export([db], "sdpo", work / "pairs.jsonl", test_fraction=0.2, command="bench/learn_round.py")
-    return {p.name.rsplit(".", 2)[-2]: p for p in result.paths}
+    try:
+        result = export([db], "sdpo", work / "pairs.jsonl", test_fraction=0.2, command="bench/learn_round.py")
+    except EmptyExport:
+        return {}
+    split = {p.name.rsplit(".", 2)[-2]: p for p in result.paths}
+    if "train" not in split:
+        print("every session with pairs is on the held-out side; training on all of them, none held out",
+              file=sys.stderr)
+        split = {"train": export([db], "sdpo", work / "pairs.all.jsonl", command="bench/learn_round.py").paths[0]}
+    return split
 
 
 def train(data: Path, out: Path, sizes: dict, args: argparse.Namespace):
