@@ -67,15 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     from feedback_store.commands import add_export_arguments, add_stats_arguments
 
     add_export_arguments(sub.add_parser("export", help="export feedback pairs as training data"))
-    sub.choices["export"].set_defaults(handler=_store_command("export_main"))
+    sub.choices["export"].set_defaults(handler=_store_command("commands", "export_main", several=True))
     add_stats_arguments(sub.add_parser("stats", help="summarise the feedback store"))
-    sub.choices["stats"].set_defaults(handler=_store_command("stats_main"))
+    sub.choices["stats"].set_defaults(handler=_store_command("commands", "stats_main"))
     from feedback_store.lessons_cli import add_lessons_arguments
 
     add_lessons_arguments(sub.add_parser("lessons", help="see, pin, edit and delete the lessons sessions are shown"))
-    sub.choices["lessons"].set_defaults(
-        handler=lambda a: __import__("feedback_store.lessons_cli", fromlist=["lessons_main"]).lessons_main(a)
-    )
+    sub.choices["lessons"].set_defaults(handler=_store_command("lessons_cli", "lessons_main"))
 
     lsp = sub.add_parser("lsp", help="run the language server (stdio unless --tcp)")
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
@@ -281,11 +279,16 @@ def _database_problem(path: Path) -> str | None:
     return None
 
 
-def _store_command(name: str):
-    def handler(args: argparse.Namespace) -> int:
-        from feedback_store import commands
+def _store_command(module: str, name: str, *, several: bool = False):
+    """The handler of a feedback_store command; without --db it reads the default database."""
 
-        return getattr(commands, name)(args)
+    def handler(args: argparse.Namespace) -> int:
+        from importlib import import_module
+
+        if not args.db:
+            default = str(Settings().db_path())
+            args.db = [default] if several else default
+        return getattr(import_module(f"feedback_store.{module}"), name)(args)
 
     return handler
 

@@ -84,13 +84,11 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
 def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
     from feedback_store.export import EmptyExport, export
-    from feedback_store.store import default_db_path
 
-    databases = args.db or [str(default_db_path())]
     bar = ProgressBar()
     try:
         result = export(
-            databases,
+            args.db,
             args.format,
             args.out,
             progress=bar,
@@ -155,11 +153,10 @@ def stats_main(args: argparse.Namespace) -> int:
 
     from feedback_store.errors import StoreError
     from feedback_store.stats import format_stats
-    from feedback_store.store import default_db_path, open_store
+    from feedback_store.store import open_store
 
-    path = args.db or default_db_path()
     try:
-        with open_store(path) as store:
+        with open_store(args.db) as store:
             stats = store.stats()
     except StoreError as exc:
         print(f"teachback stats: {exc}", file=sys.stderr)

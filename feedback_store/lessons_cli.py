@@ -57,10 +57,10 @@ def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
 def lessons_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
     from feedback_store.lessons import refresh
-    from feedback_store.store import default_db_path, open_store
+    from feedback_store.store import open_store
 
     try:
-        with open_store(args.db or default_db_path()) as store:
+        with open_store(args.db) as store:
             refresh(store, limit=None)
             return ACTIONS[args.action](store, args)
     except LessonNotFound as exc:

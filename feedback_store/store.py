@@ -39,16 +39,11 @@ WAL_CHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes the log file is truncated to after a checkpoint
 
 
-def default_db_path() -> Path:
-    from agent.config import Settings
-
-    return Settings().db_path()
-
-
-def open_store(path: str | Path | None = None, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
-    """Open (creating and migrating as needed) the feedback database at `path`; `timeout` is how
-    long, in all, each write waits for another process's write lock."""
-    path = Path(path).expanduser() if path is not None else default_db_path()
+def open_store(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
+    """Open (creating and migrating as needed) the feedback database at `path` (the caller's
+    settings name it); `timeout` is how long, in all, each write waits for another process's write
+    lock."""
+    path = Path(path).expanduser()
     if path.is_dir():
         raise StoreError(
             f"The feedback database path {path} is a folder. Give a file path, such as "

@@ -24,7 +24,6 @@ ALLOWED = {
 PENDING = {
     "agent.demo imports feedback_store",  # recording and export wiring belong in the CLI
     "agent.demo imports feedback_store.export",
-    "feedback_store.store imports agent.config",  # the default database path: to be passed in
     "feedback_store.views imports agent.textcalls",
     "feedback_store.lengths imports agent.providers.llama_engine",
     "trainer.eval_bench imports agent.providers.llama_engine",

@@ -147,3 +147,14 @@ def test_doctor_checks_the_embedded_model_the_way_the_provider_finds_it(git_repo
     assert "ok  model: local/smollm2: SmolLM2-135M-Instruct.Q4_1.gguf" in found.stdout
     missing = teachback("doctor", "--workspace", str(git_repo), "--model", f"local/{tmp_path}/none.gguf")
     assert missing.returncode == 1 and "FAIL model" in missing.stdout and "unknown local model" in missing.stdout
+
+
+def test_store_commands_without_db_use_the_database_under_teachback_home(teachback_home, capsys):
+    from agent.cli import main
+
+    default = teachback_home / "feedback.db"
+    assert main(["export", "--format", "sdpo", "--out", str(teachback_home / "out.jsonl")]) == 1
+    assert f"No feedback database at {default}" in capsys.readouterr().err
+    assert main(["stats", "--json"]) == 0
+    assert default.is_file()
+    assert main(["lessons", "list"]) == 0

@@ -202,13 +202,6 @@ def test_reopening_applies_nothing_twice(tmp_path: Path) -> None:
     assert conn.execute("SELECT count(*) FROM migrations").fetchone()[0] == len(MIGRATIONS)
 
 
-def test_default_path_is_under_teachback_home(teachback_home: Path) -> None:
-    store = open_store()
-    assert store.path == teachback_home / "feedback.db"
-    store.close()
-    assert (teachback_home / "feedback.db").is_file()
-
-
 def test_corrupt_file_says_how_to_fix(tmp_path: Path) -> None:
     path = tmp_path / "feedback.db"
     path.write_bytes(b"this is not an sqlite database, just some bytes " * 100)
