@@ -93,11 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--dest", type=Path, default=None, help="where to put the sample project (default: a temp dir)")
     demo.add_argument("--model", default=None, help="model to use instead of the embedded one")
     demo.add_argument("--max-steps", type=int, default=12)
-    demo.set_defaults(
-        handler=lambda a: __import__("agent.demo", fromlist=["run_demo"]).run_demo(
-            a.dest, model=a.model, max_steps=a.max_steps
-        )
-    )
+    demo.set_defaults(handler=_demo)
 
     # `tasks` and `bench` parse the rest of the line with their own parser (tasks.cli), imported only
     # when one of them runs; prefix_chars keeps argparse from reading their options here.
@@ -291,6 +287,42 @@ def _store_command(module: str, name: str, *, several: bool = False):
         return getattr(import_module(f"feedback_store.{module}"), name)(args)
 
     return handler
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from agent.demo import run_demo
+
+    return run_demo(DemoDatabase, args.dest, model=args.model, max_steps=args.max_steps)
+
+
+class DemoDatabase:
+    """The demo's feedback database (agent.interfaces.DemoFeedback)."""
+
+    def __init__(self, path: Path) -> None:
+        from feedback_store import open_store
+
+        self.path = path
+        self.store = open_store(path)
+
+    def recorder(self):
+        from feedback_store import Recorder
+
+        return Recorder(self.store)
+
+    def pairs(self) -> list:
+        return self.store.pairs()
+
+    def export(self, fmt: str, out: Path) -> tuple[int, list[Path]] | None:
+        from feedback_store.export import EmptyExport, export
+
+        try:
+            result = export([self.path], fmt, out)
+        except EmptyExport:
+            return None
+        return result.records, list(result.paths)
+
+    def close(self) -> None:
+        self.store.close()
 
 
 def _tui(args: argparse.Namespace) -> int:

@@ -21,12 +21,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
 from agent.config import EMBEDDED_MODEL, Settings
+from agent.interfaces import DemoFeedback
 from agent.protocol import (
     AssistantMessage,
     ErrorEvent,
@@ -54,9 +55,15 @@ GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
 
 def run_demo(
-    dest: Path | None = None, *, model: str | None = None, max_steps: int = 12, out: TextIO = sys.stdout
+    open_feedback: Callable[[Path], DemoFeedback],
+    dest: Path | None = None,
+    *,
+    model: str | None = None,
+    max_steps: int = 12,
+    out: TextIO = sys.stdout,
 ) -> int:
-    """Run the demo in `dest` (default: a new temporary directory); 0 when it ran to the end."""
+    """Run the demo in `dest` (default: a new temporary directory), recording into the database
+    `open_feedback` opens at the path it is given; 0 when it ran to the end."""
     say = _Writer(out)
     model = model or EMBEDDED_MODEL
     problem = _missing_runtime(model)
@@ -84,16 +91,17 @@ def run_demo(
     say(f"teachback demo: {model} works on {project} (full-auto, at most {max_steps} steps per instruction).\n")
     started = time.monotonic()
     transcript = _Transcript(say)
-    with _venv_on_path():
-        finishes = asyncio.run(_run_sessions(project, settings, transcript))
-        solved, test_output = check_tests(project)
-    say(f"\nThe agent ran for {time.monotonic() - started:.0f} s.")
-    if solved:
-        say("Solved: yes, the sample project's tests pass now.")
-    else:
-        last_line = (test_output.strip().splitlines() or ["no output"])[-1]
-        say(f"Solved: no, the sample project's tests still fail ({last_line}).")
-    return _report(demo_dir, project, db_path, finishes, transcript.errors, say)
+    with contextlib.closing(open_feedback(db_path)) as feedback:
+        with _venv_on_path():
+            finishes = asyncio.run(_run_sessions(project, settings, transcript, feedback))
+            solved, test_output = check_tests(project)
+        say(f"\nThe agent ran for {time.monotonic() - started:.0f} s.")
+        if solved:
+            say("Solved: yes, the sample project's tests pass now.")
+        else:
+            last_line = (test_output.strip().splitlines() or ["no output"])[-1]
+            say(f"Solved: no, the sample project's tests still fail ({last_line}).")
+        return _report(demo_dir, project, db_path, finishes, transcript.errors, feedback, say)
 
 
 def make_project(root: Path) -> Path:
@@ -117,23 +125,23 @@ def check_tests(project: Path) -> tuple[bool, str]:
     return done.returncode == 0, done.stdout + done.stderr
 
 
-async def _run_sessions(project: Path, settings: Settings, transcript: _Transcript) -> list[TurnFinished]:
+async def _run_sessions(
+    project: Path, settings: Settings, transcript: _Transcript, feedback: DemoFeedback
+) -> list[TurnFinished]:
     """One short session per instruction: in one long conversation the embedded model copies its
     own previous call over and over instead of reading the new instruction."""
     from agent.runtime import open_session
-    from feedback_store import Recorder, open_store
 
     finishes: list[TurnFinished] = []
-    with open_store(settings.db_path()) as store:
-        for text in INSTRUCTIONS:
-            session = open_session(project, settings, frontend="demo")
-            session.subscribe(Recorder(store))
-            session.subscribe(transcript)
-            transcript.say(f"\nyou> {text}")
-            try:
-                finishes.append(await session.run(UserInput(text=text)))
-            finally:
-                await session.close()
+    for text in INSTRUCTIONS:
+        session = open_session(project, settings, frontend="demo")
+        session.subscribe(feedback.recorder())
+        session.subscribe(transcript)
+        transcript.say(f"\nyou> {text}")
+        try:
+            finishes.append(await session.run(UserInput(text=text)))
+        finally:
+            await session.close()
     return finishes
 
 
@@ -163,13 +171,15 @@ class _Transcript:
 
 
 def _report(
-    demo_dir: Path, project: Path, db_path: Path, finishes: list[TurnFinished], errors: Counter[str], say: _Writer
+    demo_dir: Path,
+    project: Path,
+    db_path: Path,
+    finishes: list[TurnFinished],
+    errors: Counter[str],
+    feedback: DemoFeedback,
+    say: _Writer,
 ) -> int:
-    from feedback_store import open_store
-    from feedback_store.export import EmptyExport, export
-
-    with open_store(db_path) as store:
-        pairs = store.pairs()
+    pairs = feedback.pairs()
     say(f"\nTool errors: {_counts(errors) if errors else 'none'}")
     by_source = Counter(p.source for p in pairs)
     corrected = sum(1 for p in pairs if p.correction is not None)
@@ -179,14 +189,14 @@ def _report(
     )
     for pair in pairs[:5]:
         say(f"  [{pair.source}] {pair.tool or 'reply'}: {_short(pair.feedback, 100)}")
-    try:
-        result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
-    except EmptyExport:  # the model made no mistake this time: nothing to export
+    result = feedback.export("sdpo", demo_dir / "sdpo.jsonl")
+    if result is None:  # the model made no mistake this time: nothing to export
         exported = "(none: no feedback pairs this run)"
         say("\nNo sdpo export: this run recorded no feedback pairs.")
     else:
-        exported = str(result.paths[0])
-        say(f"\nExported {result.records} sdpo records to {', '.join(map(str, result.paths))}")
+        records, paths = result
+        exported = str(paths[0])
+        say(f"\nExported {records} sdpo records to {', '.join(map(str, paths))}")
     reasons = ", ".join(f.reason for f in finishes)
     command = _command_name()
     say(

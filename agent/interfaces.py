@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from agent.model import ModelReply
-from agent.protocol import Lessons
+from agent.protocol import Event, Lessons
 
 
 class Model(Protocol):
@@ -38,5 +39,20 @@ class LessonSource(Protocol):
         session_id: str,
         shown: frozenset[str],
     ) -> Lessons: ...
+
+    def close(self) -> None: ...
+
+
+class DemoFeedback(Protocol):
+    """The database `teachback demo` records into (the CLI opens it): a subscriber per session, the
+    feedback pairs recorded, and an export of them."""
+
+    def recorder(self) -> Callable[[Event], None]: ...
+
+    def pairs(self) -> list[Any]: ...
+
+    def export(self, fmt: str, out: Path) -> tuple[int, list[Path]] | None:
+        """(records written, files) of an export in `fmt` to `out`; None when there are no pairs."""
+        ...
 
     def close(self) -> None: ...
