@@ -48,8 +48,9 @@ def main(command: str, argv: list[str]) -> int:
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Train a LoRA adapter on exported feedback pairs (teachback export --format sdpo). Under "
-                          "`accelerate launch -m agent.cli train ...` each process trains its share of every step.")
+    parser.description = ("Train a LoRA adapter on exported feedback pairs (teachback export --format sdpo). On "
+                          "several GPUs: accelerate launch --multi_gpu --num_processes N -m trainer train ...; "
+                          "several CPU processes: ACCELERATE_USE_CPU=1 torchrun --nproc_per_node N -m trainer train ...")
     parser.add_argument("--data", type=Path, nargs="+", required=True, metavar="FILE", help="sdpo export files (JSONL)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR",
                         help="adapter folder (peft) with teachback_train.json; checkpoints go in DIR/checkpoints")

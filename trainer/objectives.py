@@ -45,11 +45,11 @@ class Options:
 
 
 class Objective:
-    """Losses of examples for `net` (the model trained, possibly wrapped for distributed training)
-    whose unwrapped peft model is `model`; `ema` holds the EMA teacher's adapter weights, if any."""
+    """Losses of examples for `model`, the peft model trained; `ema` holds the EMA teacher's
+    adapter weights, if any."""
 
-    def __init__(self, net: Any, model: Any, options: Options, ema: dict[str, torch.Tensor] | None = None) -> None:
-        self.net, self.model, self.options, self.ema = net, model, options, ema
+    def __init__(self, model: Any, options: Options, ema: dict[str, torch.Tensor] | None = None) -> None:
+        self.model, self.options, self.ema = model, options, ema
         self.prefix = PrefixCache(model)
         self.computed = 0  # tokens the student ran with gradients
         self.gaps: list[float] = []  # per pair: mean teacher minus student log-probability of the failed tokens
@@ -104,7 +104,7 @@ class Objective:
             self.prefix.extend(rendered.prompt[: rendered.shared])
             cache = self.prefix.view(start)
         self.computed += len(rendered.prompt) + len(reply) - 1 - start
-        return completion_logits(self.net, rendered.prompt + reply, len(reply), cache, start)
+        return completion_logits(self.model, rendered.prompt + reply, len(reply), cache, start)
 
     def _reference(self, example: Example, reply: list[int]) -> torch.Tensor:
         import torch

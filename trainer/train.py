@@ -2,14 +2,13 @@
 
 Seeded and deterministic (the same configuration, data and thread count give the same losses),
 checkpointed every `checkpoint_every` steps and resumed from the latest checkpoint after a kill.
-Pairs run one at a time (a CPU gains nothing from padding them into a batch); `batch_size` pairs'
-gradients are accumulated, `grad_accum` times, per optimizer step. Under `accelerate launch` each
-process trains its share of every step's pairs and the gradients are averaged.
+Pairs run one at a time (a CPU gains nothing from padding them into a batch): each optimizer step
+accumulates the gradients of batch_size x grad_accum pairs. Under `accelerate launch` every process
+trains that many pairs of each step and the gradients are averaged over the processes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -118,17 +117,17 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
     per_step = config.batch_size * config.grad_accum * accelerator.num_processes
     total = config.steps or max(1, math.ceil(config.epochs * len(examples) / per_step))
     optimizer = torch.optim.AdamW(list(trainable(model).values()), lr=config.lr, weight_decay=0.0)
-    net, optimizer = accelerator.prepare(model, optimizer)
+    model.to(accelerator.device)
     ema = ema_start(model) if config.teacher == "ema" else None
     state = _resume(out, config, fingerprint, model, optimizer, ema)
-    objective = Objective(net, model, _options(config), ema)
+    objective = Objective(model, _options(config), ema)
     pairs = stream(examples, config.seed)
     for _ in islice(pairs, state["step"] * per_step):  # what earlier steps trained
         pass
     loop_started = time.perf_counter() - state["seconds"]
     while state["step"] < total:
         batch = list(islice(pairs, per_step))[accelerator.process_index::accelerator.num_processes]
-        loss = _step(accelerator, net, optimizer, objective, batch)
+        loss = _step(accelerator, model, optimizer, objective, batch)
         if ema is not None:
             ema_update(ema, model, config.ema_decay)
         state["step"] += 1
@@ -146,7 +145,7 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
     result = TrainResult(out, state["step"], state["losses"], state["tokens"] / max(state["seconds"], 1e-9),
                          time.perf_counter() - started, metrics)
     if accelerator.is_main_process:
-        _save(accelerator.unwrap_model(net), config, digest, fingerprint, result)
+        _save(model, config, digest, fingerprint, result)
         checkpoints.remove(out)
     return result
 
@@ -164,18 +163,23 @@ def _gap(gaps: list[float], hint: str) -> dict[str, float]:
     return {"teacher_gap": mean, "teacher_gap_negative": sum(g < 0 for g in gaps) / len(gaps)}
 
 
-def _step(accelerator: Any, net: Any, optimizer: Any, objective: Objective, batch: list) -> Any:
-    """Accumulate the batch's gradients, one pair at a time, then take one optimizer step."""
+def _step(accelerator: Any, model: Any, optimizer: Any, objective: Objective, batch: list) -> Any:
+    """Accumulate the batch's gradients, one pair at a time, average them over the processes, and
+    take one optimizer step. (Averaged by hand rather than by DistributedDataParallel, which
+    refuses a backward pass through two forward passes, as DPO and mix make.)"""
     import torch
 
     total = torch.zeros(())
-    for i, example in enumerate(batch):
-        last = i == len(batch) - 1
-        with contextlib.nullcontext() if last else accelerator.no_sync(net), accelerator.autocast():
+    for example in batch:
+        with accelerator.autocast():
             loss = objective.loss(example) / len(batch)
-            accelerator.backward(loss)
+        accelerator.backward(loss)
         total += loss.detach().cpu()
-    accelerator.clip_grad_norm_(net.parameters(), 1.0)
+    params = [p for p in trainable(model).values() if p.grad is not None]
+    if accelerator.num_processes > 1:
+        for p in params:
+            p.grad = accelerator.reduce(p.grad, reduction="mean")
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return total

@@ -89,6 +89,27 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_losses(
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+def test_two_processes_of_one_pair_each_train_as_one_process_of_two_pairs(
+    embedded_model_dir: Path, tmp_path: Path
+) -> None:
+    """The command as documented for several CPU processes (on GPUs: accelerate launch --multi_gpu)."""
+    tiny = {"max_tokens": 16, "max_completion_tokens": 8, "steps": 2}
+    single = train(config(embedded_model_dir, tmp_path / "single", batch_size=2, **tiny))
+    torchrun = Path(sys.executable).with_name("torchrun")
+    args = [str(torchrun), "--nproc_per_node", "2", "-m", "trainer", "train", "--data", str(DEMO), "--out",
+            str(tmp_path / "two"), "--base", str(embedded_model_dir), "--batch-size", "1", "--steps", "2",
+            "--max-tokens", "16", "--max-completion-tokens", "8", "--lr", "2e-3", "--json"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=1000,
+                          env={**os.environ, "ACCELERATE_USE_CPU": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == 2  # one per process, each reporting the losses averaged over both
+    for result in results:
+        assert result["losses"] == pytest.approx(single.losses, rel=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_each_objective_and_the_ema_teacher_train_a_step(
     reference: Any, embedded_model_dir: Path, tmp_path: Path
 ) -> None:
