@@ -276,13 +276,14 @@ def _database_problem(path: Path) -> str | None:
 
 
 def _store_command(module: str, name: str, *, several: bool = False):
-    """The handler of a feedback_store command; without --db it reads the default database."""
+    """The handler of a feedback_store command; without --db it reads the configured database
+    (`db` in teachback.toml or TEACHBACK_DB), else the default one."""
 
     def handler(args: argparse.Namespace) -> int:
         from importlib import import_module
 
         if not args.db:
-            default = str(Settings().db_path())
+            default = str(load_settings(Path.cwd()).db_path())
             args.db = [default] if several else default
         return getattr(import_module(f"feedback_store.{module}"), name)(args)
 

@@ -158,3 +158,18 @@ def test_store_commands_without_db_use_the_database_under_teachback_home(teachba
     assert main(["stats", "--json"]) == 0
     assert default.is_file()
     assert main(["lessons", "list"]) == 0
+
+
+def test_store_commands_without_db_follow_the_configured_database(teachback_home, tmp_path, monkeypatch, capsys):
+    from agent.cli import main
+
+    configured = tmp_path / "elsewhere" / "team.db"
+    configured.parent.mkdir()
+    monkeypatch.setenv("TEACHBACK_DB", str(configured))
+    assert main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["database"] == str(configured)
+    monkeypatch.delenv("TEACHBACK_DB")
+    (teachback_home / "teachback.toml").write_text(f"db = {json.dumps(str(configured))}\n")
+    assert main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["database"] == str(configured)
+    assert not (teachback_home / "feedback.db").exists()
