@@ -244,6 +244,8 @@ def _history(db: Path) -> int:
 
     with open_store(db) as store:
         entries = rounds(store)
+    if not entries:
+        print(f"no learning rounds in {db} yet: run `teachback learn`.")
     for entry in entries:
         rate = ((entry.metrics.get("rates") or {}).get("tool_error_rate")) or {}
         errors = f"tool errors {rate['before']:.3f} -> {rate['after']:.3f}" if rate else ""
