@@ -29,12 +29,30 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported 
 
 MODEL = "local/smollm2@none"
 # What the embedded model needs to produce tool calls at all (as in `teachback demo`).
-SETTINGS = {"TEACHBACK_MAX_TOKENS": "256", "TEACHBACK_TEMPERATURE": "0.8", "TEACHBACK_REPO_MAP_TOKENS": "256",
-            "TEACHBACK_LESSONS": "false"}
-FULL = {"train_tasks": 6, "train_attempts": 3, "heldout_tasks": 6, "heldout_attempts": 2, "max_steps": 8,
-        "epochs": 1.0, "steps": None}
-QUICK = {"train_tasks": 3, "train_attempts": 1, "heldout_tasks": 2, "heldout_attempts": 1, "max_steps": 3,
-         "epochs": 1.0, "steps": 2}
+SETTINGS = {
+    "TEACHBACK_MAX_TOKENS": "256",
+    "TEACHBACK_TEMPERATURE": "0.8",
+    "TEACHBACK_REPO_MAP_TOKENS": "256",
+    "TEACHBACK_LESSONS": "false",
+}
+FULL = {
+    "train_tasks": 6,
+    "train_attempts": 3,
+    "heldout_tasks": 6,
+    "heldout_attempts": 2,
+    "max_steps": 8,
+    "epochs": 1.0,
+    "steps": None,
+}
+QUICK = {
+    "train_tasks": 3,
+    "train_attempts": 1,
+    "heldout_tasks": 2,
+    "heldout_attempts": 1,
+    "max_steps": 3,
+    "epochs": 1.0,
+    "steps": 2,
+}
 
 
 class Stages:
@@ -101,8 +119,10 @@ def split_suite(work: Path, sizes: dict, seed: int) -> tuple[Path, Path]:
 
     tasks = load_tasks(sample_suite_path())
     random.Random(seed).shuffle(tasks)
-    picked = {"train": tasks[: sizes["train_tasks"]],
-              "heldout": tasks[sizes["train_tasks"] : sizes["train_tasks"] + sizes["heldout_tasks"]]}
+    picked = {
+        "train": tasks[: sizes["train_tasks"]],
+        "heldout": tasks[sizes["train_tasks"] : sizes["train_tasks"] + sizes["heldout_tasks"]],
+    }
     folder = work / "tasks"
     folder.mkdir(exist_ok=True)
     if not (folder / "snapshots").exists():
@@ -118,12 +138,24 @@ def rollouts(task_file: Path, db: Path, sizes: dict, parallel: int) -> list[dict
     from tasks.executors import ResultsFile, run_all, specs_for
     from tasks.records import load_tasks
 
-    specs = specs_for(load_tasks(task_file), sizes["train_attempts"], task_file=str(task_file), model=MODEL,
-                      db=str(db), overrides={"max_steps": sizes["max_steps"]})
-    return run_all(specs, ResultsFile(db.with_suffix(".attempts.jsonl")), parallel=parallel,
-                   on_result=lambda r, n, total: print(f"[{n}/{total}] {r['instance_id']}: {r.get('tool_errors')} "
-                                                      f"tool error(s) in {r.get('tool_calls')} call(s)",
-                                                      file=sys.stderr, flush=True))
+    specs = specs_for(
+        load_tasks(task_file),
+        sizes["train_attempts"],
+        task_file=str(task_file),
+        model=MODEL,
+        db=str(db),
+        overrides={"max_steps": sizes["max_steps"]},
+    )
+    return run_all(
+        specs,
+        ResultsFile(db.with_suffix(".attempts.jsonl")),
+        parallel=parallel,
+        on_result=lambda r, n, total: print(
+            f"[{n}/{total}] {r['instance_id']}: {r.get('tool_errors')} tool error(s) in {r.get('tool_calls')} call(s)",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
 
 
 def export_pairs(db: Path, work: Path) -> dict[str, Path]:
@@ -137,27 +169,53 @@ def export_pairs(db: Path, work: Path) -> dict[str, Path]:
         return {}
     split = {p.name.rsplit(".", 2)[-2]: p for p in result.paths}
     if "train" not in split:
-        print("every session with pairs is on the held-out side; training on all of them, none held out",
-              file=sys.stderr)
+        print(
+            "every session with pairs is on the held-out side; training on all of them, none held out", file=sys.stderr
+        )
         split = {"train": export([db], "sdpo", work / "pairs.all.jsonl", command="bench/learn_round.py").paths[0]}
     return split
 
 
 def train(data: Path, out: Path, sizes: dict, args: argparse.Namespace):
-    from trainer.train import TrainConfig, train as run
+    from trainer.train import TrainConfig
+    from trainer.train import train as run
 
-    config = TrainConfig(data=[data], out=out, objective=args.objective, hint=args.hint, seed=args.seed,
-                         steps=sizes["steps"], epochs=sizes["epochs"])
-    return run(config, progress=lambda r: print(f"step {r.step}/{r.total}: loss {r.loss:.4f}, "
-                                                f"{r.tokens_per_second:.0f} tokens/s", file=sys.stderr, flush=True))
+    config = TrainConfig(
+        data=[data],
+        out=out,
+        objective=args.objective,
+        hint=args.hint,
+        seed=args.seed,
+        steps=sizes["steps"],
+        epochs=sizes["epochs"],
+    )
+    return run(
+        config,
+        progress=lambda r: print(
+            f"step {r.step}/{r.total}: loss {r.loss:.4f}, {r.tokens_per_second:.0f} tokens/s",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
 
 
-def evaluate(work: Path, adapter: Path, test: Path | None, db: Path, heldout: Path, sizes: dict, args: argparse.Namespace):
-    from trainer.evaluate import EvalConfig, evaluate as run
+def evaluate(
+    work: Path, adapter: Path, test: Path | None, db: Path, heldout: Path, sizes: dict, args: argparse.Namespace
+):
+    from trainer.evaluate import EvalConfig
+    from trainer.evaluate import evaluate as run
 
-    config = EvalConfig(adapter=adapter, out=work / "eval.json", pairs=[test] if test else [], db=db,
-                        tasks=heldout, attempts=sizes["heldout_attempts"], max_steps=sizes["max_steps"],
-                        parallel=args.parallel, seed=args.seed)
+    config = EvalConfig(
+        adapter=adapter,
+        out=work / "eval.json",
+        pairs=[test] if test else [],
+        db=db,
+        tasks=heldout,
+        attempts=sizes["heldout_attempts"],
+        max_steps=sizes["max_steps"],
+        parallel=args.parallel,
+        seed=args.seed,
+    )
     return run(config, progress=lambda text: print(text, file=sys.stderr, flush=True))
 
 
@@ -168,14 +226,18 @@ def report(doc: dict, records: list[dict], split: dict, result, stages: Stages, 
     print(f"\nlearning round on the embedded model ({'quick' if sizes is QUICK else 'full'}): {sizes}")
     print(f"rollouts: {len(records)} attempts on training tasks -> pairs {pairs}")
     losses = result.losses
-    print(f"training: {result.steps} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
-          f"{result.tokens_per_second:.0f} tokens/s\n")
+    print(
+        f"training: {result.steps} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
+        f"{result.tokens_per_second:.0f} tokens/s\n"
+    )
     print(render_table(doc))
     rate = (doc.get("behaviour") or {}).get("rates", {}).get("tool_error_rate")
     if rate and rate.get("relative") is not None:
         low, high = rate["relative_ci"]
-        print(f"\ntool-error rate on held-out tasks: {rate['before']:.3f} -> {rate['after']:.3f} "
-              f"({rate['relative']:+.0%}; 95% CI {low:+.0%} to {high:+.0%}; target: -30% or better)")
+        print(
+            f"\ntool-error rate on held-out tasks: {rate['before']:.3f} -> {rate['after']:.3f} "
+            f"({rate['relative']:+.0%}; 95% CI {low:+.0%} to {high:+.0%}; target: -30% or better)"
+        )
     forgetting = doc.get("forgetting") or {}
     for key, value in forgetting.items():
         if "drop" in value:
@@ -186,8 +248,11 @@ def report(doc: dict, records: list[dict], split: dict, result, stages: Stages, 
         if name == "eval":
             for part, cpu in doc.get("cpu_s", {}).items():
                 print(f"    {part:26} {cpu / 60:6.1f}  ({doc['wall_s'][part] / 60:.1f})")
-    (work / "round.json").write_text(json.dumps({"sizes": sizes, "pairs": pairs, "cpu_s": stages.cpu,
-                                                  "wall_s": stages.wall, "losses": losses}, indent=2))
+    (work / "round.json").write_text(
+        json.dumps(
+            {"sizes": sizes, "pairs": pairs, "cpu_s": stages.cpu, "wall_s": stages.wall, "losses": losses}, indent=2
+        )
+    )
     print(f"\neverything is in {work}")
 
 

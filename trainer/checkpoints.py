@@ -53,4 +53,6 @@ def _checkpoints(out: Path) -> list[Path]:
     folder = directory(out)
     if not folder.is_dir():
         return []
-    return sorted((p for p in folder.iterdir() if _NAME.fullmatch(p.name)), key=lambda p: int(_NAME.fullmatch(p.name)[1]))
+    return sorted(
+        (p for p in folder.iterdir() if _NAME.fullmatch(p.name)), key=lambda p: int(_NAME.fullmatch(p.name)[1])
+    )

@@ -16,14 +16,17 @@ from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 TRAIN_STACK = ("torch", "transformers", "peft", "accelerate")
-INSTALL_HINT = ("the trainer needs the `train` extra: install torch==2.13.0 (a CPU build: --index-url "
-                "https://download.pytorch.org/whl/cpu), then pip install 'teachback[train]'")
+INSTALL_HINT = (
+    "the trainer needs the `train` extra: install torch==2.13.0 (a CPU build: --index-url "
+    "https://download.pytorch.org/whl/cpu), then pip install 'teachback[train]'"
+)
 
 
 def main(command: str, argv: list[str]) -> int:
     if command not in COMMANDS:
-        print(f"teachback {command}: not in this version of the trainer (it has {', '.join(COMMANDS)}).",
-              file=sys.stderr)
+        print(
+            f"teachback {command}: not in this version of the trainer (it has {', '.join(COMMANDS)}).", file=sys.stderr
+        )
         return EXIT_USAGE
     add_arguments, run = COMMANDS[command]
     parser = argparse.ArgumentParser(prog=f"teachback {command}")
@@ -48,15 +51,26 @@ def main(command: str, argv: list[str]) -> int:
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Train a LoRA adapter on exported feedback pairs (teachback export --format sdpo). On "
-                          "several GPUs: accelerate launch --multi_gpu --num_processes N -m trainer train ...; "
-                          "several CPU processes: ACCELERATE_USE_CPU=1 torchrun --nproc_per_node N -m trainer train ...")
+    parser.description = (
+        "Train a LoRA adapter on exported feedback pairs (teachback export --format sdpo). On "
+        "several GPUs: accelerate launch --multi_gpu --num_processes N -m trainer train ...; "
+        "several CPU processes: ACCELERATE_USE_CPU=1 torchrun --nproc_per_node N -m trainer train ..."
+    )
     parser.add_argument("--data", type=Path, nargs="+", required=True, metavar="FILE", help="sdpo export files (JSONL)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
-                        help="adapter folder (peft) with teachback_train.json; checkpoints go in DIR/checkpoints")
-    parser.add_argument("--objective", choices=("sdpo", "sft", "dpo", "mix"), default="sdpo",
-                        help="sdpo: self-distillation on the failed reply (default); sft: learn the corrections; "
-                        "dpo: correction over failed reply; mix: sdpo plus sft where there is a correction")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="adapter folder (peft) with teachback_train.json; checkpoints go in DIR/checkpoints",
+    )
+    parser.add_argument(
+        "--objective",
+        choices=("sdpo", "sft", "dpo", "mix"),
+        default="sdpo",
+        help="sdpo: self-distillation on the failed reply (default); sft: learn the corrections; "
+        "dpo: correction over failed reply; mix: sdpo plus sft where there is a correction",
+    )
     parser.add_argument("--base", help="local/smollm2 (default), a .gguf file, or a local Hugging Face model folder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, help="optimizer steps (default: --epochs passes over the pairs)")
@@ -66,22 +80,41 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lora-alpha", type=int, default=32)
     parser.add_argument("--top-k", type=int, default=20, help="the student's top tokens the divergence runs over")
     parser.add_argument("--alpha", type=float, default=0.5, help="0 forward KL, 0.5 Jensen-Shannon, 1 reverse KL")
-    parser.add_argument("--teacher", choices=("base", "ema"), default="base",
-                        help="base: the frozen base model; ema: an exponential moving average of the student")
+    parser.add_argument(
+        "--teacher",
+        choices=("base", "ema"),
+        default="base",
+        help="base: the frozen base model; ema: an exponential moving average of the student",
+    )
     parser.add_argument("--ema-decay", type=float, default=0.95)
-    parser.add_argument("--hint", choices=("feedback", "demonstration", "hindsight"), default="feedback",
-                        help="what the teacher is told: the feedback; a working reply and the feedback; or the "
-                        "export's hindsight (quotes the failed reply)")
-    parser.add_argument("--is-clip", type=_optional(float), default=2.0, metavar="X|none",
-                        help="cap of the importance ratio against the recorded log-probabilities")
-    parser.add_argument("--max-tokens", type=_optional(int), default=384, metavar="N|none",
-                        help="tokens per sequence run with gradients (the rest from the frozen prefix cache)")
+    parser.add_argument(
+        "--hint",
+        choices=("feedback", "demonstration", "hindsight"),
+        default="feedback",
+        help="what the teacher is told: the feedback; a working reply and the feedback; or the "
+        "export's hindsight (quotes the failed reply)",
+    )
+    parser.add_argument(
+        "--is-clip",
+        type=_optional(float),
+        default=2.0,
+        metavar="X|none",
+        help="cap of the importance ratio against the recorded log-probabilities",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=_optional(int),
+        default=384,
+        metavar="N|none",
+        help="tokens per sequence run with gradients (the rest from the frozen prefix cache)",
+    )
     parser.add_argument("--max-completion-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=4, help="pairs per optimizer step")
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--checkpoint-every", type=int, default=10, metavar="STEPS")
-    parser.add_argument("--no-resume", dest="resume", action="store_false",
-                        help="start over instead of resuming from DIR's checkpoints")
+    parser.add_argument(
+        "--no-resume", dest="resume", action="store_false", help="start over instead of resuming from DIR's checkpoints"
+    )
     parser.add_argument("--dpo-beta", type=float, default=0.1)
     parser.add_argument("--mix-sft", type=float, default=0.5, help="weight of sft in --objective mix")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -95,13 +128,24 @@ def train_main(args: argparse.Namespace) -> int:
     with _ProgressBar() as bar:
         result = train(config, progress=bar.update)
     if args.json:
-        print(json.dumps({"adapter_dir": str(result.adapter_dir), "steps": result.steps, "losses": result.losses,
-                          "tokens_per_second": result.tokens_per_second, "seconds": result.seconds,
-                          "metrics": result.metrics}))
+        print(
+            json.dumps(
+                {
+                    "adapter_dir": str(result.adapter_dir),
+                    "steps": result.steps,
+                    "losses": result.losses,
+                    "tokens_per_second": result.tokens_per_second,
+                    "seconds": result.seconds,
+                    "metrics": result.metrics,
+                }
+            )
+        )
         return EXIT_OK
     first, last = (result.losses[0], result.losses[-1]) if result.losses else (float("nan"), float("nan"))
-    print(f"trained {result.steps} steps in {result.seconds:.0f} s ({result.tokens_per_second:.0f} tokens/s); "
-          f"loss {first:.4f} -> {last:.4f}; adapter in {result.adapter_dir}")
+    print(
+        f"trained {result.steps} steps in {result.seconds:.0f} s ({result.tokens_per_second:.0f} tokens/s); "
+        f"loss {first:.4f} -> {last:.4f}; adapter in {result.adapter_dir}"
+    )
     return EXIT_OK
 
 
@@ -112,16 +156,26 @@ class _ProgressBar:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.progress = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("loss {task.fields[loss]}  {task.fields[speed]} tok/s"),
-                                 TimeRemainingColumn(), console=Console(stderr=True))
+        self.progress = Progress(
+            TextColumn("train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}  {task.fields[speed]} tok/s"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
         self.progress.__enter__()
         self.task = self.progress.add_task("train", total=None, loss="-", speed="-")
         return self
 
     def update(self, report: Any) -> None:
-        self.progress.update(self.task, completed=report.step, total=report.total, loss=f"{report.loss:.4f}",
-                             speed=f"{report.tokens_per_second:.0f}")
+        self.progress.update(
+            self.task,
+            completed=report.step,
+            total=report.total,
+            loss=f"{report.loss:.4f}",
+            speed=f"{report.tokens_per_second:.0f}",
+        )
 
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)
@@ -140,14 +194,26 @@ def _optional(kind: Callable[[str], Any]) -> Callable[[str], Any]:
 
 
 def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Evaluate a trained adapter against the model without it (or --against another adapter): "
-                          "held-out pairs, held-out tasks, forgetting. Prints one table; writes a JSON file.")
-    parser.add_argument("--adapter", type=Path, required=True, metavar="DIR", help="the adapter (teachback train --out)")
-    parser.add_argument("--against", type=Path, metavar="DIR", help="compare with this adapter instead of the base model")
+    parser.description = (
+        "Evaluate a trained adapter against the model without it (or --against another adapter): "
+        "held-out pairs, held-out tasks, forgetting. Prints one table; writes a JSON file."
+    )
+    parser.add_argument(
+        "--adapter", type=Path, required=True, metavar="DIR", help="the adapter (teachback train --out)"
+    )
+    parser.add_argument(
+        "--against", type=Path, metavar="DIR", help="compare with this adapter instead of the base model"
+    )
     parser.add_argument("--out", type=Path, metavar="FILE", help="the JSON file (default: DIR/eval.json)")
     _shared_eval_arguments(parser)
-    parser.add_argument("--pairs", type=Path, nargs="+", default=[], metavar="FILE",
-                        help="held-out sdpo records (default: the database's test split)")
+    parser.add_argument(
+        "--pairs",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="held-out sdpo records (default: the database's test split)",
+    )
     parser.add_argument("--no-tasks", dest="behaviour", action="store_false", help="skip the held-out task runs")
     parser.add_argument("--max-pairs", type=int, default=50, help="held-out pairs scored at most (default 50)")
     parser.add_argument("--max-turns", type=int, default=20, help="held-out successful turns scored at most")
@@ -155,8 +221,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _shared_eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", help="the adapter's base (default: the one it was trained on)")
-    parser.add_argument("--serve", metavar="MODEL", help="the GGUF model llama.cpp serves the adapter on (a .gguf "
-                        "file or smollm2; default: the base's own GGUF)")
+    parser.add_argument(
+        "--serve",
+        metavar="MODEL",
+        help="the GGUF model llama.cpp serves the adapter on (a .gguf file or smollm2; default: the base's own GGUF)",
+    )
     parser.add_argument("--db", type=Path, help="feedback database (default: the configured one)")
     parser.add_argument("--test-fraction", type=float, default=0.2, help="sessions held out, by hash (default 0.2)")
     parser.add_argument("--tasks", type=Path, metavar="FILE", help="held-out task file (default: the sample suite)")
@@ -172,11 +241,25 @@ def eval_main(args: argparse.Namespace) -> int:
     from trainer.evaluate import EvalConfig, EvalError, evaluate, render_table
     from trainer.gguf_lora import AdapterError
 
-    config = EvalConfig(adapter=args.adapter, out=args.out or args.adapter / "eval.json", baseline=args.against,
-                        base=args.base, serve=args.serve, pairs=args.pairs, db=_db(args.db),
-                        test_fraction=args.test_fraction, tasks=args.tasks, behaviour=args.behaviour,
-                        attempts=args.attempts, max_steps=args.max_steps, max_time=args.max_time,
-                        parallel=args.parallel, max_pairs=args.max_pairs, max_turns=args.max_turns, seed=args.seed)
+    config = EvalConfig(
+        adapter=args.adapter,
+        out=args.out or args.adapter / "eval.json",
+        baseline=args.against,
+        base=args.base,
+        serve=args.serve,
+        pairs=args.pairs,
+        db=_db(args.db),
+        test_fraction=args.test_fraction,
+        tasks=args.tasks,
+        behaviour=args.behaviour,
+        attempts=args.attempts,
+        max_steps=args.max_steps,
+        max_time=args.max_time,
+        parallel=args.parallel,
+        max_pairs=args.max_pairs,
+        max_turns=args.max_turns,
+        seed=args.seed,
+    )
     try:
         doc = evaluate(config, progress=_say)
     except (EvalError, AdapterError) as exc:
@@ -187,22 +270,33 @@ def eval_main(args: argparse.Namespace) -> int:
 
 
 def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("One round of the loop: export the pairs recorded since the served adapter was promoted, "
-                          "train, evaluate on held-out tasks, promote only if the tool-error rate drops and "
-                          "forgetting stays within --max-forgetting. Asks nothing; safe from cron. Exit codes: "
-                          "0 promoted (or rolled back), 1 kept the served model, 2 usage, 3 another learn is "
-                          "running, 4 the round failed.")
+    parser.description = (
+        "One round of the loop: export the pairs recorded since the served adapter was promoted, "
+        "train, evaluate on held-out tasks, promote only if the tool-error rate drops and "
+        "forgetting stays within --max-forgetting. Asks nothing; safe from cron. Exit codes: "
+        "0 promoted (or rolled back), 1 kept the served model, 2 usage, 3 another learn is "
+        "running, 4 the round failed."
+    )
     parser.add_argument("--rollback", action="store_true", help="serve the adapter served before the current one")
     parser.add_argument("--history", action="store_true", help="list the rounds and rollbacks, newest last")
-    parser.add_argument("--adapter", type=Path, metavar="DIR",
-                        help="gate and promote an adapter trained elsewhere (e.g. on a GPU box) instead of training")
+    parser.add_argument(
+        "--adapter",
+        type=Path,
+        metavar="DIR",
+        help="gate and promote an adapter trained elsewhere (e.g. on a GPU box) instead of training",
+    )
     _shared_eval_arguments(parser)
     parser.add_argument("--objective", choices=("sdpo", "sft", "dpo", "mix"), default="sdpo")
     parser.add_argument("--train-steps", type=int, help="optimizer steps (default: one pass over the pairs)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--min-pairs", type=int, default=4, help="new training pairs needed for a round (default 4)")
-    parser.add_argument("--max-forgetting", type=float, default=0.05, metavar="NATS",
-                        help="largest drop in log-likelihood per token allowed (general text, successful turns)")
+    parser.add_argument(
+        "--max-forgetting",
+        type=float,
+        default=0.05,
+        metavar="NATS",
+        help="largest drop in log-likelihood per token allowed (general text, successful turns)",
+    )
 
 
 def learn_main(args: argparse.Namespace) -> int:
@@ -217,11 +311,22 @@ def learn_main(args: argparse.Namespace) -> int:
             outcome = learn.rollback(db)
         else:
             config = learn.LearnConfig(
-                db=db, tasks=args.tasks, base=args.base, serve=args.serve, adapter=args.adapter,
-                objective=args.objective, seed=args.seed, test_fraction=args.test_fraction, min_pairs=args.min_pairs,
-                attempts=args.attempts, max_steps=args.max_steps, max_time=args.max_time, parallel=args.parallel,
+                db=db,
+                tasks=args.tasks,
+                base=args.base,
+                serve=args.serve,
+                adapter=args.adapter,
+                objective=args.objective,
+                seed=args.seed,
+                test_fraction=args.test_fraction,
+                min_pairs=args.min_pairs,
+                attempts=args.attempts,
+                max_steps=args.max_steps,
+                max_time=args.max_time,
+                parallel=args.parallel,
                 gate=learn.Gate(max_forgetting=args.max_forgetting),
-                train_options={"steps": args.train_steps, "lr": args.lr})
+                train_options={"steps": args.train_steps, "lr": args.lr},
+            )
             outcome = learn.learn(config, say=_say)
     except learn.Busy as exc:
         print(f"teachback learn: {exc}", file=sys.stderr)
@@ -231,8 +336,12 @@ def learn_main(args: argparse.Namespace) -> int:
         return learn.EXIT_USAGE
     if args.json:
         entry = outcome.round
-        print(json.dumps({"code": outcome.code, "message": outcome.message,
-                          "round": None if entry is None else entry.__dict__}, default=str))
+        print(
+            json.dumps(
+                {"code": outcome.code, "message": outcome.message, "round": None if entry is None else entry.__dict__},
+                default=str,
+            )
+        )
     else:
         print(outcome.message)
     return outcome.code
@@ -250,8 +359,10 @@ def _history(db: Path) -> int:
         rate = ((entry.metrics.get("rates") or {}).get("tool_error_rate")) or {}
         errors = f"tool errors {rate['before']:.3f} -> {rate['after']:.3f}" if rate else ""
         state = "promoted" if entry.promoted else ("running" if entry.finished_at is None else "kept")
-        print(f"{entry.id}  {entry.action:8}  {entry.adapter_id or 'base':18}  {state:8}  {entry.records:4} pairs  "
-              f"{errors}  {entry.reason}")
+        print(
+            f"{entry.id}  {entry.action:8}  {entry.adapter_id or 'base':18}  {state:8}  {entry.records:4} pairs  "
+            f"{errors}  {entry.reason}"
+        )
     return EXIT_OK
 
 

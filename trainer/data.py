@@ -59,11 +59,15 @@ def read_records(paths: list[Path]) -> list[dict[str, Any]]:
                 try:
                     record = json.loads(line)
                 except ValueError as exc:
-                    raise TrainError(f"{path}:{number} is not JSON ({exc}); pass the JSONL file an export wrote.") from exc
+                    raise TrainError(
+                        f"{path}:{number} is not JSON ({exc}); pass the JSONL file an export wrote."
+                    ) from exc
                 kind = str(record.get("format", ""))
                 if not kind.startswith(FORMAT_PREFIX):
-                    raise TrainError(f"{path}:{number} is a {kind or 'record without a format'}, not an sdpo record: "
-                                     "the trainer reads `teachback export --format sdpo` files (every objective does).")
+                    raise TrainError(
+                        f"{path}:{number} is a {kind or 'record without a format'}, not an sdpo record: "
+                        "the trainer reads `teachback export --format sdpo` files (every objective does)."
+                    )
                 records.append(record)
     if not records:
         raise TrainError(f"no records in {', '.join(map(str, paths))}: record sessions and export them first.")
@@ -94,12 +98,16 @@ def load_examples(
             loaded.left_out["an empty failed reply"] += 1
             continue
         logprobs = rendered.sampler_logprobs
-        loaded.examples.append(Example(
-            id=str(record.get("id")), session_id=str(record.get("session_id")), rendered=rendered,
-            completion=rendered.completion[:max_completion_tokens],
-            sampler_logprobs=None if logprobs is None else logprobs[:max_completion_tokens],
-            chosen=None if rendered.chosen is None else rendered.chosen[:max_completion_tokens],
-        ))
+        loaded.examples.append(
+            Example(
+                id=str(record.get("id")),
+                session_id=str(record.get("session_id")),
+                rendered=rendered,
+                completion=rendered.completion[:max_completion_tokens],
+                sampler_logprobs=None if logprobs is None else logprobs[:max_completion_tokens],
+                chosen=None if rendered.chosen is None else rendered.chosen[:max_completion_tokens],
+            )
+        )
     if not loaded.examples:
         reasons = ", ".join(f"{n} {reason}" for reason, n in loaded.left_out.most_common()) or "none"
         advice = " Train --objective sdpo, which needs no correction." if objective in NEEDS_CORRECTION else ""

@@ -39,20 +39,26 @@ def behaviour(config: EvalConfig, base: str | None, say: Callable[[str], None]) 
 
     gguf = served_model(config.serve, base)
     if gguf is None:
-        return {"note": f"skipped: llama.cpp serves adapters only on a GGUF model; {base} is none (give --serve FILE.gguf)"}
+        return {
+            "note": f"skipped: llama.cpp serves adapters only on a GGUF model; {base} is none (give --serve FILE.gguf)"
+        }
     ensure_served(config.adapter, gguf)
     if config.baseline is not None:
         ensure_served(config.baseline, gguf)
     name = next((n for n in PACKAGED_MODELS if gguf.name == PACKAGED_MODELS[n][1]), str(gguf))
-    models = {"before": f"local/{name}@{config.baseline.resolve() if config.baseline else 'none'}",
-              "after": f"local/{name}@{config.adapter.resolve()}"}
+    models = {
+        "before": f"local/{name}@{config.baseline.resolve() if config.baseline else 'none'}",
+        "after": f"local/{name}@{config.adapter.resolve()}",
+    }
     task_file = (config.tasks or sample_suite_path()).resolve()
     tasks = load_tasks(task_file)
     work = config.out.with_name(f"{config.out.stem}-bench")
     # No lessons: they would show the second side what the first side got wrong, and the comparison
     # is of the models alone.
-    overrides = {"lessons": False, **{k: v for k, v in (("max_steps", config.max_steps), ("max_time", config.max_time))
-                                      if v is not None}}
+    overrides = {
+        "lessons": False,
+        **{k: v for k, v in (("max_steps", config.max_steps), ("max_time", config.max_time)) if v is not None},
+    }
     records: dict[str, list[dict[str, Any]]] = {}
     documents: dict[str, dict[str, Any]] = {}
     for side, model in models.items():
@@ -60,31 +66,63 @@ def behaviour(config: EvalConfig, base: str | None, say: Callable[[str], None]) 
         if side == "before" and config.bench_cache is not None:  # the served model's attempts, kept across rounds
             key = f"{model}-{task_file.stem}-steps{config.max_steps}-time{config.max_time}-x{config.attempts}"
             results = ResultsFile(config.bench_cache / f"{slug(key)}.attempts.jsonl")
-        specs = specs_for(tasks, config.attempts, task_file=str(task_file), model=model, db=str(work / f"{side}.db"),
-                          overrides=overrides)
+        specs = specs_for(
+            tasks,
+            config.attempts,
+            task_file=str(task_file),
+            model=model,
+            db=str(work / f"{side}.db"),
+            overrides=overrides,
+        )
 
         def report(record: dict[str, Any], count: int, total: int, side: str = side) -> None:
-            outcome = record.get("error") or f"reward {record.get('reward', 0):g}, {record.get('tool_errors', 0)} " \
-                                              f"tool error(s) in {record.get('tool_calls', 0)} call(s)"
+            outcome = (
+                record.get("error")
+                or f"reward {record.get('reward', 0):g}, {record.get('tool_errors', 0)} "
+                f"tool error(s) in {record.get('tool_calls', 0)} call(s)"
+            )
             say(f"[{side} {count}/{total}] {record['instance_id']}: {outcome}")
 
         records[side] = run_all(specs, results, parallel=config.parallel, on_result=report)
-        documents[side] = bench_document(summarize(records[side], config.attempts), model=model, suite=task_file.stem,
-                                         tasks_file=str(task_file), results=str(results.path))
+        documents[side] = bench_document(
+            summarize(records[side], config.attempts),
+            model=model,
+            suite=task_file.stem,
+            tasks_file=str(task_file),
+            results=str(results.path),
+        )
         write_document(documents[side], work / f"bench-{side}.json")
     comparison = compare(documents["before"], documents["after"], seed=config.seed)
-    rates = {key: paired_rate(records["before"], records["after"], num, den, seed=config.seed)
-             for key, (num, den) in RATES.items()}
-    rates["pass@1"] = {"before": comparison["mean_a"], "after": comparison["mean_b"], "diff_ci": comparison["ci"],
-                       "tasks": len(comparison["rows"])}
-    return {"models": models, "tasks_file": str(task_file), "bench": {s: str(work / f"bench-{s}.json") for s in models},
-            "summary": {side: doc["summary"] for side, doc in documents.items()}, "rates": rates,
-            "compare": {k: v for k, v in comparison.items() if k != "rows"}}
+    rates = {
+        key: paired_rate(records["before"], records["after"], num, den, seed=config.seed)
+        for key, (num, den) in RATES.items()
+    }
+    rates["pass@1"] = {
+        "before": comparison["mean_a"],
+        "after": comparison["mean_b"],
+        "diff_ci": comparison["ci"],
+        "tasks": len(comparison["rows"]),
+    }
+    return {
+        "models": models,
+        "tasks_file": str(task_file),
+        "bench": {s: str(work / f"bench-{s}.json") for s in models},
+        "summary": {side: doc["summary"] for side, doc in documents.items()},
+        "rates": rates,
+        "compare": {k: v for k, v in comparison.items() if k != "rows"},
+    }
 
 
-def paired_rate(before: list[dict[str, Any]], after: list[dict[str, Any]], numerator: tuple[str, ...],
-                denominator: tuple[str, ...], *, seed: int = 0, resamples: int = RESAMPLES,
-                confidence: float = CONFIDENCE) -> dict[str, Any]:
+def paired_rate(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    numerator: tuple[str, ...],
+    denominator: tuple[str, ...],
+    *,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Any]:
     """A rate (sum of numerators over sum of denominators; with no denominator fields, per
     attempt) before and after, over the tasks both sides ran, with percentile bootstrap intervals
     of after − before and of after / before − 1, resampling tasks (paired)."""
@@ -110,12 +148,19 @@ def paired_rate(before: list[dict[str, Any]], after: list[dict[str, Any]], numer
         relative = point_a / point_b - 1
         usable = boot_b > 0
         relative_ci = [float(q) for q in np.quantile(boot_a[usable] / boot_b[usable] - 1, [tail, 1 - tail])]
-    return {"before": point_b, "after": point_a, "diff_ci": diff_ci, "relative": relative,
-            "relative_ci": relative_ci, "tasks": len(common)}
+    return {
+        "before": point_b,
+        "after": point_a,
+        "diff_ci": diff_ci,
+        "relative": relative,
+        "relative_ci": relative_ci,
+        "tasks": len(common),
+    }
 
 
-def _per_task(records: list[dict[str, Any]], numerator: tuple[str, ...],
-              denominator: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+def _per_task(
+    records: list[dict[str, Any]], numerator: tuple[str, ...], denominator: tuple[str, ...]
+) -> dict[str, tuple[float, float]]:
     """{task: (numerator sum, denominator sum)} over the attempts whose harness did not fail."""
     found: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for record in records:

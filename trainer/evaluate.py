@@ -45,7 +45,9 @@ class EvalConfig:
     out: Path  # the JSON file; bench files go in <out stem>-bench/ beside it
     baseline: Path | None = None  # an adapter to compare against; None: the base model
     base: str | None = None  # default: the base the adapter was trained on
-    serve: str | None = None  # the GGUF model llama.cpp serves the adapter on (a file or packaged name); default: the base's
+    serve: str | None = (
+        None  # the GGUF model llama.cpp serves the adapter on (a file or packaged name); default: the base's
+    )
     pairs: list[Path] = field(default_factory=list)  # held-out sdpo records; default: the db's test split
     db: Path | None = None  # feedback store for held-out pairs and successful turns
     test_fraction: float = 0.2
@@ -68,9 +70,15 @@ def evaluate(config: EvalConfig, progress: Progress | None = None) -> dict[str, 
     """Run the three evaluations, write the JSON document and return it."""
     say = progress or (lambda text: log.info("%s", text))
     base = config.base if config.base is not None else trained_base(config.adapter)
-    doc: dict[str, Any] = {"format": FORMAT, "adapter": str(config.adapter),
-                           "baseline": str(config.baseline) if config.baseline else None, "base": base,
-                           "created_at": time.time(), "cpu_s": {}, "wall_s": {}}
+    doc: dict[str, Any] = {
+        "format": FORMAT,
+        "adapter": str(config.adapter),
+        "baseline": str(config.baseline) if config.baseline else None,
+        "base": base,
+        "created_at": time.time(),
+        "cpu_s": {},
+        "wall_s": {},
+    }
     from trainer import scoring
 
     with _stage(doc, "load"):
@@ -125,8 +133,10 @@ def trained_base(adapter: Path) -> str | None:
             if value:
                 return str(value)
     if not (adapter / "adapter_config.json").is_file():
-        raise EvalError(f"{adapter} is not an adapter directory (no adapter_config.json): give the --out of "
-                        "`teachback train` or a directory written by peft's save_pretrained.")
+        raise EvalError(
+            f"{adapter} is not an adapter directory (no adapter_config.json): give the --out of "
+            "`teachback train` or a directory written by peft's save_pretrained."
+        )
     return None
 
 
@@ -159,14 +169,17 @@ def _export_test_split(config: EvalConfig) -> list[Path]:
     return [p for p in result.paths if p.name.endswith(".test.jsonl")]
 
 
-def pair_metrics(before: Any, after: Any, tokenizer: Any, records: list[dict[str, Any]],
-                 max_tokens: int | None) -> dict[str, Any]:
+def pair_metrics(
+    before: Any, after: Any, tokenizer: Any, records: list[dict[str, Any]], max_tokens: int | None
+) -> dict[str, Any]:
     from trainer.scoring import score
 
     if not records:
         return {"pairs": 0, "note": "no held-out pairs: record more sessions, or pass --pairs FILE.test.jsonl"}
-    sides = {name: score(model, tokenizer, records, max_completion_tokens=max_tokens)
-             for name, model in (("before", before), ("after", after))}
+    sides = {
+        name: score(model, tokenizer, records, max_completion_tokens=max_tokens)
+        for name, model in (("before", before), ("after", after))
+    }
     tokens = sum(len(s.student) for s in sides["after"])
 
     def mean(scores: list[Any], pick: Callable[[Any], float]) -> float:
@@ -210,7 +223,8 @@ def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenize
               AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.session_id = m.session_id
                               AND t.message_seq = m.seq AND t.status != 'ok')
               AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = m.session_id)
-            ORDER BY s.started_at DESC, m.session_id, m.seq""")
+            ORDER BY s.started_at DESC, m.session_id, m.seq"""
+        )
         renders = Renders(store)
         for row in rows:
             if len(turns) >= limit:
@@ -234,7 +248,10 @@ def forgetting(before: Any, after: Any, tokenizer: Any, turns: list[Turn]) -> di
     text = resources.files("trainer").joinpath("general_text.txt").read_text(encoding="utf-8")
     ids = tokenizer.encode(text, add_special_tokens=False)
     result: dict[str, Any] = {}
-    for name, pieces in (("general_text", _windows(ids)), ("successful_turns", [(t.prompt, t.completion) for t in turns])):
+    for name, pieces in (
+        ("general_text", _windows(ids)),
+        ("successful_turns", [(t.prompt, t.completion) for t in turns]),
+    ):
         if not pieces:
             result[name] = {"tokens": 0, "note": "none on the test side of the split with recorded token ids"}
             continue
@@ -284,18 +301,31 @@ def render_table(doc: dict[str, Any]) -> str:
         if part.get("tokens") and "before" in part:
             rows.append((f"log-likelihood / token, {name} ({part['tokens']} tokens)", *_change(part)))
     behaviour = doc.get("behaviour") or {}
-    for key, name in (("tool_error_rate", "tool-error rate"), ("repeated_error_rate", "repeated-error rate"),
-                      ("malformed_call_rate", "malformed-call rate"), ("pass@1", "pass@1")):
+    for key, name in (
+        ("tool_error_rate", "tool-error rate"),
+        ("repeated_error_rate", "repeated-error rate"),
+        ("malformed_call_rate", "malformed-call rate"),
+        ("pass@1", "pass@1"),
+    ):
         if key in behaviour.get("rates", {}):
             rate = behaviour["rates"][key]
             ci = rate.get("diff_ci")
             span = f" (95% CI {ci[0]:+.3f} to {ci[1]:+.3f})" if ci else ""
-            rows.append((f"held-out tasks: {name}", f"{rate['before']:.3f}", f"{rate['after']:.3f}",
-                         f"{rate['after'] - rate['before']:+.3f}{span}"))
+            rows.append(
+                (
+                    f"held-out tasks: {name}",
+                    f"{rate['before']:.3f}",
+                    f"{rate['after']:.3f}",
+                    f"{rate['after'] - rate['before']:+.3f}{span}",
+                )
+            )
     if behaviour.get("note"):
         rows.append(("held-out tasks", "", "", behaviour["note"]))
     width = max([len("metric"), *(len(r[0]) for r in rows)])
-    lines = [f"| {'metric'.ljust(width)} | before | after | change |", f"|{'-' * (width + 2)}|-------:|------:|--------|"]
+    lines = [
+        f"| {'metric'.ljust(width)} | before | after | change |",
+        f"|{'-' * (width + 2)}|-------:|------:|--------|",
+    ]
     lines += [f"| {r[0].ljust(width)} | {r[1]} | {r[2]} | {r[3]} |" for r in rows]
     return "\n".join(lines)
 

@@ -101,9 +101,13 @@ def base_info(model: Path) -> BaseInfo:
 
     arch = field("general.architecture")
     shapes = {t.name: tuple(int(n) for n in reversed(t.shape.tolist())) for t in reader.tensors}
-    return BaseInfo(arch=arch, blocks=int(field(f"{arch}.block_count")),
-                    heads=int(field(f"{arch}.attention.head_count")),
-                    kv_heads=int(field(f"{arch}.attention.head_count_kv")), shapes=shapes)
+    return BaseInfo(
+        arch=arch,
+        blocks=int(field(f"{arch}.block_count")),
+        heads=int(field(f"{arch}.attention.head_count")),
+        kv_heads=int(field(f"{arch}.attention.head_count_kv")),
+        shapes=shapes,
+    )
 
 
 def convert_adapter(adapter_dir: str | Path, model: str | Path, out: str | Path | None = None) -> Path:
@@ -133,8 +137,10 @@ def _peft_config(adapter_dir: Path) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise AdapterError(f"cannot read {path} ({exc.strerror}): give a directory written by "
-                           "`teachback train` or peft's save_pretrained.") from exc
+        raise AdapterError(
+            f"cannot read {path} ({exc.strerror}): give a directory written by "
+            "`teachback train` or peft's save_pretrained."
+        ) from exc
     except json.JSONDecodeError as exc:
         raise AdapterError(f"{path} is not JSON ({exc}).") from exc
     if config.get("peft_type") != "LORA":
@@ -182,11 +188,15 @@ def _name_map(info: BaseInfo) -> Any:
 def _gguf_name(module: str, info: BaseInfo, names: Any) -> str:
     name = names.get_name(f"{module}.weight", try_suffixes=(".weight",))
     if name is None or name not in info.shapes:
-        raise AdapterError(f"the adapter's module {module} has no tensor in the base model "
-                           f"(looked for {name or 'a mapped name'}): was it trained on another base model?")
+        raise AdapterError(
+            f"the adapter's module {module} has no tensor in the base model "
+            f"(looked for {name or 'a mapped name'}): was it trained on another base model?"
+        )
     if name.startswith(("token_embd", "output.")):
-        raise AdapterError(f"the adapter changes {module} (embeddings or the output head); train LoRA on the "
-                           "attention and MLP projections only.")
+        raise AdapterError(
+            f"the adapter changes {module} (embeddings or the output head); train LoRA on the "
+            "attention and MLP projections only."
+        )
     return name
 
 
@@ -217,8 +227,10 @@ def _permute_rows(b: Any, heads: int) -> Any:
 def _check_shape(name: str, a: Any, b: Any, info: BaseInfo) -> None:
     out_features, in_features = info.shapes[name][-2:]
     if a.shape[1] != in_features or b.shape[0] != out_features or a.shape[0] != b.shape[1]:
-        raise AdapterError(f"{name}: LoRA shapes A {tuple(a.shape)} and B {tuple(b.shape)} do not fit the base "
-                           f"weight ({out_features} x {in_features}): was it trained on another base model?")
+        raise AdapterError(
+            f"{name}: LoRA shapes A {tuple(a.shape)} and B {tuple(b.shape)} do not fit the base "
+            f"weight ({out_features} x {in_features}): was it trained on another base model?"
+        )
 
 
 def _write(target: Path, arch: str, alpha: float, tensors: dict[str, Any]) -> None:

@@ -115,25 +115,36 @@ def learn(config: LearnConfig, say: Say | None = None) -> Outcome:
     except AdapterError as exc:
         raise LearnError(str(exc)) from exc
     if gguf is None:
-        raise LearnError(f"learn serves its adapters with llama.cpp, which needs a GGUF model; {config.base} is not "
-                         "one. Use the embedded model or a .gguf file, or name the GGUF with --serve.")
+        raise LearnError(
+            f"learn serves its adapters with llama.cpp, which needs a GGUF model; {config.base} is not "
+            "one. Use the embedded model or a .gguf file, or name the GGUF with --serve."
+        )
     with learn_lock(), open_store(config.db) as store:
         sync_pointer(store)
         parent = served(store)
         since = parent.started_at if parent else None
-        entry = Round(action=LEARN, adapter_id=None, parent=parent.adapter_id if parent else None, since=since,
-                      base=str(gguf))
+        entry = Round(
+            action=LEARN, adapter_id=None, parent=parent.adapter_id if parent else None, since=since, base=str(gguf)
+        )
         folder = adapters_dir() / entry.id
         split = _export(config, since, folder) or {}
         found = _count(split["train"]) if "train" in split else 0
         if config.adapter is None and found < config.min_pairs:
             shutil.rmtree(folder, ignore_errors=True)
-            return Outcome(EXIT_KEPT, f"{found} new training pair(s) since the last promotion (need {config.min_pairs}); "
-                           "nothing trained. Record more sessions, or lower --min-pairs.")
+            return Outcome(
+                EXIT_KEPT,
+                f"{found} new training pair(s) since the last promotion (need {config.min_pairs}); "
+                "nothing trained. Record more sessions, or lower --min-pairs.",
+            )
         if config.adapter is not None:  # served from its own copy: later changes to the given folder do not leak in
             shutil.copytree(config.adapter, folder / "adapter", ignore=shutil.ignore_patterns("checkpoints"))
-        entry = replace(entry, adapter_id=entry.id, adapter_dir=str(folder / "adapter"), records=found,
-                        data_hash=_hash(split["train"]) if "train" in split else None)
+        entry = replace(
+            entry,
+            adapter_id=entry.id,
+            adapter_dir=str(folder / "adapter"),
+            records=found,
+            data_hash=_hash(split["train"]) if "train" in split else None,
+        )
         record_round(store, entry)
         try:
             return _round(config, store, entry, parent, split, folder, say)
@@ -144,8 +155,15 @@ def learn(config: LearnConfig, say: Say | None = None) -> Outcome:
             return Outcome(EXIT_FAILED, f"round {entry.id} failed ({exc}); the served model is unchanged.", failed)
 
 
-def _round(config: LearnConfig, store: Store, entry: Round, parent: Round | None, split: dict[str, Path],
-           folder: Path, say: Say) -> Outcome:
+def _round(
+    config: LearnConfig,
+    store: Store,
+    entry: Round,
+    parent: Round | None,
+    split: dict[str, Path],
+    folder: Path,
+    say: Say,
+) -> Outcome:
     from trainer.evaluate import EvalConfig, evaluate
     from trainer.gguf_lora import ensure_served
 
@@ -155,16 +173,35 @@ def _round(config: LearnConfig, store: Store, entry: Round, parent: Round | None
         adapter = _train(config, split["train"], adapter, say)
     ensure_served(adapter, Path(entry.base or ""))
     say("evaluating against the served model")
-    evaluation = evaluate(EvalConfig(
-        adapter=adapter, out=folder / "eval.json", baseline=Path(parent.adapter_dir) if parent and parent.adapter_dir else None,
-        base=config.base, serve=str(entry.base), pairs=[split["test"]] if split.get("test") else [], db=config.db,
-        test_fraction=config.test_fraction, tasks=config.tasks, attempts=config.attempts, max_steps=config.max_steps,
-        max_time=config.max_time, parallel=config.parallel, bench_cache=adapters_dir() / "bench-cache",
-        seed=config.seed, skip_tasks=lambda doc: forgot(doc, config.gate),
-    ), say)
+    evaluation = evaluate(
+        EvalConfig(
+            adapter=adapter,
+            out=folder / "eval.json",
+            baseline=Path(parent.adapter_dir) if parent and parent.adapter_dir else None,
+            base=config.base,
+            serve=str(entry.base),
+            pairs=[split["test"]] if split.get("test") else [],
+            db=config.db,
+            test_fraction=config.test_fraction,
+            tasks=config.tasks,
+            attempts=config.attempts,
+            max_steps=config.max_steps,
+            max_time=config.max_time,
+            parallel=config.parallel,
+            bench_cache=adapters_dir() / "bench-cache",
+            seed=config.seed,
+            skip_tasks=lambda doc: forgot(doc, config.gate),
+        ),
+        say,
+    )
     promote, reason = decide(evaluation, config.gate)
-    done = replace(entry, metrics=summary(evaluation, folder / "eval.json"), promoted=promote, reason=reason,
-                   finished_at=time.time())
+    done = replace(
+        entry,
+        metrics=summary(evaluation, folder / "eval.json"),
+        promoted=promote,
+        reason=reason,
+        finished_at=time.time(),
+    )
     record_round(store, done)
     if promote:
         write_pointer(done)
@@ -175,8 +212,14 @@ def _round(config: LearnConfig, store: Store, entry: Round, parent: Round | None
 def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
     from trainer.train import TrainConfig, train
 
-    options = {"data": [data], "out": out, "objective": config.objective, "base": config.base, "seed": config.seed,
-               **{k: v for k, v in config.train_options.items() if v is not None}}
+    options = {
+        "data": [data],
+        "out": out,
+        "objective": config.objective,
+        "base": config.base,
+        "seed": config.seed,
+        **{k: v for k, v in config.train_options.items() if v is not None},
+    }
     result = train(TrainConfig(**options), progress=lambda r: say(f"step {r.step}/{r.total}: loss {r.loss:.4f}"))
     say(f"trained {result.steps} step(s) in {result.seconds:.0f} s ({result.tokens_per_second:.0f} tokens/s)")
     return Path(result.adapter_dir)
@@ -192,11 +235,16 @@ def decide(evaluation: dict[str, Any], gate: Gate) -> tuple[bool, str]:
         return False, "no held-out task results to judge by"
     errors, calls = rates["tool_error_rate"], rates["calls_per_attempt"]
     if calls["before"] > 0 and calls["after"] < gate.min_call_ratio * calls["before"]:
-        return False, (f"it makes far fewer tool calls ({calls['after']:.1f} per attempt against "
-                       f"{calls['before']:.1f}): fewer errors that way is not learning")
+        return False, (
+            f"it makes far fewer tool calls ({calls['after']:.1f} per attempt against "
+            f"{calls['before']:.1f}): fewer errors that way is not learning"
+        )
     if not errors["after"] < errors["before"]:
         return False, f"the tool-error rate did not drop ({errors['before']:.3f} → {errors['after']:.3f})"
-    return True, f"tool-error rate {errors['before']:.3f} → {errors['after']:.3f}, forgetting within {gate.max_forgetting:g}"
+    return (
+        True,
+        f"tool-error rate {errors['before']:.3f} → {errors['after']:.3f}, forgetting within {gate.max_forgetting:g}",
+    )
 
 
 def forgot(evaluation: dict[str, Any], gate: Gate) -> str | None:
@@ -205,16 +253,22 @@ def forgot(evaluation: dict[str, Any], gate: Gate) -> str | None:
     for key, name in (("general_text", "general text"), ("successful_turns", "successful turns")):
         drop = (forgetting.get(key) or {}).get("drop")
         if drop is not None and drop > gate.max_forgetting:
-            return (f"it forgot too much: log-likelihood on {name} fell {drop:.3f} nats/token "
-                    f"(allowed {gate.max_forgetting:g})")
+            return (
+                f"it forgot too much: log-likelihood on {name} fell {drop:.3f} nats/token "
+                f"(allowed {gate.max_forgetting:g})"
+            )
     return None
 
 
 def summary(evaluation: dict[str, Any], path: Path) -> dict[str, Any]:
     """What a round row keeps of its evaluation (the whole document stays in `path`)."""
-    return {"pairs": evaluation.get("pairs"), "forgetting": evaluation.get("forgetting"),
-            "rates": (evaluation.get("behaviour") or {}).get("rates"), "cpu_s": evaluation.get("cpu_s"),
-            "eval": str(path)}
+    return {
+        "pairs": evaluation.get("pairs"),
+        "forgetting": evaluation.get("forgetting"),
+        "rates": (evaluation.get("behaviour") or {}).get("rates"),
+        "cpu_s": evaluation.get("cpu_s"),
+        "eval": str(path),
+    }
 
 
 def rollback(db: Path) -> Outcome:
@@ -226,14 +280,22 @@ def rollback(db: Path) -> Outcome:
             return Outcome(EXIT_KEPT, "nothing to roll back: the base model is served.")
         current, previous = stack[-1], (stack[-2] if len(stack) > 1 else None)
         now = time.time()
-        entry = Round(action=ROLLBACK, adapter_id=previous.adapter_id if previous else None,
-                      parent=current.adapter_id, adapter_dir=previous.adapter_dir if previous else None,
-                      base=current.base, promoted=True, reason=f"rolled back from {current.adapter_id}",
-                      started_at=now, finished_at=now)
+        entry = Round(
+            action=ROLLBACK,
+            adapter_id=previous.adapter_id if previous else None,
+            parent=current.adapter_id,
+            adapter_dir=previous.adapter_dir if previous else None,
+            base=current.base,
+            promoted=True,
+            reason=f"rolled back from {current.adapter_id}",
+            started_at=now,
+            finished_at=now,
+        )
         record_round(store, entry)
         sync_pointer(store)
-        return Outcome(EXIT_PROMOTED, f"now serving {entry.adapter_id or 'the base model'} (was {current.adapter_id}).",
-                       entry)
+        return Outcome(
+            EXIT_PROMOTED, f"now serving {entry.adapter_id or 'the base model'} (was {current.adapter_id}).", entry
+        )
 
 
 def sync_pointer(store: Store) -> None:
@@ -250,8 +312,13 @@ def write_pointer(entry: Round | None) -> None:
     if entry is None or not entry.adapter_dir:
         pointer.unlink(missing_ok=True)
         return
-    data = {"adapter_id": entry.adapter_id, "adapter_dir": entry.adapter_dir, "base": entry.base,
-            "gguf": str(Path(entry.adapter_dir) / ADAPTER_GGUF), "round": entry.id}
+    data = {
+        "adapter_id": entry.adapter_id,
+        "adapter_dir": entry.adapter_dir,
+        "base": entry.base,
+        "gguf": str(Path(entry.adapter_dir) / ADAPTER_GGUF),
+        "round": entry.id,
+    }
     pointer.parent.mkdir(parents=True, exist_ok=True)
     staging = pointer.with_name(f".{pointer.name}.{os.getpid()}")
     staging.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -263,8 +330,14 @@ def _export(config: LearnConfig, since: float | None, folder: Path) -> dict[str,
 
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        result = export([config.db], "sdpo", folder / "pairs.jsonl", since=since, test_fraction=config.test_fraction,
-                        command="teachback learn")
+        result = export(
+            [config.db],
+            "sdpo",
+            folder / "pairs.jsonl",
+            since=since,
+            test_fraction=config.test_fraction,
+            command="teachback learn",
+        )
     except EmptyExport:
         return None
     found = {p.name.rsplit(".", 2)[-2]: p for p in result.paths}  # pairs.train.jsonl -> train

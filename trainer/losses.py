@@ -94,7 +94,9 @@ def sdpo_loss(
     the clipped importance ratio when the sampler's log-probabilities are given."""
     per_token = topk_divergence(student_logits, teacher_logits, top_k=top_k, alpha=alpha)
     if sampler_logp is not None and is_clip is not None:
-        per_token = per_token * importance_weights(token_logprobs(student_logits, completion_ids), sampler_logp, is_clip)
+        per_token = per_token * importance_weights(
+            token_logprobs(student_logits, completion_ids), sampler_logp, is_clip
+        )
     return per_token.mean(-1)
 
 

@@ -81,8 +81,15 @@ class Objective:
         sampler = None
         if example.sampler_logprobs is not None:
             sampler = torch.tensor(example.sampler_logprobs, device=student.device, dtype=student.dtype)
-        return sdpo_loss(student, teacher, ids, top_k=self.options.top_k,
-                         alpha=self.options.alpha, sampler_logp=sampler, is_clip=self.options.is_clip)
+        return sdpo_loss(
+            student,
+            teacher,
+            ids,
+            top_k=self.options.top_k,
+            alpha=self.options.alpha,
+            sampler_logp=sampler,
+            is_clip=self.options.is_clip,
+        )
 
     def sft(self, example: Example) -> torch.Tensor:
         chosen = example.chosen or []
@@ -112,8 +119,9 @@ class Objective:
         rendered = example.rendered
         self.prefix.extend(rendered.prompt[: rendered.shared])
         with torch.no_grad(), base_weights(self.model):
-            return completion_logits(self.model, rendered.prompt + reply, len(reply), self.prefix.view(rendered.shared),
-                                     rendered.shared)
+            return completion_logits(
+                self.model, rendered.prompt + reply, len(reply), self.prefix.view(rendered.shared), rendered.shared
+            )
 
     def _ema_teacher(self, example: Example) -> torch.Tensor:
         """The EMA adapter's logits after the teacher prompt, over the student's window (its

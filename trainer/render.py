@@ -55,10 +55,15 @@ def render(record: dict[str, Any], tokenizer: Any, hint: str = "feedback") -> Re
     if recorded:
         completion, logprobs = recorded[1], recorded[2]
     else:
-        completion, logprobs = _reply_ids(tokenizer, messages, tools, opened, _completion_message(record, tokenizer), False), None
+        completion, logprobs = (
+            _reply_ids(tokenizer, messages, tools, opened, _completion_message(record, tokenizer), False),
+            None,
+        )
     chosen = None
     if record.get("chosen"):
-        chosen = _reply_ids(tokenizer, messages, tools, opened, _reply_message(record, record["chosen"], tokenizer), True)
+        chosen = _reply_ids(
+            tokenizer, messages, tools, opened, _reply_message(record, record["chosen"], tokenizer), True
+        )
     return Rendered(prompt, teacher, shared, completion, logprobs, chosen, recorded is not None)
 
 
@@ -132,11 +137,15 @@ def _teacher(
     generation suffix is moved after the hint turn, so the conversation before it is shared."""
     closed = template_ids(tokenizer, messages, tools, generation=False)
     hinted = template_ids(tokenizer, [*messages, {"role": "user", "content": hint}], tools, generation=True)
-    generation = opened[len(closed):]
-    if opened[: len(closed)] != closed or hinted[: len(closed)] != closed or prompt[len(prompt) - len(generation):] != generation:
+    generation = opened[len(closed) :]
+    if (
+        opened[: len(closed)] != closed
+        or hinted[: len(closed)] != closed
+        or prompt[len(prompt) - len(generation) :] != generation
+    ):
         return hinted, common_prefix(prompt, hinted)  # a template whose turns are not appended one after another
     shared = len(prompt) - len(generation)
-    return prompt[:shared] + hinted[len(closed):], shared
+    return prompt[:shared] + hinted[len(closed) :], shared
 
 
 def _reply_ids(
@@ -146,9 +155,11 @@ def _reply_ids(
     including) the end-of-turn token."""
     full = template_ids(tokenizer, [*messages, reply], tools, generation=False)
     if full[: len(opened)] != opened:
-        raise RenderError("the chat template does not write a reply after the prompt it renders; "
-                          "train with a model whose template appends turns (ChatML and most instruct templates do).")
-    ids = full[len(opened):]
+        raise RenderError(
+            "the chat template does not write a reply after the prompt it renders; "
+            "train with a model whose template appends turns (ChatML and most instruct templates do)."
+        )
+    ids = full[len(opened) :]
     end = tokenizer.eos_token_id
     if end in ids:
         ids = ids[: ids.index(end) + 1]
@@ -167,8 +178,11 @@ def _recorded(record: dict[str, Any], tokenizer: Any) -> tuple[list[int], list[i
     messages, tools = conversation(record, tokenizer)
     text = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
     if tokenizer.decode(prompt) != text:
-        log.warning("record %s: its recorded token ids do not spell its prompt in this tokenizer's vocabulary "
-                    "(a model other than the one that sampled it); rendering it again", record.get("id"))
+        log.warning(
+            "record %s: its recorded token ids do not spell its prompt in this tokenizer's vocabulary "
+            "(a model other than the one that sampled it); rendering it again",
+            record.get("id"),
+        )
         return None
     logprobs = rendered.get("logprobs")
     values = [entry["logprob"] for entry in logprobs] if logprobs and len(logprobs) == len(completion) else None

@@ -113,8 +113,9 @@ def teacher_logits(model: Any, prefix: PrefixCache, rendered: Rendered, completi
 
     prefix.extend(rendered.teacher[: rendered.shared])
     with torch.no_grad(), base_weights(model):
-        return completion_logits(model, rendered.teacher + completion, len(completion), prefix.view(rendered.shared),
-                                 rendered.shared)
+        return completion_logits(
+            model, rendered.teacher + completion, len(completion), prefix.view(rendered.shared), rendered.shared
+        )
 
 
 def window_start(rendered: Rendered, completion: list[int], window: int | None) -> int:
@@ -165,15 +166,20 @@ def score(
         shared = rendered.shared
         student_prefix.extend(rendered.prompt[:shared])
         with torch.no_grad():
-            student = completion_logits(model, rendered.prompt + completion, len(completion),
-                                        student_prefix.view(shared), shared)
+            student = completion_logits(
+                model, rendered.prompt + completion, len(completion), student_prefix.view(shared), shared
+            )
         teacher = teacher_logits(model, teacher_prefix, rendered, completion)
         ids = torch.tensor(completion, device=student.device)
-        scores.append(PairScore(
-            id=str(record.get("id")), session_id=str(record.get("session_id")),
-            student=token_logprobs(student, ids).tolist(), teacher=token_logprobs(teacher, ids).tolist(),
-            divergence=float(topk_divergence(student, teacher, top_k=top_k, alpha=alpha).mean()),
-        ))
+        scores.append(
+            PairScore(
+                id=str(record.get("id")),
+                session_id=str(record.get("session_id")),
+                student=token_logprobs(student, ids).tolist(),
+                teacher=token_logprobs(teacher, ids).tolist(),
+                divergence=float(topk_divergence(student, teacher, top_k=top_k, alpha=alpha).mean()),
+            )
+        )
     return scores
 
 

@@ -111,8 +111,13 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
     accelerator = Accelerator()
     torch.manual_seed(config.seed)
     model, tokenizer = _model(config)
-    loaded = load_examples(records, tokenizer, objective=config.objective, hint=config.hint,
-                           max_completion_tokens=config.max_completion_tokens)
+    loaded = load_examples(
+        records,
+        tokenizer,
+        objective=config.objective,
+        hint=config.hint,
+        max_completion_tokens=config.max_completion_tokens,
+    )
     examples = loaded.examples
     per_step = config.batch_size * config.grad_accum * accelerator.num_processes
     total = config.steps or max(1, math.ceil(config.epochs * len(examples) / per_step))
@@ -126,7 +131,7 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
         pass
     loop_started = time.perf_counter() - state["seconds"]
     while state["step"] < total:
-        batch = list(islice(pairs, per_step))[accelerator.process_index::accelerator.num_processes]
+        batch = list(islice(pairs, per_step))[accelerator.process_index :: accelerator.num_processes]
         loss = _step(accelerator, model, optimizer, objective, batch)
         if ema is not None:
             ema_update(ema, model, config.ema_decay)
@@ -135,15 +140,30 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
         state["tokens"] += sum(_sequence_tokens(example, config.objective) for example in batch)
         state["seconds"] = time.perf_counter() - loop_started
         if progress is not None:
-            progress(StepReport(state["step"], total, state["losses"][-1], state["tokens"] / state["seconds"],
-                                state["seconds"]))
+            progress(
+                StepReport(
+                    state["step"], total, state["losses"][-1], state["tokens"] / state["seconds"], state["seconds"]
+                )
+            )
         if state["step"] % config.checkpoint_every == 0 and state["step"] < total and accelerator.is_main_process:
             checkpoints.save(out, state["step"], _snapshot(state, fingerprint, model, optimizer, ema))
-    metrics = {"pairs": len(examples), "left_out": dict(loaded.left_out), "tokens": state["tokens"],
-               "student_tokens_computed": objective.computed, "prefix_tokens_computed": objective.prefix.computed,
-               "train_seconds": state["seconds"], **_gap(objective.gaps, config.hint)}
-    result = TrainResult(out, state["step"], state["losses"], state["tokens"] / max(state["seconds"], 1e-9),
-                         time.perf_counter() - started, metrics)
+    metrics = {
+        "pairs": len(examples),
+        "left_out": dict(loaded.left_out),
+        "tokens": state["tokens"],
+        "student_tokens_computed": objective.computed,
+        "prefix_tokens_computed": objective.prefix.computed,
+        "train_seconds": state["seconds"],
+        **_gap(objective.gaps, config.hint),
+    }
+    result = TrainResult(
+        out,
+        state["step"],
+        state["losses"],
+        state["tokens"] / max(state["seconds"], 1e-9),
+        time.perf_counter() - started,
+        metrics,
+    )
     if accelerator.is_main_process:
         _save(model, config, digest, fingerprint, result)
         checkpoints.remove(out)
@@ -158,8 +178,12 @@ def _gap(gaps: list[float], hint: str) -> dict[str, float]:
         return {}
     mean = sum(gaps) / len(gaps)
     if mean >= 0:
-        log.warning("the teacher finds the failed replies more likely than the student does (mean gap %+.3f nats "
-                    "per token with --hint %s): training pulls toward the mistakes; try another --hint", mean, hint)
+        log.warning(
+            "the teacher finds the failed replies more likely than the student does (mean gap %+.3f nats "
+            "per token with --hint %s): training pulls toward the mistakes; try another --hint",
+            mean,
+            hint,
+        )
     return {"teacher_gap": mean, "teacher_gap_negative": sum(g < 0 for g in gaps) / len(gaps)}
 
 
@@ -191,16 +215,24 @@ def _model(config: TrainConfig) -> tuple[Any, Any]:
     from trainer.scoring import load
 
     model, tokenizer = load(config.base)
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules=ATTENTION,
-                      task_type="CAUSAL_LM")
+    lora = LoraConfig(
+        r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules=ATTENTION, task_type="CAUSAL_LM"
+    )
     model = get_peft_model(model, lora)
     model.train()
     return model, tokenizer
 
 
 def _options(config: TrainConfig) -> Options:
-    return Options(objective=config.objective, top_k=config.top_k, alpha=config.alpha, is_clip=config.is_clip,
-                   window=config.max_tokens, dpo_beta=config.dpo_beta, mix_sft=config.mix_sft)
+    return Options(
+        objective=config.objective,
+        top_k=config.top_k,
+        alpha=config.alpha,
+        is_clip=config.is_clip,
+        window=config.max_tokens,
+        dpo_beta=config.dpo_beta,
+        mix_sft=config.mix_sft,
+    )
 
 
 def _sequence_tokens(example: Any, objective: str) -> int:
@@ -250,11 +282,15 @@ def _finished(out: Path, fingerprint: str, config: TrainConfig) -> TrainResult |
     saved = json.loads(path.read_text())
     r = saved["result"]
     if saved.get("fingerprint") != fingerprint:
-        raise TrainError(f"{out} holds an adapter trained with other settings or data; pass another --out, "
-                         "or --no-resume to train again in its place.")
+        raise TrainError(
+            f"{out} holds an adapter trained with other settings or data; pass another --out, "
+            "or --no-resume to train again in its place."
+        )
     if r["steps"] < (config.steps or 0):
-        raise TrainError(f"{out} holds an adapter trained for {r['steps']} steps, fewer than --steps "
-                         f"{config.steps}; pass another --out, or --no-resume to train again in its place.")
+        raise TrainError(
+            f"{out} holds an adapter trained for {r['steps']} steps, fewer than --steps "
+            f"{config.steps}; pass another --out, or --no-resume to train again in its place."
+        )
     return TrainResult(out, r["steps"], r["losses"], r["tokens_per_second"], r["seconds"], r.get("metrics", {}))
 
 
@@ -270,8 +306,10 @@ def _resume(out: Path, config: TrainConfig, fingerprint: str, model: Any, optimi
     if saved is None:
         return fresh
     if saved["fingerprint"] != fingerprint:
-        raise TrainError(f"the checkpoints in {checkpoints.directory(out)} are of a run with other settings or "
-                         "data; pass another --out, or --no-resume to start over.")
+        raise TrainError(
+            f"the checkpoints in {checkpoints.directory(out)} are of a run with other settings or "
+            "data; pass another --out, or --no-resume to start over."
+        )
     set_peft_model_state_dict(model, saved["lora"])
     optimizer.load_state_dict(saved["optimizer"])
     if ema is not None:
@@ -284,8 +322,14 @@ def _snapshot(state: dict[str, Any], fingerprint: str, model: Any, optimizer: An
     import torch
     from peft import get_peft_model_state_dict
 
-    return {**state, "fingerprint": fingerprint, "lora": get_peft_model_state_dict(model),
-            "optimizer": optimizer.state_dict(), "ema": ema or {}, "rng": torch.get_rng_state()}
+    return {
+        **state,
+        "fingerprint": fingerprint,
+        "lora": get_peft_model_state_dict(model),
+        "optimizer": optimizer.state_dict(),
+        "ema": ema or {},
+        "rng": torch.get_rng_state(),
+    }
 
 
 def _save(model: Any, config: TrainConfig, digest: str, fingerprint: str, result: TrainResult) -> None:
@@ -294,10 +338,18 @@ def _save(model: Any, config: TrainConfig, digest: str, fingerprint: str, result
     result.adapter_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(result.adapter_dir)
     metadata = {
-        "config": config.jsonable(), "data_hash": digest, "fingerprint": fingerprint,
-        "base": config.base or "local/smollm2", "base_dir": str(resolve_base(config.base)),
-        "result": {"steps": result.steps, "losses": result.losses, "tokens_per_second": result.tokens_per_second,
-                   "seconds": result.seconds, "metrics": result.metrics},
+        "config": config.jsonable(),
+        "data_hash": digest,
+        "fingerprint": fingerprint,
+        "base": config.base or "local/smollm2",
+        "base_dir": str(resolve_base(config.base)),
+        "result": {
+            "steps": result.steps,
+            "losses": result.losses,
+            "tokens_per_second": result.tokens_per_second,
+            "seconds": result.seconds,
+            "metrics": result.metrics,
+        },
     }
     partial = result.adapter_dir / f"{METADATA}.partial"
     partial.write_text(json.dumps(metadata, indent=2))

@@ -68,9 +68,30 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_losses(
     reference: Any, embedded_model_dir: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "adapter"
-    args = [sys.executable, "-m", "trainer", "train", "--data", str(DEMO), "--out", str(out), "--base",
-            str(embedded_model_dir), "--batch-size", "2", "--steps", "3", "--max-tokens", "48",
-            "--max-completion-tokens", "16", "--lr", "2e-3", "--checkpoint-every", "1"]
+    args = [
+        sys.executable,
+        "-m",
+        "trainer",
+        "train",
+        "--data",
+        str(DEMO),
+        "--out",
+        str(out),
+        "--base",
+        str(embedded_model_dir),
+        "--batch-size",
+        "2",
+        "--steps",
+        "3",
+        "--max-tokens",
+        "48",
+        "--max-completion-tokens",
+        "16",
+        "--lr",
+        "2e-3",
+        "--checkpoint-every",
+        "1",
+    ]
     run = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
     first = out / "checkpoints" / "step-000001.pt"
     deadline = time.monotonic() + 900
@@ -96,11 +117,34 @@ def test_two_processes_of_one_pair_each_train_as_one_process_of_two_pairs(
     tiny = {"max_tokens": 16, "max_completion_tokens": 8, "steps": 2}
     single = train(config(embedded_model_dir, tmp_path / "single", batch_size=2, **tiny))
     torchrun = Path(sys.executable).with_name("torchrun")
-    args = [str(torchrun), "--nproc_per_node", "2", "-m", "trainer", "train", "--data", str(DEMO), "--out",
-            str(tmp_path / "two"), "--base", str(embedded_model_dir), "--batch-size", "1", "--steps", "2",
-            "--max-tokens", "16", "--max-completion-tokens", "8", "--lr", "2e-3", "--json"]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=1000,
-                          env={**os.environ, "ACCELERATE_USE_CPU": "1"})
+    args = [
+        str(torchrun),
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "trainer",
+        "train",
+        "--data",
+        str(DEMO),
+        "--out",
+        str(tmp_path / "two"),
+        "--base",
+        str(embedded_model_dir),
+        "--batch-size",
+        "1",
+        "--steps",
+        "2",
+        "--max-tokens",
+        "16",
+        "--max-completion-tokens",
+        "8",
+        "--lr",
+        "2e-3",
+        "--json",
+    ]
+    done = subprocess.run(
+        args, capture_output=True, text=True, timeout=1000, env={**os.environ, "ACCELERATE_USE_CPU": "1"}
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert len(results) == 2  # one per process, each reporting the losses averaged over both
@@ -175,8 +219,8 @@ def test_the_order_shuffles_sessions_and_keeps_each_sessions_pairs_together_in_o
     orders = {seed: [e.id for e in epoch_order(examples, seed, 0)] for seed in range(4)}
     for ids in orders.values():
         sessions = [i[0] for i in ids]
-        assert all(sessions[k:k + 3] == [sessions[k]] * 3 for k in range(0, 18, 3))  # together
-        assert all(ids[k:k + 3] == [f"{ids[k][0]}{i}" for i in range(3)] for k in range(0, 18, 3))  # in order
+        assert all(sessions[k : k + 3] == [sessions[k]] * 3 for k in range(0, 18, 3))  # together
+        assert all(ids[k : k + 3] == [f"{ids[k][0]}{i}" for i in range(3)] for k in range(0, 18, 3))  # in order
     assert len(set(map(tuple, orders.values()))) > 1  # the seed decides the sessions' order
     assert [e.id for e in epoch_order(examples, 0, 0)] == orders[0]
     assert [e.id for e in epoch_order(examples, 0, 1)] != orders[0]  # each epoch its own order
