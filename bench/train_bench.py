@@ -58,17 +58,20 @@ def main() -> None:
     defaults = TrainConfig(data=args.data, out=Path("unused"))
     records = read_records(args.data)
     _, tokenizer = load(args.base)
-    examples = load_examples(records, tokenizer, objective="sdpo", hint=defaults.hint,
-                             max_completion_tokens=defaults.max_completion_tokens).examples
+    examples = load_examples(
+        records, tokenizer, objective="sdpo", hint=defaults.hint, max_completion_tokens=defaults.max_completion_tokens
+    ).examples
     examples = epoch_order(examples, defaults.seed, 0)[: args.pairs]
     sessions = len({e.session_id for e in examples})
-    print(f"{len(examples)} pairs in {sessions} sessions; torch threads {torch.get_num_threads()}; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{len(examples)} pairs in {sessions} sessions; torch threads {torch.get_num_threads()}; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
     variants = [_Variant(f"teachback, window {w}", args.base, defaults, int(w)) for w in args.windows.split(",")]
     variants.append(_Variant("plain PyTorch forward/backward", args.base, defaults, None))
     for start in range(0, len(examples), args.batch_size):
-        batch = examples[start:start + args.batch_size]
+        batch = examples[start : start + args.batch_size]
         turn = start // args.batch_size
         for i, example in enumerate(batch):
             shift = (turn + i) % len(variants)
@@ -81,11 +84,15 @@ def main() -> None:
     for variant in variants:
         per_pair = variant.seconds / len(examples)
         note = variant.note(examples[: args.drift_pairs])
-        print(f"{variant.name:32} {tokens / variant.seconds:9.0f} {per_pair:7.1f} {per_pair * ROUND / 60:8.1f} m   {note}")
+        print(
+            f"{variant.name:32} {tokens / variant.seconds:9.0f} {per_pair:7.1f} {per_pair * ROUND / 60:8.1f} m   {note}"
+        )
     best = min(variants[:-1], key=lambda v: v.seconds)
-    print(f"\n{best.name} is {variants[-1].seconds / best.seconds:.1f}x faster than the plain loop; a {ROUND}-pair "
-          f"round ({len(examples) / sessions:.1f} pairs per session, as here) is projected at "
-          f"{best.seconds / len(examples) * ROUND / 60:.0f} min at this machine's load ({BUDGET_MINUTES} min budget).")
+    print(
+        f"\n{best.name} is {variants[-1].seconds / best.seconds:.1f}x faster than the plain loop; a {ROUND}-pair "
+        f"round ({len(examples) / sessions:.1f} pairs per session, as here) is projected at "
+        f"{best.seconds / len(examples) * ROUND / 60:.0f} min at this machine's load ({BUDGET_MINUTES} min budget)."
+    )
     if args.end_to_end:
         _end_to_end(args, examples, records)
 
@@ -103,13 +110,25 @@ class _Variant:
 
         torch.manual_seed(defaults.seed)
         model, _ = load(base)
-        self.model = get_peft_model(model, LoraConfig(r=defaults.lora_r, lora_alpha=defaults.lora_alpha,
-                                                      lora_dropout=0.0, target_modules=ATTENTION, task_type="CAUSAL_LM"))
+        self.model = get_peft_model(
+            model,
+            LoraConfig(
+                r=defaults.lora_r,
+                lora_alpha=defaults.lora_alpha,
+                lora_dropout=0.0,
+                target_modules=ATTENTION,
+                task_type="CAUSAL_LM",
+            ),
+        )
         self.model.train()
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=defaults.lr)
         self.name, self.window, self.defaults, self.seconds = name, window, defaults, 0.0
-        self.objective = Objective(self.model, Options("sdpo", defaults.top_k, defaults.alpha, defaults.is_clip,
-                                                       window, defaults.dpo_beta, defaults.mix_sft))
+        self.objective = Objective(
+            self.model,
+            Options(
+                "sdpo", defaults.top_k, defaults.alpha, defaults.is_clip, window, defaults.dpo_beta, defaults.mix_sft
+            ),
+        )
         self.loss: Callable[[Any], Any] = self.objective.loss if window is not None else self._plain_loss
 
     def run(self, example: Any, batch: int) -> None:
@@ -134,14 +153,23 @@ class _Variant:
             teacher = completion_logits(self.model, r.teacher + completion, len(completion))
         student = completion_logits(self.model, r.prompt + completion, len(completion))
         sampler = torch.tensor(example.sampler_logprobs) if example.sampler_logprobs else None
-        return sdpo_loss(student, teacher, torch.tensor(completion), top_k=d.top_k, alpha=d.alpha,
-                         sampler_logp=sampler, is_clip=d.is_clip)
+        return sdpo_loss(
+            student,
+            teacher,
+            torch.tensor(completion),
+            top_k=d.top_k,
+            alpha=d.alpha,
+            sampler_logp=sampler,
+            is_clip=d.is_clip,
+        )
 
     def note(self, examples: list[Any]) -> str:
         if self.window is None:
             return "whole sequences"
-        return (f"{self.objective.prefix.computed} prefix and {self.objective.computed} student tokens computed; "
-                f"window vs exact: {self._drift(examples):.4f} nats/token")
+        return (
+            f"{self.objective.prefix.computed} prefix and {self.objective.computed} student tokens computed; "
+            f"window vs exact: {self._drift(examples):.4f} nats/token"
+        )
 
     def _drift(self, examples: list[Any]) -> float:
         """Mean |log p windowed - log p exact| of the failed tokens under the weights trained."""
@@ -165,9 +193,9 @@ class _Variant:
 
 
 def _sequence_tokens(example: Any) -> int:
-    from trainer.train import _sequence_tokens as count
+    from trainer.train import sequence_tokens
 
-    return count(example, "sdpo")
+    return sequence_tokens(example, "sdpo")
 
 
 def _end_to_end(args: argparse.Namespace, examples: list[Any], records: list[dict]) -> None:
@@ -180,13 +208,23 @@ def _end_to_end(args: argparse.Namespace, examples: list[Any], records: list[dic
         data = Path(tmp) / "pairs.jsonl"
         data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records if str(r.get("id")) in ids))
         window = int(args.windows.split(",")[0])
-        result = train(TrainConfig(data=[data], out=Path(tmp) / "adapter", base=args.base, max_tokens=window,
-                                   batch_size=args.batch_size, steps=-(-len(examples) // args.batch_size),
-                                   checkpoint_every=10**6))
+        result = train(
+            TrainConfig(
+                data=[data],
+                out=Path(tmp) / "adapter",
+                base=args.base,
+                max_tokens=window,
+                batch_size=args.batch_size,
+                steps=-(-len(examples) // args.batch_size),
+                checkpoint_every=10**6,
+            )
+        )
     m = result.metrics
-    print(f"\nteachback train, window {window}: {result.tokens_per_second:.0f} tokens/s, "
-          f"{m['train_seconds'] / len(examples):.1f} s/pair of training, {result.seconds:.0f} s in all; "
-          f"loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}; teacher gap {m.get('teacher_gap', 0):+.3f}")
+    print(
+        f"\nteachback train, window {window}: {result.tokens_per_second:.0f} tokens/s, "
+        f"{m['train_seconds'] / len(examples):.1f} s/pair of training, {result.seconds:.0f} s in all; "
+        f"loss {result.losses[0]:.4f} -> {result.losses[-1]:.4f}; teacher gap {m.get('teacher_gap', 0):+.3f}"
+    )
 
 
 if __name__ == "__main__":

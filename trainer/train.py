@@ -98,12 +98,12 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
     started = time.perf_counter()
     _check(config)
     out = config.out.expanduser()
+    records = read_records(config.data)
     digest = data_hash(config.data)
     fingerprint = config.fingerprint(digest)
     done = _finished(out, fingerprint, config)
     if done is not None:
         return done
-    records = read_records(config.data)
 
     import torch
     from accelerate import Accelerator
@@ -137,7 +137,7 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
             ema_update(ema, model, config.ema_decay)
         state["step"] += 1
         state["losses"].append(float(accelerator.gather(loss.detach().reshape(1)).mean()))
-        state["tokens"] += sum(_sequence_tokens(example, config.objective) for example in batch)
+        state["tokens"] += sum(sequence_tokens(example, config.objective) for example in batch)
         state["seconds"] = time.perf_counter() - loop_started
         if progress is not None:
             progress(
@@ -235,7 +235,7 @@ def _options(config: TrainConfig) -> Options:
     )
 
 
-def _sequence_tokens(example: Any, objective: str) -> int:
+def sequence_tokens(example: Any, objective: str) -> int:
     """Tokens of the sequences a plain trainer runs for this pair (student and teacher or reference)."""
     r, failed, chosen = example.rendered, len(example.completion), len(example.chosen or [])
     sdpo = len(r.prompt) + len(r.teacher) + 2 * failed
