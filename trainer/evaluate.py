@@ -216,11 +216,14 @@ def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenize
         return []
     turns: list[Turn] = []
     with open_store(db) as store:
+        # A task grader's test run is recorded as a call (id grader_...) that the model never made.
         rows = store.query(
-            """SELECT m.session_id, m.seq FROM messages m JOIN sessions s ON s.id = m.session_id
+            """WITH calls AS (SELECT session_id, message_seq, status FROM tool_calls
+                           WHERE call_id NOT LIKE 'grader!_%' ESCAPE '!')
+            SELECT m.session_id, m.seq FROM messages m JOIN sessions s ON s.id = m.session_id
             WHERE m.role = 'assistant'
-              AND EXISTS (SELECT 1 FROM tool_calls t WHERE t.session_id = m.session_id AND t.message_seq = m.seq)
-              AND NOT EXISTS (SELECT 1 FROM tool_calls t WHERE t.session_id = m.session_id
+              AND EXISTS (SELECT 1 FROM calls t WHERE t.session_id = m.session_id AND t.message_seq = m.seq)
+              AND NOT EXISTS (SELECT 1 FROM calls t WHERE t.session_id = m.session_id
                               AND t.message_seq = m.seq AND t.status != 'ok')
               AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = m.session_id)
             ORDER BY s.started_at DESC, m.session_id, m.seq"""
@@ -232,16 +235,19 @@ def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenize
             if split_of(row["session_id"], test_fraction) != "test":
                 continue
             render = renders.at(row["session_id"], row["seq"])
-            if render is None or not render.prompt_token_ids or not render.completion_token_ids:
-                continue
-            if _same_tokenizer(tokenizer, render.completion_token_ids):
+            if render is not None and render.completion_token_ids and _same_vocabulary(tokenizer, render):
                 turns.append(Turn(row["session_id"], render.prompt_token_ids, render.completion_token_ids))
     return turns
 
 
-def _same_tokenizer(tokenizer: Any, ids: list[int]) -> bool:
-    """Ids sampled by this tokenizer's model decode and re-encode to themselves."""
-    return tokenizer.encode(tokenizer.decode(ids), add_special_tokens=False) == ids
+def _same_vocabulary(tokenizer: Any, render: Any) -> bool:
+    """The recorded prompt ids are in this tokenizer's vocabulary: they decode to the prompt its
+    chat template writes for the messages the model was given (as trainer.render checks). They are
+    not always its own encoding of that text, and grammar-constrained replies seldom are."""
+    if not render.prompt_token_ids or not render.messages:
+        return False
+    text = tokenizer.apply_chat_template(render.messages, add_generation_prompt=True, tokenize=False)
+    return tokenizer.decode(render.prompt_token_ids) == text
 
 
 def forgetting(before: Any, after: Any, tokenizer: Any, turns: list[Turn]) -> dict[str, Any]:
@@ -295,7 +301,8 @@ def render_table(doc: dict[str, Any]) -> str:
     if pairs.get("pairs"):
         label = f"held-out pairs ({pairs['pairs']}, {pairs['tokens']} tokens)"
         rows.append((f"{label}: divergence student→teacher", *_change(pairs["divergence"], lower=True)))
-        rows.append(("held-out pairs: log-prob of the failed tokens", *_change(pairs["failed_token_logprob"])))
+        # Lower is the aim: the failed reply made less likely.
+        rows.append(("held-out pairs: log-prob of the failed tokens", *_change(pairs["failed_token_logprob"], lower=True)))
     for key, name in (("general_text", "general text"), ("successful_turns", "held-out successful turns")):
         part = (doc.get("forgetting") or {}).get(key) or {}
         if part.get("tokens") and "before" in part:

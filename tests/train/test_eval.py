@@ -186,3 +186,15 @@ def test_eval_command_runs_held_out_tasks_with_and_without_the_adapter(
     for side, model in behaviour["models"].items():
         with open_store(tmp_path / "eval-bench" / f"{side}.db") as store:
             assert [row["model"] for row in store.query("SELECT model FROM sessions")] == [model]
+    # Those sessions' token ids make successful turns for the forgetting measure: one per call
+    # that succeeded (one call per reply in the grammar mode; the grader's run is not the model's).
+    from transformers import AutoTokenizer
+
+    from trainer.evaluate import successful_turns
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir)
+    for side in ("before", "after"):
+        turns = successful_turns(tmp_path / "eval-bench" / f"{side}.db", 1.0, 100, tokenizer)
+        s = behaviour["summary"][side]
+        assert len(turns) == s["tool_calls"] - s["tool_errors"] - s["malformed_calls"]
+        assert all(len(t.prompt) > 500 and t.completion for t in turns)
