@@ -9,8 +9,9 @@ off everywhere, so what changes between the two runs is the model alone. Nothing
 
     .venv/bin/python bench/learn_round.py [--quick] [--work DIR] [--objective sdpo] [--hint feedback]
 
-The default round takes about an hour and a half on 2 cores; --quick (a handful of short attempts
-and two optimizer steps) checks that every stage runs, in about ten minutes, and measures nothing.
+The default round took 38 minutes on 2 shared cores here (27 CPU minutes: rollouts 6.6, training
+2.2, evaluation 18.6, of which the held-out task runs 17.0); --quick (a handful of short attempts
+and two optimizer steps) checks that every stage runs, in about 13 minutes, and measures nothing.
 """
 
 from __future__ import annotations
