@@ -17,7 +17,7 @@ the run (the window's approximation). With --end-to-end, also one `trainer.train
 loading and saving excluded from its tokens per second).
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python bench/train_bench.py [--data FILE ...] [--pairs N]
-        [--windows 384,128] [--end-to-end]
+        [--windows 128,384] [--end-to-end]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, nargs="+", default=[DEMO], help="sdpo export files (default: demo pairs)")
     parser.add_argument("--base", default=None, help="base model (default: the embedded one)")
     parser.add_argument("--pairs", type=int, default=None, help="the first N pairs in training order (default: all)")
-    parser.add_argument("--windows", default="384", help="comma-separated --max-tokens values to time")
+    parser.add_argument("--windows", default="128", help="comma-separated --max-tokens values to time")
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--drift-pairs", type=int, default=6, help="pairs to measure each window's drift on")
     parser.add_argument("--end-to-end", action="store_true", help="also time one trainer.train run")

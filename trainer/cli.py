@@ -11,6 +11,7 @@ import importlib.util
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ def main(command: str, argv: list[str]) -> int:
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.ArgumentDefaultsHelpFormatter
     parser.description = (
         "Train a LoRA adapter on exported feedback pairs (teachback export --format sdpo). On "
         "several GPUs: accelerate launch --multi_gpu --num_processes N -m trainer train ...; "
@@ -67,57 +69,55 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--objective",
         choices=("sdpo", "sft", "dpo", "mix"),
-        default="sdpo",
         help="sdpo: self-distillation on the failed reply (default); sft: learn the corrections; "
         "dpo: correction over failed reply; mix: sdpo plus sft where there is a correction",
     )
     parser.add_argument("--base", help="local/smollm2 (default), a .gguf file, or a local Hugging Face model folder")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int)
     parser.add_argument("--steps", type=int, help="optimizer steps (default: --epochs passes over the pairs)")
-    parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--lora-r", type=int, default=16)
-    parser.add_argument("--lora-alpha", type=int, default=32)
-    parser.add_argument("--top-k", type=int, default=20, help="the student's top tokens the divergence runs over")
-    parser.add_argument("--alpha", type=float, default=0.5, help="0 forward KL, 0.5 Jensen-Shannon, 1 reverse KL")
+    parser.add_argument("--epochs", type=float)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--lora-r", type=int)
+    parser.add_argument("--lora-alpha", type=int)
+    parser.add_argument("--top-k", type=int, help="the student's top tokens the divergence runs over")
+    parser.add_argument("--alpha", type=float, help="0 forward KL, 0.5 Jensen-Shannon, 1 reverse KL")
     parser.add_argument(
         "--teacher",
         choices=("base", "ema"),
-        default="base",
         help="base: the frozen base model; ema: an exponential moving average of the student",
     )
-    parser.add_argument("--ema-decay", type=float, default=0.95)
+    parser.add_argument("--ema-decay", type=float)
     parser.add_argument(
         "--hint",
         choices=("feedback", "demonstration", "hindsight"),
-        default="feedback",
         help="what the teacher is told: the feedback; a working reply and the feedback; or the "
         "export's hindsight (quotes the failed reply)",
     )
     parser.add_argument(
         "--is-clip",
         type=_optional(float),
-        default=2.0,
         metavar="X|none",
         help="cap of the importance ratio against the recorded log-probabilities",
     )
     parser.add_argument(
         "--max-tokens",
         type=_optional(int),
-        default=384,
         metavar="N|none",
         help="tokens per sequence run with gradients (the rest from the frozen prefix cache)",
     )
-    parser.add_argument("--max-completion-tokens", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=4, help="pairs per optimizer step")
-    parser.add_argument("--grad-accum", type=int, default=1)
-    parser.add_argument("--checkpoint-every", type=int, default=10, metavar="STEPS")
+    parser.add_argument("--max-completion-tokens", type=int)
+    parser.add_argument("--batch-size", type=int, help="pairs per optimizer step")
+    parser.add_argument("--grad-accum", type=int)
+    parser.add_argument("--checkpoint-every", type=int, metavar="STEPS")
     parser.add_argument(
         "--no-resume", dest="resume", action="store_false", help="start over instead of resuming from DIR's checkpoints"
     )
-    parser.add_argument("--dpo-beta", type=float, default=0.1)
-    parser.add_argument("--mix-sft", type=float, default=0.5, help="weight of sft in --objective mix")
+    parser.add_argument("--dpo-beta", type=float)
+    parser.add_argument("--mix-sft", type=float, help="weight of sft in --objective mix")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    from trainer.train import TrainConfig  # imports no torch
+
+    parser.set_defaults(**{f.name: f.default for f in fields(TrainConfig) if f.default is not MISSING})
 
 
 def train_main(args: argparse.Namespace) -> int:

@@ -53,7 +53,7 @@ class TrainConfig:
     teacher: str = "base"  # base (frozen) | ema (of the student)
     ema_decay: float = 0.95  # EMA teacher: teacher <- decay * teacher + (1 - decay) * student, each step
     is_clip: float | None = 2.0  # importance ratio cap; None: no importance weights
-    max_tokens: int | None = 384  # tokens per sequence run with gradients; None: the whole sequence
+    max_tokens: int | None = 128  # tokens per sequence run with gradients; None: the whole sequence
     max_completion_tokens: int = 256
     batch_size: int = 4  # pairs per gradient accumulation round
     grad_accum: int = 1
