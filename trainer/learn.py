@@ -120,6 +120,7 @@ def learn(config: LearnConfig, say: Say | None = None) -> Outcome:
             "one. Use the embedded model or a .gguf file, or name the GGUF with --serve."
         )
     with learn_lock(), open_store(config.db) as store:
+        _close_interrupted(store)
         sync_pointer(store)
         parent = served(store)
         since = parent.started_at if parent else None
@@ -296,6 +297,14 @@ def rollback(db: Path) -> Outcome:
         return Outcome(
             EXIT_PROMOTED, f"now serving {entry.adapter_id or 'the base model'} (was {current.adapter_id}).", entry
         )
+
+
+def _close_interrupted(store: Store) -> None:
+    """Rounds left unfinished by a process that ended (the lock is held: no round is running)."""
+    for entry in rounds(store):
+        if entry.finished_at is None:
+            record_round(store, replace(entry, reason="interrupted: the process ended before the round did",
+                                        finished_at=time.time()))
 
 
 def sync_pointer(store: Store) -> None:
