@@ -302,7 +302,9 @@ def render_table(doc: dict[str, Any]) -> str:
         label = f"held-out pairs ({pairs['pairs']}, {pairs['tokens']} tokens)"
         rows.append((f"{label}: divergence student→teacher", *_change(pairs["divergence"], lower=True)))
         # Lower is the aim: the failed reply made less likely.
-        rows.append(("held-out pairs: log-prob of the failed tokens", *_change(pairs["failed_token_logprob"], lower=True)))
+        rows.append(
+            ("held-out pairs: log-prob of the failed tokens", *_change(pairs["failed_token_logprob"], lower=True))
+        )
     for key, name in (("general_text", "general text"), ("successful_turns", "held-out successful turns")):
         part = (doc.get("forgetting") or {}).get(key) or {}
         if part.get("tokens") and "before" in part:

@@ -303,8 +303,10 @@ def _close_interrupted(store: Store) -> None:
     """Rounds left unfinished by a process that ended (the lock is held: no round is running)."""
     for entry in rounds(store):
         if entry.finished_at is None:
-            record_round(store, replace(entry, reason="interrupted: the process ended before the round did",
-                                        finished_at=time.time()))
+            record_round(
+                store,
+                replace(entry, reason="interrupted: the process ended before the round did", finished_at=time.time()),
+            )
 
 
 def sync_pointer(store: Store) -> None:
