@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     from feedback_store.commands import add_export_arguments, add_stats_arguments
 
     add_export_arguments(sub.add_parser("export", help="export feedback pairs as training data"))
-    sub.choices["export"].set_defaults(handler=_store_command("commands", "export_main", several=True))
+    sub.choices["export"].set_defaults(handler=_export)
     add_stats_arguments(sub.add_parser("stats", help="summarise the feedback store"))
     sub.choices["stats"].set_defaults(handler=_store_command("commands", "stats_main"))
     from feedback_store.lessons_cli import add_lessons_arguments
@@ -290,6 +290,22 @@ def _store_command(module: str, name: str, *, several: bool = False):
     return handler
 
 
+def _export(args: argparse.Namespace) -> int:
+    """`teachback export`, with the tokenizer --tokenizer names (or the embedded model's when
+    --max-tokens needs exact counts) built here, where the model providers are."""
+    from agent.providers.llama_engine import LocalModelError, token_counter
+
+    try:
+        args.counter = token_counter(args.tokenizer, exact=args.max_tokens is not None)
+    except LocalModelError as exc:
+        print(
+            f"teachback export: --tokenizer {args.tokenizer}: {exc} Use local/smollm2, a .gguf path or estimate.",
+            file=sys.stderr,
+        )
+        return 1
+    return _store_command("commands", "export_main", several=True)(args)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from agent.demo import run_demo
 
@@ -313,14 +329,14 @@ class DemoDatabase:
     def pairs(self) -> list:
         return self.store.pairs()
 
-    def export(self, fmt: str, out: Path) -> tuple[int, list[Path]] | None:
+    def export(self, fmt: str, out: Path) -> tuple[int, list[Path], dict[str, int]] | None:
         from feedback_store.export import EmptyExport, export
 
         try:
             result = export([self.path], fmt, out)
         except EmptyExport:
             return None
-        return result.records, list(result.paths)
+        return result.records, list(result.paths), dict(result.left_out)
 
     def close(self) -> None:
         self.store.close()

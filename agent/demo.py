@@ -194,9 +194,11 @@ def _report(
         exported = "(none: no feedback pairs this run)"
         say("\nNo sdpo export: this run recorded no feedback pairs.")
     else:
-        records, paths = result
+        records, paths, left_out = result
         exported = str(paths[0])
         say(f"\nExported {records} sdpo records to {', '.join(map(str, paths))}")
+        if left_out:
+            say("  left out: " + "; ".join(f"{n} {reason}" for reason, n in sorted(left_out.items())))
     reasons = ", ".join(f.reason for f in finishes)
     command = _command_name()
     say(

@@ -51,8 +51,9 @@ class DemoFeedback(Protocol):
 
     def pairs(self) -> list[Any]: ...
 
-    def export(self, fmt: str, out: Path) -> tuple[int, list[Path]] | None:
-        """(records written, files) of an export in `fmt` to `out`; None when there are no pairs."""
+    def export(self, fmt: str, out: Path) -> tuple[int, list[Path], dict[str, int]] | None:
+        """(records written, files, pairs left out by reason) of an export in `fmt` to `out`; None
+        when there are no pairs."""
         ...
 
     def close(self) -> None: ...

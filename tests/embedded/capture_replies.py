@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from agent import textcalls
 from agent.llm import load_litellm
+from agent.protocol import textcalls
 from agent.tools import default_toolbox
 
 SYSTEM = (

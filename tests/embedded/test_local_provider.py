@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from agent import textcalls  # noqa: E402
 from agent.llm import load_litellm  # noqa: E402
+from agent.protocol import textcalls  # noqa: E402
 from agent.tools import default_toolbox  # noqa: E402
 
 MODEL = "local/smollm2"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import textcalls
+from agent.protocol import textcalls
 from agent.tools import default_toolbox
 
 DATA = Path(__file__).parent / "data"

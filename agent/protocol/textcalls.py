@@ -25,7 +25,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from agent.lenient_json import (
+from agent.protocol.lenient_json import (
     TooDeep,
     Unreadable,
     load_json_at,

@@ -1,5 +1,5 @@
 """Reading JSON the way a weak model writes it: trailing commas, Python literals, a value cut off
-before its closing brackets. Used by the text tool-calling parser (agent.textcalls); `loads_bounded`
+before its closing brackets. Used by the text tool-calling parser (agent.protocol.textcalls); `loads_bounded`
 is the strict reader every tool call's arguments go through."""
 
 from __future__ import annotations
