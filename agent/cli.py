@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from agent.config import APPROVAL_MODES, ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
-    from feedback_store.errors import StoreError
+    pass
 
 # 0: the turn finished; 1: it stopped (a limit, an interrupt, a model or internal error); 2: the
 # command, the configuration, the database or the model cannot be used as given; 3: the session
@@ -153,10 +153,11 @@ def _run(args: argparse.Namespace) -> int:
     show = JsonLines() if args.json else Transcript()
     recording = None
     if not args.no_record and settings.record:
-        recording = _recording(settings, show)
+        recording = _recording(settings, session, show)  # shows each event once it is recorded
         if recording is None:
             return EXIT_USAGE
-    session.subscribe(recording.recorder if recording else show)  # shown once recorded
+    else:
+        session.subscribe(show)
     errors: list[str] = []
     session.subscribe(lambda event: errors.append(event.kind) if isinstance(event, ErrorEvent) else None)
     TerminalApprover(session)
@@ -167,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
         code = EXIT_USAGE
     else:
         code = EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
-    return recording.finish(session.id, code) if recording else code
+    return _finish_recording(recording, session.id, code) if recording else code
 
 
 def open_lessons(settings: Settings):
@@ -198,39 +199,23 @@ def _drive(session, op):
     return finished
 
 
-class _Recording:
-    """The run's recorder, and what the person is told when the database stops taking writes."""
-
-    def __init__(self, store, show) -> None:
-        from feedback_store import Recorder
-
-        self.store = store
-        self.recorder = Recorder(store, then=show, on_error=self._warn)
-        self.troubled = False
-
-    def _warn(self, error: StoreError) -> None:
-        self.troubled = True
-        print(f"teachback: recording is failing: {error}", file=sys.stderr)
-
-    def finish(self, session_id: str, code: int) -> int:
-        """Write what is still pending (waiting the full db_wait); exit 3 when anything is lost."""
-        unrecorded = self.recorder.flush() + self.recorder.lost
-        self.store.close()
-        if unrecorded:
-            print(
-                f"teachback: RECORDING FAILED: {len(unrecorded)} event(s) of session {session_id} are not in "
-                f"the feedback database {self.store.path}; the session itself ran (its output is above). "
-                f"{self.recorder.error or 'See the messages above.'}",
-                file=sys.stderr,
-            )
-            return EXIT_UNRECORDED
-        if self.troubled:
-            print(f"teachback: recording caught up: every event is in {self.store.path}.", file=sys.stderr)
-        return code
+def _finish_recording(recording, session_id: str, code: int) -> int:
+    """Write what is still pending (waiting the full db_wait); exit 3 when anything is lost."""
+    unrecorded = recording.close(close_store=True)
+    if unrecorded:
+        print(
+            f"teachback: RECORDING FAILED: {len(unrecorded)} event(s) of session {session_id} are not in "
+            f"the feedback database {recording.store.path}; the session itself ran (its output is above). "
+            f"{recording.error or 'See the messages above.'}",
+            file=sys.stderr,
+        )
+        return EXIT_UNRECORDED
+    return code
 
 
-def _recording(settings: Settings, show) -> _Recording | None:
-    from feedback_store import StoreError, open_store
+def _recording(settings: Settings, session, show):
+    """The run's recording (feedback_store.recording), or None when the database cannot be written."""
+    from feedback_store import StoreError, attach, open_store
 
     store = None
     try:
@@ -241,7 +226,7 @@ def _recording(settings: Settings, show) -> _Recording | None:
             store.close()
         print(f"teachback: {exc}\n(or pass --no-record to run without recording)", file=sys.stderr)
         return None
-    return _Recording(store, show)
+    return attach(session, store, then=show, warn=lambda message: print(f"teachback: {message}", file=sys.stderr))
 
 
 def _undo(args: argparse.Namespace) -> int:
@@ -321,10 +306,10 @@ class DemoDatabase:
         self.path = path
         self.store = open_store(path)
 
-    def recorder(self):
-        from feedback_store import Recorder
+    def attach(self, session):
+        from feedback_store import attach
 
-        return Recorder(self.store)
+        return attach(session, self.store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
 
     def pairs(self) -> list:
         return self.store.pairs()

@@ -135,13 +135,15 @@ async def _run_sessions(
     finishes: list[TurnFinished] = []
     for text in INSTRUCTIONS:
         session = open_session(project, settings, frontend="demo")
-        session.subscribe(feedback.recorder())
+        recording = feedback.attach(session)
         session.subscribe(transcript)
         transcript.say(f"\nyou> {text}")
         try:
             finishes.append(await session.run(UserInput(text=text)))
         finally:
             await session.close()
+            if unrecorded := recording.close():
+                transcript.say(f"  ({len(unrecorded)} event(s) of this session could not be recorded)")
     return finishes
 
 

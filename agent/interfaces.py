@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent.model import ModelReply
-from agent.protocol import Event, Lessons
+from agent.protocol import EditReviewed, Event, Lessons, Op, TurnFinished, UserInput
 
 
 class Model(Protocol):
@@ -19,6 +19,48 @@ class Model(Protocol):
         tools: list[dict[str, Any]],
         on_delta: Callable[[str], None] | None = None,
     ) -> ModelReply: ...
+
+
+class FileChange(Protocol):
+    """One file a turn changed (agent.workspace.FileChange)."""
+
+    path: str
+    kind: str
+    before: str | None
+    after: str | None
+    new_path: str | None
+
+
+class SessionClient(Protocol):
+    """What a host (the command line, the demo, the language server, the terminal app) may ask of a
+    session: agent.session.Session in this process and agent.remote.RemoteSession in a worker both
+    provide it, and hosts are typed against it."""
+
+    id: str
+
+    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
+        """Call `callback` with every event from now on; the result unsubscribes."""
+        ...
+
+    async def run(self, op: UserInput) -> TurnFinished: ...
+
+    async def submit(self, op: Op) -> Any:
+        """Send an op that is not a new turn (an approval, an interrupt)."""
+        ...
+
+    def interrupt(self) -> None: ...
+
+    def last_turn_changes(self) -> Sequence[FileChange]: ...
+
+    async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed: ...
+
+    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed: ...
+
+    async def record_correction(self, path: str, user_content: str) -> EditReviewed | None: ...
+
+    async def undo(self) -> list[str]: ...
+
+    async def close(self) -> None: ...
 
 
 class LessonSource(Protocol):
@@ -43,11 +85,23 @@ class LessonSource(Protocol):
     def close(self) -> None: ...
 
 
+class Recording(Protocol):
+    """A session's recording while attached (feedback_store.recording.attach, which the CLI wires)."""
+
+    def flush(self, wait: float | None = None) -> list[Event]:
+        """Write what is pending; return what is not written yet."""
+        ...
+
+    def close(self, *, close_store: bool = False) -> list[Event]:
+        """Detach and flush; return the events that are not recorded."""
+        ...
+
+
 class DemoFeedback(Protocol):
-    """The database `teachback demo` records into (the CLI opens it): a subscriber per session, the
+    """The database `teachback demo` records into (the CLI opens it): a recording per session, the
     feedback pairs recorded, and an export of them."""
 
-    def recorder(self) -> Callable[[Event], None]: ...
+    def attach(self, session: Any) -> Recording: ...
 
     def pairs(self) -> list[Any]: ...
 

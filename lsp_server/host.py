@@ -63,6 +63,7 @@ class AgentHost:
         self.pending: dict[str, ApprovalRequested] = {}
         self.corrections = CorrectionTracker()
         self.recording: str = "not started"
+        self._attached: Any = None  # the recording of an inline session (feedback_store.recording)
         self._open_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
@@ -112,7 +113,7 @@ class AgentHost:
         return self.session
 
     async def _open(self) -> tuple[Any, OverlaySink, list[str]]:
-        session, _recorder, self.recording, warnings = await asyncio.to_thread(
+        session, self._attached, self.recording, warnings = await asyncio.to_thread(
             open_recorded, self.root, self.options.settings
         )
         return session, overlay_sink(session), warnings
@@ -144,6 +145,9 @@ class AgentHost:
         if self.turn is None:
             await self.flush_corrections()
         await self.session.close()
+        if self._attached is not None:  # inline sessions (the worker closes its own)
+            await asyncio.to_thread(self._attached.close, close_store=True)
+            self._attached = None
 
     # -- turns --------------------------------------------------------------------------------
 

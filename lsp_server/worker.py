@@ -42,8 +42,8 @@ def warm_up_imports() -> None:
 
 
 def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[str]]:
-    """A session on `root` with the recorder attached: (session, recorder or None, where it records,
-    warnings for the user). Blocking: call it in a thread."""
+    """A session on `root` with its recording attached: (session, recording or None, where it
+    records, warnings for the user). Blocking: call it in a thread."""
     from agent.runtime import open_session
     from feedback_store.lessons import book_for
 
@@ -51,16 +51,14 @@ def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[s
     if not settings.record:
         return session, None, "off (record = false)", []
     try:
-        from feedback_store import Recorder, StoreError, open_store
+        from feedback_store import StoreError, attach, open_store
     except ImportError as exc:
         return session, None, f"off ({exc})", [f"teachback is not recording feedback: {exc}"]
     try:
         store = open_store(settings.db_path())
     except StoreError as exc:
         return session, None, f"off ({exc})", [f"teachback is not recording feedback: {exc}"]
-    recorder = Recorder(store)
-    session.subscribe(recorder)
-    return session, recorder, str(settings.db_path()), []
+    return session, attach(session, store), str(settings.db_path()), []
 
 
 def overlay_sink(session: Any) -> OverlaySink:
@@ -82,15 +80,15 @@ async def _open(params: dict[str, Any]) -> Any:
     from agent.session_server import Opened
 
     settings = Settings().replace(**params["settings"])
-    session, recorder, recording, warnings = await asyncio.to_thread(open_recorded, Path(params["workspace"]), settings)
+    session, recording, where, warnings = await asyncio.to_thread(open_recorded, Path(params["workspace"]), settings)
 
     def on_close() -> None:
-        if recorder is not None:
-            recorder.flush()
+        if recording is not None:
+            recording.close(close_store=True)
         if session.lessons is not None:
             session.lessons.close()
 
-    return Opened(session, overlay_sink(session), {"recording": recording, "warnings": warnings}, on_close)
+    return Opened(session, overlay_sink(session), {"recording": where, "warnings": warnings}, on_close)
 
 
 def _protocol_stream() -> BinaryIO:

@@ -1,39 +1,14 @@
-"""What the terminal app needs from a session and from the feedback store.
+"""What the terminal app needs from the feedback store (the session's side is
+agent.interfaces.SessionClient).
 
-`agent.runtime.Session` and `feedback_store.Store` satisfy these without inheriting from them; the
-app is typed against these so that each screen states exactly what it uses.
+`feedback_store.Store` satisfies these without inheriting from them; the app is typed against
+these so that each screen states exactly what it uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, Protocol
-
-from agent.protocol import Event, Op, TurnFinished, UserInput
-
-
-class FileChange(Protocol):
-    path: str
-    kind: str
-    before: str | None
-    after: str | None
-    new_path: str | None
-
-
-class AgentSession(Protocol):
-    id: str
-
-    def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]: ...
-
-    async def run(self, op: UserInput) -> TurnFinished: ...
-
-    async def submit(self, op: Op) -> Any: ...
-
-    def interrupt(self) -> None: ...
-
-    def last_turn_changes(self) -> Sequence[FileChange]: ...
-
-    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> Any: ...
 
 
 class Pair(Protocol):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -14,8 +14,10 @@ from textual.widgets import Footer, Label, OptionList
 
 from agent.review import ReviewError
 from tui.screens.modals import ReasonModal
-from tui.seams import AgentSession, FileChange
 from tui.widgets.diff_view import ChangeList, DiffView
+
+if TYPE_CHECKING:  # annotations only: the app's first paint does not wait for the agent
+    from agent.interfaces import FileChange, SessionClient
 
 
 class ReviewScreen(Screen[None]):
@@ -29,7 +31,7 @@ class ReviewScreen(Screen[None]):
 
     def __init__(
         self,
-        session: AgentSession,
+        session: SessionClient,
         changes: Sequence[FileChange],
         summary: str = "",
         verdicts: dict[str, str] | None = None,

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.seams import FileChange
+if TYPE_CHECKING:  # annotations only: the app's first paint does not wait for the agent
+    from agent.interfaces import FileChange
+
 
 VERDICT_MARKS = {None: "·", "accepted": "✓", "rejected": "✗"}
 

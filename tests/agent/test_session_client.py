@@ -1,0 +1,39 @@
+"""The session's client API is named once (agent.interfaces.SessionClient), and both sessions a host
+can hold, the one in this process and the one in a worker process, provide all of it."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from agent.interfaces import SessionClient
+from agent.remote import RemoteSession
+from agent.session import Session
+
+MEMBERS = sorted(
+    name for name, value in vars(SessionClient).items() if not name.startswith("_") and inspect.isfunction(value)
+)
+
+
+def test_the_client_api_names_what_the_hosts_use() -> None:
+    assert {"subscribe", "run", "submit", "interrupt", "review_file", "review_edit", "undo", "close"} <= set(MEMBERS)
+    assert "id" in SessionClient.__annotations__
+
+
+@pytest.mark.parametrize("cls", [Session, RemoteSession])
+@pytest.mark.parametrize("name", MEMBERS)
+def test_each_session_provides_the_member_with_a_compatible_signature(cls: type, name: str) -> None:
+    wanted = getattr(SessionClient, name)
+    found = getattr(cls, name, None)
+    assert callable(found), f"{cls.__name__} has no {name}()"
+    assert inspect.iscoroutinefunction(found) == inspect.iscoroutinefunction(wanted), name
+    want = list(inspect.signature(wanted).parameters.values())[1:]
+    have = list(inspect.signature(found).parameters.values())[1:]
+    assert [p.name for p in have[: len(want)]] == [p.name for p in want], f"{cls.__name__}.{name}"
+    assert all(p.default is not inspect.Parameter.empty for p in have[len(want) :]), f"{cls.__name__}.{name}"
+
+
+@pytest.mark.parametrize("cls", [Session, RemoteSession])
+def test_each_session_has_an_id(cls: type) -> None:
+    assert "self.id = " in inspect.getsource(cls)
