@@ -1,4 +1,6 @@
-"""The session's record of what it changed: per turn (for review and the editor) and overall."""
+"""The session's one record of what it changed: per turn (for review and the editor) and overall
+(for session_diff and the repo map's edited files). The checkpoint keeps its own journal only for
+files git cannot snapshot, on disk, so that `teachback undo` works from another process."""
 
 from __future__ import annotations
 
@@ -9,17 +11,25 @@ from agent.workspace import FileChange
 
 
 @dataclass
-class TurnChanges:
-    """Files one turn touched, with their content at the start of the turn, and its moves."""
+class Changes:
+    """Files the session touched: `originals` holds each one's content when the session first wrote
+    it (None: absent); `before`, `moves` and `edits` are the current turn's, reset by start_turn()."""
 
+    originals: dict[str, str | None] = field(default_factory=dict)
     before: dict[str, str | None] = field(default_factory=dict)
     moves: dict[str, str] = field(default_factory=dict)  # src -> dst
     edits: list[EditApplied] = field(default_factory=list)
 
+    def start_turn(self) -> None:
+        self.before, self.moves, self.edits = {}, {}, []
+
     def note(self, change: FileChange) -> None:
-        self.before.setdefault(change.path, change.before)
+        """A write about to happen (called before the workspace writes it)."""
+        for path, before in ((change.path, change.before), (change.new_path, None)):
+            if path:
+                self.originals.setdefault(path, before)
+                self.before.setdefault(path, before)
         if change.kind == "move" and change.new_path:
-            self.before.setdefault(change.new_path, None)
             self.moves[change.path] = change.new_path
 
     def aggregate(self, current: dict[str, str | None]) -> list[FileChange]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
-from agent.changes import TurnChanges
+from agent.changes import Changes
 from agent.checkpoint import undo_last
 from agent.protocol import EditApplied, EditReviewed, Event
 from agent.tools.context import ToolContext
@@ -15,22 +16,28 @@ class ReviewError(Exception):
     pass
 
 
-class Reviewer:
-    """Mixed into Session: the review side of its API. Needs `id`, `workspace`, `context`,
-    `turn_changes` and `emit`."""
+class Review:
+    """The review side of a session, a part it owns: what the last turn changed (read from the
+    session's one record of changes, `context.changes`), accepting or rejecting it, the user's
+    corrections, and undo. Verdicts are emitted through the session's `emit`."""
 
-    id: str
-    workspace: Workspace
-    context: ToolContext
-    turn_changes: TurnChanges
+    def __init__(
+        self, session_id: str, workspace: Workspace, context: ToolContext, emit: Callable[[Event], Event]
+    ) -> None:
+        self.id = session_id
+        self.workspace = workspace
+        self.context = context
+        self.emit = emit
 
-    def emit(self, event: Event) -> Event:  # provided by Session
-        raise NotImplementedError
+    @property
+    def changes(self) -> Changes:
+        """The session's changes; the current turn's are reset at each turn."""
+        return self.context.changes
 
     def last_turn_changes(self) -> list[FileChange]:
         """Each file the last turn changed: its content at turn start and now."""
-        current = {path: self.context.current(path) for path in self.turn_changes.before}
-        return self.turn_changes.aggregate(current)
+        current = {path: self.context.current(path) for path in self.changes.before}
+        return self.changes.aggregate(current)
 
     async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed:
         """Accept or reject everything the last turn did to `path`; rejecting restores it."""
@@ -38,7 +45,7 @@ class Reviewer:
         changes = {c.path: c for c in self.last_turn_changes()}
         changes.update({c.new_path: c for c in changes.values() if c.new_path})
         change = changes.get(rel)
-        edit = self.turn_changes.last_edit(rel)
+        edit = self.changes.last_edit(rel)
         if change is None or edit is None:
             raise ReviewError(f"the last turn did not change {rel}; nothing to review.")
         restored = None
@@ -49,7 +56,7 @@ class Reviewer:
 
     async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed:
         """Accept or reject one applied edit; rejecting restores the file as it was before it."""
-        edit = next((e for e in self.turn_changes.edits if e.edit_id == edit_id), None)
+        edit = next((e for e in self.changes.edits if e.edit_id == edit_id), None)
         if edit is None:
             raise ReviewError(f"no edit {edit_id!r} in the last turn.")
         restored = None
@@ -65,7 +72,7 @@ class Reviewer:
     async def record_correction(self, path: str, user_content: str) -> EditReviewed | None:
         """The user changed lines the agent wrote: record their version as a correction."""
         rel = self.workspace.relative(self.workspace.resolve(path))
-        edit = self.turn_changes.last_edit(rel)
+        edit = self.changes.last_edit(rel)
         if edit is None or user_content == edit.after:
             return None
         return self.emit(

@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agent.approval import ApprovalPolicy
-from agent.changes import TurnChanges
 from agent.checkpoint import Checkpoint
 from agent.config import settings_dict
 from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
@@ -24,6 +23,7 @@ from agent.protocol import (
     AssistantDelta,
     AssistantMessage,
     EditApplied,
+    EditReviewed,
     ErrorEvent,
     Event,
     Interrupt,
@@ -39,7 +39,7 @@ from agent.protocol import (
     UserInput,
     new_id,
 )
-from agent.review import Reviewer
+from agent.review import Review
 from agent.syntax import syntax_error
 from agent.toolkit import Tool, Toolbox, ToolResult, error
 from agent.tools.context import ToolContext, unified_diff
@@ -52,7 +52,7 @@ LOOP_KINDS = ("repeated_call", "repeated_cycle")  # calls answered with feedback
 NO_LESSONS = ("interrupted", *LOOP_KINDS)  # failures that earlier sessions have nothing to say about
 
 
-class Session(Reviewer):
+class Session:
     def __init__(
         self,
         *,
@@ -77,7 +77,7 @@ class Session(Reviewer):
         self.git_head = git_head
         self.messages: list[dict[str, Any]] = list(history or [])
         self.turn = sum(1 for m in self.messages if m.get("role") == "user")
-        self.turn_changes = TurnChanges()
+        self.review = Review(self.id, self.workspace, context, self.emit)
         self._system_prompt = system_prompt
         self._subscribers: list[Callable[[Event], None]] = []
         self._pending: dict[str, asyncio.Future[ApprovalDecision]] = {}
@@ -98,6 +98,23 @@ class Session(Reviewer):
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
         self._subscribers.append(callback)
         return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    # -- review (agent.review.Review does the work) ----------------------------------------------
+
+    def last_turn_changes(self) -> list[FileChange]:
+        return self.review.last_turn_changes()
+
+    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed:
+        return await self.review.review_file(path, accepted, comment)
+
+    async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed:
+        return await self.review.review_edit(edit_id, accepted, comment)
+
+    async def record_correction(self, path: str, user_content: str) -> EditReviewed | None:
+        return await self.review.record_correction(path, user_content)
+
+    async def undo(self) -> list[str]:
+        return await self.review.undo()
 
     def emit(self, event: Event) -> Event:
         for callback in list(self._subscribers):
@@ -178,7 +195,7 @@ class Session(Reviewer):
         self._step_calls = {}  # a new instruction may well need the same call again
         self._cycles.reset()
         self._repeats = 0
-        self.turn_changes = TurnChanges()
+        self.context.changes.start_turn()
         message = {"role": "user", "content": _user_content(op)}
         self.messages.append(message)
         started = self.emit(
@@ -476,7 +493,7 @@ class Session(Reviewer):
                     syntax_error=broken,
                 )
             )
-            self.turn_changes.edits.append(edit)  # type: ignore[arg-type]
+            self.context.changes.edits.append(edit)  # type: ignore[arg-type]
             self._edit_count += 1
         if problems:
             result.output += (
@@ -494,11 +511,9 @@ class Session(Reviewer):
     def _write(self, change: FileChange) -> None:
         assert self._checkpoint is not None
         self._checkpoint.note(change.path, change.before)
-        self.context.originals.setdefault(change.path, change.before)
         if change.new_path:
             self._checkpoint.note(change.new_path, None)
-            self.context.originals.setdefault(change.new_path, None)
-        self.turn_changes.note(change)
+        self.context.changes.note(change)
         self.workspace.write(change)
 
     def _finish_call(

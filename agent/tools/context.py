@@ -1,4 +1,4 @@
-"""What a tool may use: the workspace, the settings, and the session's record of original contents."""
+"""What a tool may use: the workspace, the settings, and the session's record of what it changed."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.changes import Changes
 from agent.config import Settings
 from agent.workspace import Workspace
 
@@ -14,9 +15,7 @@ from agent.workspace import Workspace
 class ToolContext:
     workspace: Workspace
     settings: Settings
-    # path -> content when the session first touched it (None: did not exist). Feeds session_diff,
-    # undo outside git, and review.
-    originals: dict[str, str | None] = field(default_factory=dict)
+    changes: Changes = field(default_factory=Changes)  # what the session wrote: session_diff, review
     repo_map: Any = None  # agent.repomap.RepoMap when available
 
     def current(self, rel: str) -> str | None:
@@ -25,8 +24,9 @@ class ToolContext:
 
     def session_diff(self) -> str:
         parts = []
-        for rel in sorted(self.originals):
-            parts.append(unified_diff(rel, self.originals[rel], self.current(rel)))
+        originals = self.changes.originals
+        for rel in sorted(originals):
+            parts.append(unified_diff(rel, originals[rel], self.current(rel)))
         return "".join(parts)
 
 

@@ -30,7 +30,7 @@ def repo_map(ctx: ToolContext, focus: str | None = None) -> ToolResult:
         tokens=ctx.settings.repo_map_tokens,
         focus_paths=paths,
         mentioned=names,
-        edited_paths=[p for p in ctx.originals],
+        edited_paths=list(ctx.changes.originals),
     )
     return ToolResult(text or "The repository has no source files teachback can map.", target=focus)
 
