@@ -32,7 +32,7 @@ from agent.protocol import (
     TurnFinished,
     TurnStarted,
 )
-from feedback_store import monitor, pairs, renders
+from feedback_store import event_blobs, monitor, pairs, renders
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
 from feedback_store.store import Store
@@ -162,9 +162,12 @@ def _record_each(conn: sqlite3.Connection, events: Sequence[Event]) -> list[Even
 
 def record(conn: sqlite3.Connection, event: Event) -> bool:
     """Write one event and everything derived from it; False when it was already recorded."""
+    # A model call's row is written whole here and slimmed by its handler, which stores its rendered
+    # prompt in chunks shared between calls.
+    stored = event.to_json() if isinstance(event, ModelUsage) else _stored(conn, event.to_dict())
     inserted = conn.execute(
         "INSERT OR IGNORE INTO events (id, session_id, type, ts, cause_id, json) VALUES (?, ?, ?, ?, ?, ?)",
-        (event.id, event.session_id, event.type, event.ts, event.cause_id, event.to_json()),
+        (event.id, event.session_id, event.type, event.ts, event.cause_id, stored),
     ).rowcount
     if not inserted:
         return False
@@ -172,6 +175,11 @@ def record(conn: sqlite3.Connection, event: Event) -> bool:
     if handler is not None:
         handler(conn, event)
     return True
+
+
+def _stored(conn: sqlite3.Connection, data: dict) -> str:
+    """The events row of an event: its large values kept once, as blobs (feedback_store.event_blobs)."""
+    return json.dumps(event_blobs.slim(conn, data, put_blob), ensure_ascii=False, sort_keys=True)
 
 
 def put_blob(conn: sqlite3.Connection, kind: str, text: str | None) -> str | None:
@@ -251,9 +259,8 @@ def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage) -> Non
 
 def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
     render = renders.columns_for(conn, event, put_blob)
-    slim = renders.slim_event_json(event, render)
-    if slim is not None:  # the rendered prompt is kept once, as blobs, not in every event row
-        conn.execute("UPDATE events SET json = ? WHERE id = ?", (slim, event.id))
+    slim = _stored(conn, renders.slim_event(event, render))  # the rendered prompt as chunks, kept once
+    conn.execute("UPDATE events SET json = ? WHERE id = ?", (slim, event.id))
     conn.execute(
         """
         INSERT INTO model_calls (id, session_id, step, model, prompt_tokens, completion_tokens,

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.protocol import ModelUsage
+from feedback_store.event_blobs import BLOB_REFS
 from feedback_store.hashing import canonical_json
 from feedback_store.store import Store
 
 TOKEN_CHUNK = 512
-BLOB_REFS = "blobs"  # an event field replaced by {"blobs": [hash, ...]} in the events table
 
 PutBlob = Callable[[sqlite3.Connection, str, str | None], str | None]
 
@@ -44,17 +44,15 @@ def columns_for(conn: sqlite3.Connection, event: ModelUsage, put_blob: PutBlob) 
     }
 
 
-def slim_event_json(event: ModelUsage, columns: dict[str, str | None]) -> str | None:
-    """The event as the events table keeps it: the large fields as their blob hashes; None when
-    the event has none (then the row is the event's own JSON)."""
-    if columns["rendered"] is None and columns["prompt_token_ids"] is None:
-        return None
+def slim_event(event: ModelUsage, columns: dict[str, str | None]) -> dict[str, Any]:
+    """The event as the events table keeps it: the rendered prompt and its token ids as the
+    hashes of their chunks (feedback_store.event_blobs expands them)."""
     data = event.to_dict()
     for name in ("rendered", "prompt_token_ids"):
         if columns[name] is not None:
             key = "rendered_messages" if name == "rendered" else name
             data[key] = {BLOB_REFS: json.loads(columns[name])}
-    return json.dumps(data, ensure_ascii=False, sort_keys=True)
+    return data
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 import sqlite_utils
 
 from feedback_store.errors import StoreError
+from feedback_store.event_blobs import expand
 from feedback_store.migrations import migrate
 from feedback_store.rows import Pair, SessionSummary
 
@@ -245,9 +246,16 @@ class Store:
         return messages
 
     def events(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's raw event log (as JSON objects), in the order it was recorded."""
+        """The session's event log (as JSON objects, exactly as emitted), in the order it was recorded."""
         rows = self.query("SELECT json FROM events WHERE session_id = ? ORDER BY rowid", (session_id,))
-        return [json.loads(row["json"]) for row in rows]
+        texts: dict[str, str | None] = {}
+
+        def blob(key: str) -> str | None:
+            if key not in texts:
+                texts[key] = self.blob(key)
+            return texts[key]
+
+        return [expand(json.loads(row["json"]), blob) for row in rows]
 
     def flags(self, session_id: str | None = None) -> list[dict[str, Any]]:
         if session_id is None:

@@ -3,12 +3,13 @@ conversation at any turn."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from agent.protocol import AssistantDelta, conversation_from_events, event_from_dict
 from feedback_store import Recorder, StoreError, open_store
-from tests.store.events import TOOLS, FakeSession, mixed_session
+from tests.store.events import TOOLS, FakeSession, edit, mixed_session
 
 
 def record(store, events) -> None:
@@ -132,3 +133,31 @@ def test_unknown_session_is_a_clear_error(tmp_path: Path) -> None:
         assert "No session 'nope'" in str(exc)
     else:
         raise AssertionError("expected StoreError")
+
+
+def test_large_texts_are_stored_once_by_hash_and_the_log_comes_back_exactly(tmp_path: Path) -> None:
+    big_file = "".join(f"line {i}: {'x' * 40}\n" for i in range(400))
+    output = "".join(f"test_{i} PASSED\n" for i in range(300))
+    system = "You are a careful coding agent. " * 40
+    session = FakeSession().start(system=system).user("edit it")
+    session.call("edit_file", {"path": "big.py"}, target="big.py", edits=[edit("big.py", big_file, big_file + "end\n")])
+    session.call("run_command", {"command": "pytest"}, ok=False, error_kind="exit_status", result=output)
+    # A value shaped like the store's own markers, from a model or a tool, comes back as it was.
+    session.call("read_file", {"path": "m.json"}, result='{"$text": "sha256:0"}')
+    session.events.append(dataclasses.replace(session.events[-1], id="odd", message={"$text": "sha256:0"}))
+    session.finish()
+    store = open_store(tmp_path / "f.db")
+    record(store, session.events)
+
+    assert [event_from_dict(e) for e in store.events(session.id)] == session.events
+    rows = store.query("SELECT json FROM events")
+    for text in (big_file, output, system, json.dumps(TOOLS)[:200]):
+        assert not any(text[:200] in row["json"] for row in rows)
+    blobs = store.query("SELECT hash, content FROM blobs")
+    for text in (big_file, output, system):
+        assert sum(row["content"] == text for row in blobs) == 1  # one row, shared by every table
+    assert (
+        store.query("SELECT count(*) AS n FROM sessions WHERE system_prompt_hash IN (SELECT hash FROM blobs)")[0]["n"]
+        == 1
+    )
+    assert sum(len(row["json"]) for row in rows) < len(big_file)  # the log itself is small
