@@ -3,8 +3,10 @@
 This is the check that teachback's exports feed real trainers with no glue code: the file goes
 through `datasets.load_dataset("json", ...)` and straight into `SFTTrainer`, `DPOTrainer` or the
 experimental `SDFTTrainer` / `SDPOTrainer`. Everything else is kept small so a step runs on a
-laptop CPU: LoRA r=8 on the attention projections, fp32, two rows per step (one sampled completion
-of 8 tokens per prompt for SDFT, two for SDPO), and no length limit that could truncate or drop a row.
+laptop CPU: LoRA r=8 on the attention projections, fp32, no length limit that could truncate or
+drop a row, and one step: of one row for SFT and DPO (which tokenize every row of the file when the
+trainer is built) and of two prompts for SDFT and SDPO (which render prompts as they sample: one
+sampled completion of 8 tokens per prompt for SDFT, two for SDPO).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def _common_args(out: str) -> dict[str, Any]:
     return {
         "output_dir": out,
         "max_steps": 1,
-        "per_device_train_batch_size": 2,
+        "per_device_train_batch_size": 1,
         "learning_rate": 1e-4,
         "bf16": False,  # TRL turns bf16 on for CPUs by default; here that is ~15x slower
         "use_cpu": True,
@@ -88,7 +90,7 @@ def _dpo(model: Any, tokenizer: Any, dataset: Any, common: dict[str, Any]) -> An
 
 
 def _self_distillation_args(common: dict[str, Any], generations: int) -> dict[str, Any]:
-    """Two prompts per step, so a two-row file is read whole."""
+    """Two prompts per step, so a two-row file is rendered whole."""
     return {
         **common,
         "per_device_train_batch_size": 2 * generations,
