@@ -8,12 +8,8 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agent.config import APPROVAL_MODES, ConfigError, Settings, load_settings
-
-if TYPE_CHECKING:
-    pass
 
 # 0: the turn finished; 1: it stopped (a limit, an interrupt, a model or internal error); 2: the
 # command, the configuration, the database or the model cannot be used as given; 3: the session
