@@ -47,8 +47,10 @@ def test_sigkill_mid_session_loses_nothing_acknowledged(tmp_path: Path) -> None:
         assert line, proc.stderr.read() if proc.stderr else "writer exited"
         acknowledged.append(line.strip())
     proc.send_signal(signal.SIGKILL)
-    rest, _ = proc.communicate(timeout=30)
-    acknowledged += rest.split()
+    # The rest through the same buffered reader: readline() may already hold lines that
+    # communicate(), reading the pipe underneath it, would never see.
+    acknowledged += proc.stdout.read().split()
+    proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert integrity(db) == "ok"
     store = open_store(db)

@@ -6,6 +6,7 @@ session directory instead and tests receive its path explicitly."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,32 @@ def embedded_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     except LocalModelError as exc:
         pytest.skip(str(exc))
     return convert_gguf(gguf, tmp_path_factory.mktemp("models") / EMBEDDED)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(embedded_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialised two-layer model with the embedded model's tokenizer and chat template,
+    for the tests of the trainer's mechanics (seeds, resume, processes, objectives, caches): what
+    they check is that the same arithmetic gives the same numbers, not what the model knows, and
+    this model runs a step in a fraction of the time. Tests of what training does use the real one."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    config = AutoConfig.from_pretrained(embedded_model_dir, local_files_only=True)
+    config.update(
+        {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+        }
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(out)
+    for source in embedded_model_dir.iterdir():  # the tokenizer's files and the generation settings
+        if source.is_file() and not (out / source.name).exists() and source.suffix != ".safetensors":
+            shutil.copy2(source, out / source.name)
+    return out

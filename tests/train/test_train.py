@@ -4,7 +4,9 @@ prefix is exact where the trainer relies on it.
 
 The data is one recorded session of local/smollm2 (three pairs, one with a correction; the ids the
 model was fed and sampled and their log-probabilities), exported as sdpo records. Windows and
-completions are kept short so that a step runs in seconds on two cores.
+completions are kept short so that a step runs in seconds on two cores. The loss going down is
+shown on the embedded model itself; the mechanics (seeds, resume, processes, objectives, caches) on
+a two-layer model with its tokenizer (`tiny_model_dir`).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ def config(model_dir: Path, out: Path, **changes: Any) -> TrainConfig:
 
 
 @pytest.fixture(scope="module")
-def reference(embedded_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def reference(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Three steps of two pairs each (the session's pairs wrap around into a second epoch)."""
-    return train(config(embedded_model_dir, tmp_path_factory.mktemp("reference") / "adapter"))
+    return train(config(tiny_model_dir, tmp_path_factory.mktemp("reference") / "adapter"))
 
 
 @pytest.mark.slow
@@ -55,17 +57,17 @@ def test_a_few_steps_on_recorded_demo_pairs_lower_the_training_loss(embedded_mod
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_the_same_seed_gives_the_same_losses(reference: Any, embedded_model_dir: Path, tmp_path: Path) -> None:
-    again = train(config(embedded_model_dir, tmp_path / "again"))
+def test_the_same_seed_gives_the_same_losses(reference: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
+    again = train(config(tiny_model_dir, tmp_path / "again"))
     assert again.losses == reference.losses
-    other = train(config(embedded_model_dir, tmp_path / "other", seed=1, steps=2))
+    other = train(config(tiny_model_dir, tmp_path / "other", seed=1, steps=2))
     assert other.losses != reference.losses[:2]  # another LoRA initialisation (and order)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_losses(
-    reference: Any, embedded_model_dir: Path, tmp_path: Path
+    reference: Any, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "adapter"
     args = [
@@ -78,7 +80,7 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_losses(
         "--out",
         str(out),
         "--base",
-        str(embedded_model_dir),
+        str(tiny_model_dir),
         "--batch-size",
         "2",
         "--steps",
@@ -102,20 +104,18 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_losses(
     assert first.exists(), run.stderr.read().decode()[-2000:]
     assert not (out / "teachback_train.json").exists()  # it was killed before the end
 
-    resumed = train(config(embedded_model_dir, out))
+    resumed = train(config(tiny_model_dir, out))
     assert resumed.losses[0] == reference.losses[0]  # read back from the checkpoint
     assert resumed.losses == pytest.approx(reference.losses, rel=1e-4)  # computed again after the kill
-    assert train(config(embedded_model_dir, out)).losses == resumed.losses  # finished: nothing to do
+    assert train(config(tiny_model_dir, out)).losses == resumed.losses  # finished: nothing to do
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_two_processes_of_one_pair_each_train_as_one_process_of_two_pairs(
-    embedded_model_dir: Path, tmp_path: Path
-) -> None:
+def test_two_processes_of_one_pair_each_train_as_one_process_of_two_pairs(tiny_model_dir: Path, tmp_path: Path) -> None:
     """The command as documented for several CPU processes (on GPUs: accelerate launch --multi_gpu)."""
     tiny = {"max_tokens": 16, "max_completion_tokens": 8, "steps": 2}
-    single = train(config(embedded_model_dir, tmp_path / "single", batch_size=2, **tiny))
+    single = train(config(tiny_model_dir, tmp_path / "single", batch_size=2, **tiny))
     torchrun = Path(sys.executable).with_name("torchrun")
     args = [
         str(torchrun),
@@ -129,7 +129,7 @@ def test_two_processes_of_one_pair_each_train_as_one_process_of_two_pairs(
         "--out",
         str(tmp_path / "two"),
         "--base",
-        str(embedded_model_dir),
+        str(tiny_model_dir),
         "--batch-size",
         "1",
         "--steps",
@@ -154,12 +154,10 @@ def test_two_processes_of_one_pair_each_train_as_one_process_of_two_pairs(
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_each_objective_and_the_ema_teacher_train_a_step(
-    reference: Any, embedded_model_dir: Path, tmp_path: Path
-) -> None:
+def test_each_objective_and_the_ema_teacher_train_a_step(reference: Any, tiny_model_dir: Path, tmp_path: Path) -> None:
     def first_loss(**changes: Any) -> float:
         name = "-".join(f"{k}{v}" for k, v in changes.items())
-        return train(config(embedded_model_dir, tmp_path / name, steps=1, **changes)).losses[0]
+        return train(config(tiny_model_dir, tmp_path / name, steps=1, **changes)).losses[0]
 
     # At the first step the adapter adds nothing: the policy is the reference, the margin is 0.
     assert first_loss(objective="dpo") == pytest.approx(math.log(2), abs=1e-5)
@@ -172,14 +170,14 @@ def test_each_objective_and_the_ema_teacher_train_a_step(
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_the_cached_prefix_and_the_window_are_exact_at_the_start(embedded_model_dir: Path) -> None:
+def test_the_cached_prefix_and_the_window_are_exact_at_the_start(tiny_model_dir: Path) -> None:
     import torch
     from peft import LoraConfig, get_peft_model
 
     from trainer.render import render
     from trainer.scoring import PrefixCache, base_weights, completion_logits, load, teacher_logits, window_start
 
-    model, tokenizer = load(str(embedded_model_dir))
+    model, tokenizer = load(str(tiny_model_dir))
     model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM"))
     rendered = render(read_records([DEMO])[0], tokenizer)
     completion = rendered.completion[:8]
