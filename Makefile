@@ -27,8 +27,10 @@ $(TRAIN_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,local,train]'
 	touch $(TRAIN_STAMP)
 
+# One worker per core; each test file stays on one worker, so its fixtures (a recorded session, a
+# converted model) are built once.
 test: $(TRAIN_STAMP) lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 # ruff's lint rules and formatting, as pyproject.toml chooses them.
 lint: $(STAMP)
@@ -37,7 +39,7 @@ lint: $(STAMP)
 
 # Everything except the tests that run the embedded model.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n auto --dist loadfile -m "not slow"
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
