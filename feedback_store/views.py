@@ -68,7 +68,7 @@ def canonical_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def canonical_message(message: Message, names: list[str]) -> Message:
     role = message.get("role") or "user"
-    content = _text(message.get("content"))
+    content = textcalls.content_text(message.get("content"))
     out: Message = {"role": role, "content": content}
     calls = message.get("tool_calls") or []
     if role == "assistant" and calls:
@@ -100,7 +100,7 @@ def as_sent(messages: list[Message]) -> list[Message]:
 def text_view(messages: list[Message], tools: list[dict[str, Any]]) -> list[Message]:
     """The messages a text-mode model is given for this conversation."""
     return [
-        {"role": m["role"], "content": _text(m.get("content"))}
+        {"role": m["role"], "content": textcalls.content_text(m.get("content"))}
         for m in textcalls.to_text_messages(as_sent(messages), tools)
     ]
 
@@ -109,7 +109,7 @@ def text_reply(message: Message, style: str) -> Message:
     """An assistant message as a text-mode model writes it. A recorded reply keeps its own text; a
     derived one is written as the session's model wrote calls: `style` "json", a bare JSON call
     object (the grammar and json_object modes), or "text", a <tool_call> block."""
-    raw = _text(message.get("content"))
+    raw = textcalls.content_text(message.get("content"))
     calls = message.get("tool_calls") or []
     if raw and (not calls or textcalls.parse_reply(raw, [c["function"]["name"] for c in calls]).tool_calls):
         return {"role": "assistant", "content": raw}
@@ -136,11 +136,7 @@ def fold_tool_results(messages: list[Message]) -> list[Message]:
     if start == len(messages):
         return messages
     names = {c.get("id"): c["function"]["name"] for m in messages[:start] for c in m.get("tool_calls") or []}
-    blocks = [
-        f'<tool_result name="{names.get(m.get("tool_call_id"), "tool")}" id="{m.get("tool_call_id") or ""}">\n'
-        f"{_text(m.get('content')).rstrip()}\n</tool_result>"
-        for m in messages[start:]
-    ]
+    blocks = [textcalls.render_result(m, names) for m in messages[start:]]
     return [*messages[:start], {"role": "user", "content": "\n\n".join(blocks)}]
 
 
@@ -174,11 +170,3 @@ def compact_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def first_sentence(text: str) -> str:
     match = re.match(r"(.+?[.!?])(\s|$)", text.strip(), re.S)
     return (match.group(1) if match else text.strip()).replace("\n", " ")
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, list):
-        return "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return str(content)

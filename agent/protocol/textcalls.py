@@ -85,16 +85,16 @@ def to_text_messages(messages: list[dict], tools: list[dict]) -> list[dict]:
     for message in messages:
         role = message.get("role")
         if role == "system" and prompt and not any(m["role"] == "system" for m in out):
-            base = _text(message.get("content"))
+            base = content_text(message.get("content"))
             out.append({"role": "system", "content": f"{base}\n\n{prompt}" if base else prompt})
         elif role == "assistant":
             calls = message.get("tool_calls") or []
             for call in calls:
                 names_by_id[call.get("id") or ""] = call["function"]["name"]
-            parts = [_text(message.get("content")).strip(), *(render_call(c) for c in calls)]
+            parts = [content_text(message.get("content")).strip(), *(render_call(c) for c in calls)]
             out.append({"role": "assistant", "content": "\n".join(p for p in parts if p)})
         elif role == "tool":
-            block = _render_result(message, names_by_id)
+            block = render_result(message, names_by_id)
             if results_at is not None and results_at == len(out) - 1:
                 out[-1]["content"] += "\n\n" + block
             else:
@@ -404,10 +404,13 @@ def _openai_call(name: str, arguments: str) -> dict[str, Any]:
     }
 
 
-def _render_result(message: dict[str, Any], names_by_id: dict[str, str]) -> str:
+def render_result(message: dict[str, Any], names_by_id: dict[str, str]) -> str:
+    """A tool message as the text mode gives it to the model: a `<tool_result>` block."""
     call_id = message.get("tool_call_id") or ""
     name = message.get("name") or names_by_id.get(call_id, "tool")
-    return f'<tool_result name="{name}" id="{call_id}">\n{_text(message.get("content")).rstrip()}\n</tool_result>'
+    return (
+        f'<tool_result name="{name}" id="{call_id}">\n{content_text(message.get("content")).rstrip()}\n</tool_result>'
+    )
 
 
 def _describe_tool(function: dict[str, Any]) -> str:
@@ -430,7 +433,8 @@ def _describe_tool(function: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A message's content as text (None: empty; a list of parts: their texts, one per line)."""
     if content is None:
         return ""
     if isinstance(content, list):
