@@ -68,3 +68,10 @@ def script(tmp_path: Path):
         return f"scripted/{path}"
 
     return write
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files with slow tests run first, each file's tests still together and in order: with one
+    worker per core (`make test`), the longest files start at once and the short ones fill in."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
