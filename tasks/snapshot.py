@@ -11,10 +11,10 @@ import hashlib
 import io
 import os
 import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 
+from agent.repomap.files import git_files
 from tasks.records import TaskError
 
 # Folder names that are never part of a task tree, at any depth.
@@ -83,7 +83,8 @@ def is_test_path(path: str) -> bool:
 def list_files(root: Path) -> list[str]:
     """The project's files under `root`, sorted: what git tracks or would track (or every file,
     outside git), minus build outputs, virtual environments and links that leave `root`."""
-    listed = _git_files(root) or _walk_files(root)
+    # None outside git, [] when git lists nothing (a folder git ignores): both walk the tree instead.
+    listed = git_files(root, timeout=120) or _walk_files(root)
     venvs = tuple(p[: -len("pyvenv.cfg")] for p in listed if p.endswith("pyvenv.cfg"))
     base = root.resolve()
     kept = []
@@ -98,24 +99,6 @@ def list_files(root: Path) -> list[str]:
             continue
         kept.append(path)
     return sorted(kept)
-
-
-def _git_files(root: Path) -> list[str]:
-    """Tracked and untracked-but-not-ignored files, or [] outside a git work tree (or when git
-    lists nothing, as for a folder that git ignores)."""
-    try:
-        result = subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-            cwd=root,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if result.returncode != 0:
-        return []
-    return [p for p in result.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
 
 
 def _walk_files(root: Path) -> list[str]:

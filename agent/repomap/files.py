@@ -39,19 +39,21 @@ def wanted(path: str) -> bool:
 def list_candidates(root: Path) -> list[str]:
     """Every non-ignored file under `root` with a grammar, as sorted posix paths relative to it.
     A link that leads out of `root` is never a candidate: its code would reach the model's prompt."""
-    listed = _git_files(root)
+    listed = git_files(root)
     if listed is None:
         listed = _walk_files(root)
     return paths_inside(root, sorted(p for p in listed if os.path.splitext(p)[1].lower() in EXTENSIONS))
 
 
-def _git_files(root: Path) -> list[str] | None:
+def git_files(root: Path, timeout: float = 60) -> list[str] | None:
+    """Tracked and untracked-but-not-ignored files under `root`, sorted; None outside a git work
+    tree or when git fails."""
     try:
         result = subprocess.run(
             ["git", "ls-files", "-co", "--exclude-standard", "-z"],
             cwd=root,
             capture_output=True,
-            timeout=60,
+            timeout=timeout,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
