@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -97,25 +96,22 @@ def make_adapter(base_dir: Path, out: Path, b_std: float) -> Path:
 
 
 def test_identity_adapter_changes_nothing_and_a_random_one_changes_pairs_and_text(
-    recorded_pairs: Path, tiny_model_dir: Path, tmp_path: Path
+    recorded_pairs: Path, embedded_model_dir: Path, tmp_path: Path
 ) -> None:
     from trainer.evaluate import EvalConfig, evaluate, render_table
 
-    same = make_adapter(tiny_model_dir, tmp_path / "identity", 0.0)
+    same = make_adapter(embedded_model_dir, tmp_path / "identity", 0.0)
     doc = evaluate(EvalConfig(adapter=same, out=tmp_path / "same.json", pairs=[recorded_pairs], behaviour=False))
     assert doc["pairs"]["pairs"] == 2 and doc["pairs"]["tokens"] > 10
     assert doc["pairs"]["divergence"]["before"] == pytest.approx(doc["pairs"]["divergence"]["after"], abs=1e-6)
     text = doc["forgetting"]["general_text"]
     assert text["tokens"] > 800 and text["drop"] == pytest.approx(0.0, abs=1e-6)
-    # The two-layer random model (the mechanics are what is tested here) is close to uniform over
-    # its vocabulary, so the log-likelihood per token is close to -ln(vocabulary size).
-    vocabulary = json.loads((tiny_model_dir / "config.json").read_text())["vocab_size"]
-    assert text["before"] == pytest.approx(-math.log(vocabulary), abs=0.5)
+    assert -6 < text["before"] < -1  # a real model on English prose: a few nats per token
 
-    changed = make_adapter(tiny_model_dir, tmp_path / "random", 0.3)
+    changed = make_adapter(embedded_model_dir, tmp_path / "random", 0.3)
     doc = evaluate(EvalConfig(adapter=changed, out=tmp_path / "eval.json", pairs=[recorded_pairs], behaviour=False))
     assert json.loads((tmp_path / "eval.json").read_text()) == json.loads(json.dumps(doc))
-    assert abs(doc["forgetting"]["general_text"]["drop"]) > 1e-3  # the identity stays within 1e-6
+    assert doc["forgetting"]["general_text"]["drop"] > 0.05
     pairs = doc["pairs"]
     assert abs(pairs["failed_token_logprob"]["after"] - pairs["failed_token_logprob"]["before"]) > 0.01
     assert doc["forgetting"]["successful_turns"]["tokens"] == 0  # scripted sessions record no token ids
