@@ -193,6 +193,13 @@ _REVISION = r"(?:HEAD[~^]|@\{|\b[0-9a-f]{7,40}\b|--source\b|ORIG_HEAD|FETCH_HEAD
 CACHE_PATH = re.compile(
     r"__pycache__|\.py[co]\b|\.mypy_cache|\.pytest_cache|\.ruff_cache|\.hypothesis\b|\.pytype\b|--cache-show\b"
 )
+# Where a program is run, not merely named (`grep curl docs` is no download): the start of a
+# command segment after variable assignments and wrappers (sudo, env, timeout 5, xargs -n1), or
+# inside `$(...)`, backticks or `sh -c '...'`.
+_COMMAND_START = (
+    r"(?:^\s*(?:\w+=\S*\s+)*(?:(?:sudo|env|nohup|exec|command|time|nice|timeout\s+\S+|xargs(?:\s+-\S+)*)\s+)*"
+    r"|\$\(\s*|`\s*|\b(?:ba|z|da)?sh\s+-c\s+['\"]\s*)"
+)
 INSTALLED_PATH = re.compile(r"\b(?:site|dist)-packages\b|\.dist-info\b|\.egg-link\b")
 ACCESS_RULES = (
     AccessRule(
@@ -241,7 +248,7 @@ ACCESS_RULES = (
     AccessRule(
         "fetches_network",
         re.compile(
-            r"\b(?:curl|wget|aria2c|scp|sftp|ftp|telnet|ncat|nc|ssh)\s"
+            _COMMAND_START + r"(?:curl|wget|aria2c|scp|sftp|ftp|telnet|ncat|nc|ssh)\s"
             r"|\b(?:pip[\d.]*|uv\s+pip|pipx|conda|mamba|poetry|pdm|npm|yarn|pnpm|gem|cargo|go)\s+(?:install|add|get|i|ci)\b"
             r"|\buv\s+add\b" + r"|" + _GIT + r"(?:clone|fetch|pull|ls-remote|remote\s+add|submodule\s+update)\b"
             r"|\burllib\.request\b|\burlopen\(|\brequests\.(?:get|post|Session)\b|\bhttpx\.|\bhttp\.client\b"

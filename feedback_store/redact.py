@@ -140,10 +140,19 @@ def base64_private_key(value: str) -> bool:
     return decoded is not None and b"PRIVATE KEY" in decoded
 
 
+PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*[.,:;!?)]*")
+
+
+def not_a_word(value: str) -> bool:
+    """Not one plain word of prose (`failed`, `Authentication.`)."""
+    return not PLAIN_WORD.fullmatch(value)
+
+
 CHECKS: dict[str, Callable[[str], bool]] = {
     "random": looks_random,
     "not_placeholder": not_placeholder,
     "basic_auth": basic_auth,
+    "not_a_word": not_a_word,
     "base64_private_key": base64_private_key,
 }
 

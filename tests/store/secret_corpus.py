@@ -423,6 +423,56 @@ KINDS = [
         bare=False,
     ),
     Kind("generic_passphrase", "SIGNING_PASSPHRASE", lambda g: r(g, 20, PASSWORD), bare=False),
+    # Passwords known by their place in a file or on a command line, not by a name beside them.
+    Kind(
+        "netrc_password",
+        "NETRC_PASSWORD",
+        lambda g: r(g, g.randrange(10, 20), PASSWORD),
+        None,
+        bare=False,
+        line="machine api.example.com login alice password {v}",
+    ),
+    Kind(
+        "netrc_password_lines",
+        "NETRC_PASSWORD",
+        lambda g: r(g, g.randrange(10, 20), PASSWORD),
+        None,
+        bare=False,
+        line="machine git.example.com\n  login deploy\n  password {v}",
+    ),
+    Kind(
+        "mysql_cli_password",
+        "MYSQL_PWD",
+        lambda g: r(g, g.randrange(10, 20), ALNUM + "_.^~"),
+        None,
+        bare=False,
+        line="mysqldump -h db.internal -u root -p{v} shop > backup.sql",
+    ),
+    Kind("pgpassword", "PGPASSWORD", lambda g: r(g, g.randrange(12, 20), PASSWORD), None, bare=False),
+    Kind(
+        "sshpass_password",
+        "SSHPASS",
+        lambda g: r(g, g.randrange(10, 20), PASSWORD),
+        None,
+        bare=False,
+        line="sshpass -p '{v}' ssh deploy@web1.internal uptime",
+    ),
+    Kind(
+        "redis_cli_password",
+        "REDISCLI_AUTH",
+        lambda g: r(g, g.randrange(16, 32), ALNUM),
+        None,
+        bare=False,
+        line="redis-cli -h cache.internal -a {v} --no-auth-warning ping",
+    ),
+    Kind(
+        "htpasswd_password",
+        "HTPASSWD_PASSWORD",
+        lambda g: r(g, g.randrange(10, 20), PASSWORD),
+        None,
+        bare=False,
+        line="htpasswd -b -c /etc/nginx/.htpasswd alice {v}",
+    ),
 ]
 
 

@@ -234,6 +234,38 @@ def test_authorization_headers_and_command_line_credentials() -> None:
     assert "Basic operations are cheap" in out
 
 
+def test_passwords_known_by_their_place_on_a_command_line_or_in_netrc() -> None:
+    pw = chars(14, "placepw", ALNUM + "^_~.")
+    lines = [
+        f"mysql -h db -u root -p{pw} shop",
+        f"-mysqldump -uroot -p'{pw}' shop > d.sql",  # a diff line
+        f"sshpass -p '{pw}' ssh host",
+        f"redis-cli -h cache -a {pw} ping",
+        f"htpasswd -cb /etc/.htpasswd alice {pw}",
+        f"openssl enc -aes256 -k {pw} -in f",
+        f"smbclient //h/share -U bob%{pw}",
+        f"machine api.example.com login alice password {pw}",
+        f" 7| machine api.example.com\n  login alice\n  password {pw}",
+        f"PGPASSWORD={pw} psql -h db",
+        f"export SSHPASS={pw}",
+    ]
+    for line in lines:
+        for text in (line, json.dumps({"command": line})):
+            out = Redactor(env={}).redact(text)
+            assert pw not in out, text
+    prose = [
+        "mysql_config --cflags -pthread",
+        "mysql -u root -p shop",
+        "mysql -u root -p$MYSQL_PWD shop",
+        "password authentication failed for user",
+        "login required password needed",
+        "  password: str,",
+        "gcc -pthread -o x main.c",
+    ]
+    redactor = Redactor(env={})
+    assert [redactor.redact(text) for text in prose] == prose and redactor.total == 0
+
+
 def test_found_spans_are_ordered_and_disjoint_and_env_values_win() -> None:
     token = SECRETS["github_classic"]
     redactor = Redactor(env={"CI_TOKEN": token})
