@@ -137,7 +137,7 @@ def render_table(document: dict[str, Any]) -> str:
     k = s["k"]
     ci = s.get("pass@1_ci")
     rows = [
-        ("model", f"`{document.get('model', '?')}`"),
+        ("model", f"`{document.get('model', '?')}`" + (" with lessons" if document.get("lessons") else "")),
         (
             "tasks × attempts",
             f"{s['tasks']} × {k}" + (f" ({s['attempts']} attempts)" if s["attempts"] != s["tasks"] * k else ""),
@@ -205,6 +205,7 @@ def compare(
         "only_a": sorted(set(a["tasks"]) - set(b["tasks"])),
         "only_b": sorted(set(b["tasks"]) - set(a["tasks"])),
         "models": (a.get("model"), b.get("model")),
+        "lessons": (bool(a.get("lessons")), bool(b.get("lessons"))),
     }
 
 
@@ -223,9 +224,11 @@ def render_compare(result: dict[str, Any], names: tuple[str, str] = ("A", "B")) 
         f"{result['mean_diff']:+.3f}{span} |"
     )
     ties = len(result["rows"]) - result["better"] - result["worse"]
+    runs = zip(names, result["models"], result["lessons"])
     notes = [
+        "; ".join(f"{side}: `{model or '?'}`{' with lessons' if lessons else ''}" for side, model, lessons in runs),
         f"{len(result['rows'])} paired tasks: {b} better on {result['better']}, worse on {result['worse']}, "
-        f"tied on {ties}; percentile bootstrap over tasks, {result['resamples']:,} resamples, seed {result['seed']}."
+        f"tied on {ties}; percentile bootstrap over tasks, {result['resamples']:,} resamples, seed {result['seed']}.",
     ]
     for side, missing in ((a, result["only_a"]), (b, result["only_b"])):
         if missing:

@@ -115,6 +115,12 @@ def _attempt_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grade-timeout", type=float, help="seconds for the grader's test run")
     parser.add_argument("--work-dir", type=Path, help="where sealed workspaces are made (default: temp dir)")
     parser.add_argument("--keep-workspaces", action="store_true", help="keep each attempt's workspace")
+    parser.add_argument(
+        "--lessons",
+        action="store_true",
+        help="show each attempt lessons from the feedback database, as sessions are (default: off, so the "
+        "figures measure the model alone; compare a run with and one without)",
+    )
 
 
 def _synth(args: argparse.Namespace) -> int:
@@ -168,6 +174,7 @@ def _bench(args: argparse.Namespace) -> int:
     document = bench.bench_document(
         bench.summarize(records, args.attempts),
         model=model,
+        lessons=args.lessons,
         suite=name,
         tasks_file=str(args.tasks or f"suite:{args.suite}"),
         run_s=round(seconds, 1),
@@ -188,6 +195,8 @@ def _rollouts(args: argparse.Namespace, task_file: Path, model: str, out: Path) 
         raise ValueError("--attempts must be at least 1")
     chosen = _chosen(load_tasks(task_file), args.instance)
     overrides = {k: v for k, v in (("max_steps", args.max_steps), ("max_time", args.max_time)) if v is not None}
+    if args.lessons:
+        overrides["lessons"] = True
     db = args.db or str(load_settings(Path.cwd()).db_path())
     specs = specs_for(
         chosen,

@@ -82,7 +82,8 @@ class AttemptSpec:
 
 def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
     """The user's settings for this workspace, headless: full-auto, nothing asked, recorded to
-    `spec.db`, with the task deny rules added to the configured ones."""
+    `spec.db`, with the task deny rules added to the configured ones. Lessons are off unless the
+    spec turns them on, so an attempt measures the model, not what the store happens to hold."""
     base = load_settings(workspace)
     deny = (*base.deny_commands, *TASK_DENY_COMMANDS, *task_deny_rules(spec.task))
     return base.replace(
@@ -92,7 +93,7 @@ def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
         deny_commands=deny,
         db=spec.db,
         record=True,
-        **spec.overrides,
+        **{"lessons": False, **spec.overrides},
     )
 
 
@@ -219,13 +220,19 @@ def _run_agent(
     workspace: Path, settings: Settings, instruction: str, recorder: Any, task_meta: dict[str, Any]
 ) -> tuple[str, dict[str, Any], float]:
     from agent.runtime import open_session
+    from feedback_store.lessons import book_for
 
-    session = open_session(workspace, settings, frontend="tasks")
-    metrics = AttemptMetrics()
-    session.subscribe(_with_task(recorder, task_meta))
-    session.subscribe(metrics)
-    clock = time.perf_counter()
-    asyncio.run(session.run(UserInput(text=instruction)))
+    lessons = book_for(settings)  # lessons from the attempt's database (and team stores), when on
+    try:
+        session = open_session(workspace, settings, frontend="tasks", lessons=lessons)
+        metrics = AttemptMetrics()
+        session.subscribe(_with_task(recorder, task_meta))
+        session.subscribe(metrics)
+        clock = time.perf_counter()
+        asyncio.run(session.run(UserInput(text=instruction)))
+    finally:
+        if lessons is not None:
+            lessons.close()
     return session.id, metrics.as_dict(), time.perf_counter() - clock
 
 

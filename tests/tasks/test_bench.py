@@ -123,6 +123,8 @@ def test_compare_is_paired_with_a_seeded_bootstrap_interval() -> None:
     assert (result["only_a"], result["only_b"]) == (["only-a"], ["only-b"])
     text = bench.render_compare(result)
     assert "| mean | 0.375 | 0.875 | +0.500 (95% CI" in text and "Only in A (left out): only-a" in text
+    assert "A: `old`; B: `new`\n" in text
+    assert "A: `old`; B: `old` with lessons" in bench.render_compare(bench.compare(a, {**a, "lessons": True}))
     same = bench.compare(a, a)
     assert same["mean_diff"] == 0.0 and same["ci"] == [0.0, 0.0]
 

@@ -96,6 +96,31 @@ def test_a_wrong_fix_is_graded_and_becomes_a_test_pair(script, tmp_path: Path) -
     assert session_task(db, record["session_id"])["reward"] == 0.0
 
 
+def test_lessons_reach_an_attempt_only_when_asked_for(script, tmp_path: Path) -> None:
+    db = tmp_path / "feedback.db"
+    stale = {**RESTORE, "old_text": "    raise NotImplementedError()"}  # not what the file says
+    learns = [turn(call("edit_file", stale)), turn(call("read_file", {"path": "textkit/words.py"}))]
+    first = run_attempt(spec(script(*learns, *SOLVES[1:], name="first.json"), db))
+    assert (first["reward"], first["tool_errors"]) == (1.0, 1), first
+    again = [turn(call("edit_file", stale)), *SOLVES[1:]]
+    without = run_attempt(spec(script(*again, name="without.json"), db, attempt=1))
+    with_lessons = run_attempt(spec(script(*again, name="with.json"), db, attempt=2, overrides={"lessons": True}))
+    store = open_store(db)
+
+    def failed_result(record: dict) -> str:
+        return next(m["content"] for m in store.conversation(record["session_id"]) if m["role"] == "tool")
+
+    shown = store.query("SELECT session_id FROM events WHERE type = 'lessons_shown'")
+    assert {row["session_id"] for row in shown} == {with_lessons["session_id"]}
+    assert "Lessons from earlier sessions" not in failed_result(without)
+    told = failed_result(with_lessons)
+    assert "Lessons from earlier sessions about failures like this one:" in told
+    assert "edit_file on textkit/words.py failed (no_match, 2 times)" in told  # the two attempts before
+    assert 'What worked: edit_file(old_text=" raise NotImplementedError"' in told
+    store.close()
+    assert with_lessons["reward"] == without["reward"] == 1.0
+
+
 def test_a_hacking_attempt_is_flagged_and_its_reward_kept_apart(script, tmp_path: Path) -> None:
     db = tmp_path / "feedback.db"
     record = run_attempt(spec(script(*CHEATS), db))
