@@ -101,6 +101,24 @@ class FileRow:
     tags: str | None  # tags JSON to store; None: already stored, or not read (load_root)
 
 
+WAIT_S = 5.0  # how long a cache write waits for another process's
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Switch to write-ahead logging, retried: on a new file that another process (a parallel task
+    attempt, a second editor) is setting up at the same moment, SQLite answers "locked" at once
+    instead of waiting."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
+
+
 class TagCache:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -112,15 +130,17 @@ class TagCache:
             return self._db
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
+            db = sqlite3.connect(self.path, timeout=WAIT_S, isolation_level=None, check_same_thread=False)
+            _use_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 db.execute("BEGIN IMMEDIATE")
-                for name, statement in _TABLES.items():
-                    db.execute(f"DROP TABLE IF EXISTS {name}")
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                # Checked again under the lock: another process may have just made the tables.
+                if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                    for name, statement in _TABLES.items():
+                        db.execute(f"DROP TABLE IF EXISTS {name}")
+                        db.execute(statement)
+                    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                 db.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
             log.warning("repo map cache %s unusable (%s); parsing without it", self.path, exc)
