@@ -71,6 +71,9 @@ class Settings:
     # promoted last for that model, if any; used from the next model call on), "none", or a GGUF
     # LoRA file or adapter directory. A model string local/<model>@<adapter> overrides it.
     adapter: str = "promoted"
+    # Threads the embedded model computes with; 0: the CPUs this process may use, at most 8. Parallel
+    # task attempts divide the CPUs between them unless this is set.
+    local_threads: int = _number(0)
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"

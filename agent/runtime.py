@@ -35,6 +35,7 @@ def open_session(
     sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature}
     if settings.model.startswith("local/"):  # only the embedded provider reads it
         sampling["adapter"] = settings.adapter
+        sampling["n_threads"] = settings.local_threads or None
     model = LiteLLMModel(
         settings.model,
         tool_mode=settings.tool_mode,

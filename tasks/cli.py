@@ -197,7 +197,10 @@ def _rollouts(args: argparse.Namespace, task_file: Path, model: str, out: Path) 
     overrides = {k: v for k, v in (("max_steps", args.max_steps), ("max_time", args.max_time)) if v is not None}
     if args.lessons:
         overrides["lessons"] = True
-    db = args.db or str(load_settings(Path.cwd()).db_path())
+    settings = load_settings(Path.cwd())
+    if settings.local_threads:  # set by the user: kept, instead of the CPUs divided among attempts
+        overrides["local_threads"] = settings.local_threads
+    db = args.db or str(settings.db_path())
     specs = specs_for(
         chosen,
         args.attempts,

@@ -8,6 +8,7 @@ carries `error` (the harness failed, not the agent) is run again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -18,6 +19,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from agent.providers.llama_engine import usable_cpus
 from tasks.rollout import AttemptSpec, run_attempt
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,10 @@ def run_all(
     records of all `specs` (those from earlier runs included), in spec order."""
     finished = results.finished()
     todo = [spec for spec in specs if spec.key not in finished]
+    if executor == "ray":  # each attempt reserves one CPU
+        todo = [_with_threads(spec, 1) for spec in todo]
+    elif parallel > 1:
+        todo = [_with_threads(spec, max(1, usable_cpus() // parallel)) for spec in todo]
     if todo:
         stream = _ray_results(todo, address, parallel) if executor == "ray" else _local_results(todo, parallel)
         for count, record in enumerate(stream, 1):
@@ -85,6 +91,15 @@ def run_all(
                 on_result(record, count, len(todo))
     recorded = results.records()
     return [recorded[spec.key] for spec in specs if spec.key in recorded]
+
+
+def _with_threads(spec: AttemptSpec, threads: int) -> AttemptSpec:
+    """The spec with the embedded model's thread count set, unless the spec already sets it: attempts
+    running at once must share the CPUs (two models of two threads each on two cores run 3x slower
+    than two of one thread each)."""
+    if "local_threads" in spec.overrides:
+        return spec
+    return dataclasses.replace(spec, overrides={**spec.overrides, "local_threads": threads})
 
 
 def _local_results(specs: list[AttemptSpec], parallel: int) -> Iterator[dict[str, Any]]:

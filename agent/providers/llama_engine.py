@@ -224,13 +224,18 @@ def _adapter_stamp(lora: str | None) -> tuple[str, int, int] | None:
     return (lora, stat.st_mtime_ns, stat.st_size)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the OS tells it), not all the machine's."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _load(path: str, n_ctx: int, n_threads: int | None, lora: str | None) -> Engine:
     try:
         from llama_cpp import Llama, llama_model_get_vocab
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
     except ImportError as exc:
         raise LocalModelError(f"{INSTALL_HINT} ({exc})") from exc
-    threads = n_threads or min(os.cpu_count() or 1, 8)
+    threads = n_threads or min(usable_cpus(), 8)
     started = time.perf_counter()
     try:
         llm = Llama(

@@ -130,3 +130,19 @@ def test_unknown_local_model_says_what_exists(litellm) -> None:
         model_path("no-such-model")
     with pytest.raises(Exception, match="unknown local model"):
         litellm.completion(model="local/no-such-model", messages=QUESTION)
+
+
+def test_the_thread_setting_reaches_the_engine(git_repo, litellm) -> None:
+    from agent.config import Settings
+    from agent.providers.llama_engine import _ENGINES, usable_cpus
+    from agent.runtime import open_session
+
+    session = open_session(git_repo, Settings(model=MODEL, local_threads=1))
+    assert session.model.extra["n_threads"] == 1  # what each model call of the session passes
+    litellm.completion(model=MODEL, messages=QUESTION, max_tokens=2, **session.model.extra)
+    [engine] = [engine for (_, _, threads), engine in _ENGINES.items() if threads == 1]
+    assert engine.llm.n_threads == 1
+    assert "n_threads" not in open_session(git_repo, Settings(model=MODEL)).model.extra
+    litellm.completion(model=MODEL, messages=QUESTION, max_tokens=2)
+    [default] = [engine for (_, _, threads), engine in _ENGINES.items() if threads is None]
+    assert default.llm.n_threads == min(usable_cpus(), 8)

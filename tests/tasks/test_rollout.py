@@ -243,6 +243,31 @@ def test_a_killed_run_resumes_without_redoing_finished_attempts(script, tmp_path
     assert {(r["instance_id"], r["reward"]) for r in after.values()} == {(WORD_COUNT, 1.0), (SLUGIFY, 0.0)}
 
 
+def test_attempts_at_once_share_the_cpus_unless_threads_are_set(script, tmp_path: Path) -> None:
+    from agent.providers.llama_engine import usable_cpus
+
+    db = tmp_path / "feedback.db"
+    specs = specs_for(
+        [sample_task(WORD_COUNT), sample_task(SLUGIFY)],
+        1,
+        task_file=str(sample_suite_path()),
+        model=script(*SOLVES),
+        db=str(db),
+    )
+    specs[1] = dataclasses.replace(specs[1], overrides={"local_threads": 3})  # set by the user
+    records = run_all(specs, ResultsFile(tmp_path / "results.jsonl"), parallel=2)
+    alone = run_all([dataclasses.replace(specs[0], attempt=1)], ResultsFile(tmp_path / "alone.jsonl"))
+    store = open_store(db)
+
+    def threads(record: dict) -> int:
+        [row] = store.query("SELECT config FROM sessions WHERE id = ?", (record["session_id"],))
+        return json.loads(row["config"])["local_threads"]
+
+    assert [threads(r) for r in records] == [max(1, usable_cpus() // 2), 3]
+    assert threads(alone[0]) == 0  # one at a time: the model's own default, every usable CPU
+    store.close()
+
+
 COMPARED = (
     "reward",
     "f2p_pass_fraction",
