@@ -143,6 +143,14 @@ class Kind:
     line: str | None = None  # how it sits in its own config file, when not `ENV=value`
 
 
+def placed_password(
+    name: str, env: str, line: str, *, lengths: tuple[int, int] = (10, 20), alphabet: str = PASSWORD
+) -> Kind:
+    """A password with no recognisable shape, known only by where `line` puts it; never sent by curl."""
+    low, high = lengths
+    return Kind(name, env, lambda g: r(g, g.randrange(low, high), alphabet), None, bare=False, line=line)
+
+
 BEARER = "-H 'Authorization: Bearer {v}'"
 KINDS = [
     Kind("openai_project", "OPENAI_API_KEY", lambda g: f"sk-proj-{r(g, 74, URLSAFE)}T3BlbkFJ{r(g, 74, URLSAFE)}"),
@@ -424,55 +432,26 @@ KINDS = [
     ),
     Kind("generic_passphrase", "SIGNING_PASSPHRASE", lambda g: r(g, 20, PASSWORD), bare=False),
     # Passwords known by their place in a file or on a command line, not by a name beside them.
-    Kind(
-        "netrc_password",
-        "NETRC_PASSWORD",
-        lambda g: r(g, g.randrange(10, 20), PASSWORD),
-        None,
-        bare=False,
-        line="machine api.example.com login alice password {v}",
+    placed_password("netrc_password", "NETRC_PASSWORD", "machine api.example.com login alice password {v}"),
+    placed_password(
+        "netrc_password_lines", "NETRC_PASSWORD", "machine git.example.com\n  login deploy\n  password {v}"
     ),
-    Kind(
-        "netrc_password_lines",
-        "NETRC_PASSWORD",
-        lambda g: r(g, g.randrange(10, 20), PASSWORD),
-        None,
-        bare=False,
-        line="machine git.example.com\n  login deploy\n  password {v}",
-    ),
-    Kind(
+    placed_password(
         "mysql_cli_password",
         "MYSQL_PWD",
-        lambda g: r(g, g.randrange(10, 20), ALNUM + "_.^~"),
-        None,
-        bare=False,
-        line="mysqldump -h db.internal -u root -p{v} shop > backup.sql",
+        "mysqldump -h db.internal -u root -p{v} shop > backup.sql",
+        alphabet=ALNUM + "_.^~",
     ),
     Kind("pgpassword", "PGPASSWORD", lambda g: r(g, g.randrange(12, 20), PASSWORD), None, bare=False),
-    Kind(
-        "sshpass_password",
-        "SSHPASS",
-        lambda g: r(g, g.randrange(10, 20), PASSWORD),
-        None,
-        bare=False,
-        line="sshpass -p '{v}' ssh deploy@web1.internal uptime",
-    ),
-    Kind(
+    placed_password("sshpass_password", "SSHPASS", "sshpass -p '{v}' ssh deploy@web1.internal uptime"),
+    placed_password(
         "redis_cli_password",
         "REDISCLI_AUTH",
-        lambda g: r(g, g.randrange(16, 32), ALNUM),
-        None,
-        bare=False,
-        line="redis-cli -h cache.internal -a {v} --no-auth-warning ping",
+        "redis-cli -h cache.internal -a {v} --no-auth-warning ping",
+        lengths=(16, 32),
+        alphabet=ALNUM,
     ),
-    Kind(
-        "htpasswd_password",
-        "HTPASSWD_PASSWORD",
-        lambda g: r(g, g.randrange(10, 20), PASSWORD),
-        None,
-        bare=False,
-        line="htpasswd -b -c /etc/nginx/.htpasswd alice {v}",
-    ),
+    placed_password("htpasswd_password", "HTPASSWD_PASSWORD", "htpasswd -b -c /etc/nginx/.htpasswd alice {v}"),
 ]
 
 
