@@ -15,6 +15,7 @@ import pytest
 from agent.repomap import RepoMap
 from agent.repomap.rank import FileParts, Graph, build_graph, rank_definitions
 from agent.repomap.tags import Tagger
+from tests.at_once import errors_at_once
 from tests.repomap.helpers import copy_sample
 
 REPO = Path(__file__).parents[2]
@@ -174,28 +175,19 @@ def test_graph_round_trips_through_bytes() -> None:
         Graph.from_bytes(b"not a graph")
 
 
-def _open_cache_at_once(path: str, start) -> None:
+def _use_cache(path: Path) -> None:
     from agent.repomap.cache import TagCache
 
-    start.wait()
-    sys.exit(0 if TagCache(Path(path))._connect() is not None else 1)
+    if TagCache(path)._connect() is None:
+        raise RuntimeError(f"repo map cache {path} unusable: parsing without it")
 
 
 @pytest.mark.timeout(120)
 def test_processes_that_create_one_cache_at_the_same_moment_all_use_it(tmp_path: Path) -> None:
     """Parallel task attempts start with one new cache file: none may fall back to parsing without it."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
     for round_ in range(50):
         path = tmp_path / f"repomap-{round_}.db"
-        start = context.Barrier(4)
-        procs = [context.Process(target=_open_cache_at_once, args=(str(path), start)) for _ in range(4)]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join(60)
-        assert [proc.exitcode for proc in procs] == [0] * 4, f"round {round_}"
+        assert errors_at_once(_use_cache, path) == [], f"round {round_}"
         with sqlite3.connect(path) as db:
             assert db.execute("PRAGMA user_version").fetchone()[0] > 0
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from feedback_store import open_store
+from tests.at_once import errors_at_once
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,34 +81,15 @@ def test_three_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     assert integrity(db) == "ok"
 
 
-def _open_at_once(path: str, start, errors) -> None:
-    start.wait()
-    try:
-        open_store(path, timeout=10).close()
-    except Exception as exc:  # sent back to the test, which names it
-        errors.put(f"{type(exc).__name__}: {exc}")
-        errors.close()
-        errors.join_thread()
-        sys.exit(1)
+def _open_and_close(path: Path) -> None:
+    open_store(path, timeout=10).close()
 
 
 @pytest.mark.timeout(120)
 def test_processes_that_create_one_database_at_the_same_moment_all_open_it(tmp_path: Path) -> None:
     """As the parallel attempts of `teachback tasks run` do with a new --db: switching a new file to
     write-ahead logging answers "locked" at once to all but one process unless it is retried."""
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    errors = context.Queue()
     for round_ in range(20):
         path = tmp_path / f"new-{round_}.db"
-        start = context.Barrier(4)
-        procs = [context.Process(target=_open_at_once, args=(str(path), start, errors)) for _ in range(4)]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join(60)
-        if any(proc.exitcode for proc in procs):
-            pytest.fail(errors.get(timeout=5))
-        assert [proc.exitcode for proc in procs] == [0] * 4
+        assert errors_at_once(_open_and_close, path) == [], f"round {round_}"
         assert integrity(path) == "ok"
