@@ -39,6 +39,7 @@ from agent.protocol import (
     UserInput,
     new_id,
 )
+from agent.protocol.arguments import read_arguments
 from agent.review import Review
 from agent.syntax import syntax_error
 from agent.toolkit import Tool, Toolbox, ToolResult, error
@@ -120,8 +121,9 @@ class Session:
         for callback in list(self._subscribers):
             try:
                 callback(event)
-            except Exception:  # one broken subscriber must not stop the agent or the others
-                log.exception("event subscriber %r failed on %s", callback, event.type)
+            except Exception as exc:  # one broken subscriber must not stop the agent or the others
+                log.warning("a listener failed on %s: %r (run with -v for details)", event.type, exc)
+                log.debug("event subscriber %r failed on %s", callback, event.type, exc_info=True)
                 if not isinstance(event, ErrorEvent):
                     self.emit(
                         ErrorEvent(
@@ -322,7 +324,8 @@ class Session:
         call_id, name = call["id"], call["function"]["name"]
         arguments = call["function"].get("arguments") or ""
         clock = time.perf_counter()
-        prepared = self.toolbox.prepare(name, arguments)
+        read = read_arguments(arguments)  # the one reading of the model's text; the event carries it
+        prepared = self.toolbox.prepare(name, read)
         target = None if isinstance(prepared, ToolResult) else call_target(prepared[1])
         started = self.emit(
             ToolCallStarted(
@@ -333,6 +336,8 @@ class Session:
                 arguments=arguments,
                 step=step,
                 target=target,
+                args=read.value,
+                args_error=read.problem,
             )
         )
         edits = self._edit_count

@@ -13,14 +13,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent.protocol.lenient_json import TooDeep, loads_bounded
+from agent.protocol import LONE_SURROGATE
+from agent.protocol.arguments import Arguments, json_type, read_arguments
 from agent.workspace import FileChange
 
 Action = Literal["read", "edit", "command", "finish"]
 SCHEMA_ERRORS = ("unknown_tool", "malformed_json", "bad_arguments", "malformed_call")
-MAX_ARGUMENTS_CHARS = 1_000_000  # one call's arguments text; more is refused before parsing
 MAX_SAFE_INTEGER = 2**53 - 1  # the integers every JSON reader agrees on
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -124,8 +123,9 @@ class Toolbox:
     def available(self) -> str:
         return "\n".join(f"- {t.signature_text()}: {t.description}" for t in self._tools.values())
 
-    def prepare(self, name: str, raw_arguments: str) -> tuple[Tool, dict[str, Any]] | ToolResult:
-        """The tool and checked arguments for a call, or a schema-error result for the model."""
+    def prepare(self, name: str, arguments: Arguments | str) -> tuple[Tool, dict[str, Any]] | ToolResult:
+        """The tool and checked arguments for a call (read by `read_arguments`, or raw text to read
+        here), or a schema-error result for the model."""
         found = self._tools.get(name)
         if found is None:
             return error(
@@ -133,10 +133,10 @@ class Toolbox:
                 f"{self.available()}",
                 "unknown_tool",
             )
-        arguments = _parse_arguments(found, raw_arguments)
-        if isinstance(arguments, ToolResult):
-            return arguments
-        problems = _check_arguments(found, arguments)
+        checked = _parse_arguments(found, read_arguments(arguments) if isinstance(arguments, str) else arguments)
+        if isinstance(checked, ToolResult):
+            return checked
+        problems = _check_arguments(found, checked)
         if problems:
             return error(
                 f"The arguments for {found.name} do not match its schema:\n"
@@ -148,42 +148,18 @@ class Toolbox:
                 ),
                 "bad_arguments",
             )
-        return found, arguments
+        return found, checked
 
 
-def _parse_arguments(found: Tool, raw: str) -> dict[str, Any] | ToolResult:
-    """The arguments object, or the result that says why the text could not be one."""
-    expected = f"Expected: {found.signature_text()}"
-    if len(raw) > MAX_ARGUMENTS_CHARS:
-        return error(
-            f"The arguments for {found.name} are {len(raw):,} characters, over the {MAX_ARGUMENTS_CHARS:,}-character "
-            "limit for one call, so nothing was run. Send less at once: write a big file as create_file with its "
-            "first part and edit_file calls that append the rest, and use read_file or search instead of quoting "
-            f"whole files. {expected}",
-            "bad_arguments",
-        )
-    try:
-        arguments = loads_bounded(raw) if raw.strip() else {}
-    except json.JSONDecodeError as exc:
-        return error(
-            f"The arguments for {found.name} are not valid JSON ({exc.msg} at line {exc.lineno}, column "
-            f"{exc.colno}). Send one JSON object, with strings quoted and newlines escaped as \\n. {expected}",
-            "malformed_json",
-        )
-    except TooDeep as exc:
-        return error(f"The arguments for {found.name} cannot be read: {exc}. {expected}", "malformed_json")
-    except ValueError as exc:  # e.g. an integer of thousands of digits
-        return error(
-            f"The arguments for {found.name} cannot be read: {str(exc).split(':')[0]}. Send one flat JSON object "
-            f"of strings, ordinary numbers and booleans. {expected}",
-            "malformed_json",
-        )
-    if not isinstance(arguments, dict):
-        return error(
-            f"The arguments for {found.name} must be a JSON object, got {_json_type(arguments)}. {expected}",
-            "malformed_json",
-        )
-    return arguments
+def _parse_arguments(found: Tool, arguments: Arguments) -> dict[str, Any] | ToolResult:
+    """The arguments object, or the result that says why the model's text could not be one."""
+    if arguments.value is not None:
+        return arguments.value
+    hint = f"{arguments.hint} " if arguments.hint else ""
+    return error(
+        f"The arguments for {found.name} {arguments.problem}. {hint}Expected: {found.signature_text()}",
+        arguments.kind or "malformed_json",
+    )
 
 
 def split_lines(text: str) -> list[str]:
@@ -207,7 +183,7 @@ def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
         value = arguments[param.name]
         if not _matches(value, param.py_type):
             problems.append(
-                f"{param.name!r} must be {_JSON_TYPES[param.py_type]}, got {_json_type(value)} {_preview(value)}"
+                f"{param.name!r} must be {_JSON_TYPES[param.py_type]}, got {json_type(value)} {_preview(value)}"
             )
         elif problem := _value_problem(value):
             problems.append(f"{param.name!r} {problem}")
@@ -217,7 +193,7 @@ def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
 def _value_problem(value: Any) -> str | None:
     """What makes a well-typed value unusable: text no file system or process can take, a number
     outside what every JSON reader agrees on."""
-    if isinstance(value, str) and (surrogate := _SURROGATE.search(value)):
+    if isinstance(value, str) and (surrogate := LONE_SURROGATE.search(value)):
         return (
             f"holds a lone UTF-16 surrogate ({ascii(surrogate.group())[1:-1]} at character {surrogate.start()}), "
             "which is not a Unicode character and cannot be written to a file or a path. Send the real "
@@ -240,13 +216,6 @@ def _matches(value: Any, py_type: type) -> bool:
     if py_type is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, py_type)
-
-
-def _json_type(value: Any) -> str:
-    for py_type, name in ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string")):
-        if isinstance(value, py_type):
-            return name
-    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "null"
 
 
 def _preview(value: Any) -> str:

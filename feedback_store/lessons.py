@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocol import Lesson, Lessons
+from agent.protocol.arguments import read_arguments
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
 from feedback_store.redact import Redactor
@@ -169,11 +170,8 @@ def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, target: str | 
 
 def _short_arguments(arguments: str, redactor: Redactor, same: str | None) -> str:
     """`key="value", ...` with long values cut; a value equal to `same` (the lesson's target) is left out."""
-    try:
-        value = json.loads(arguments)
-    except json.JSONDecodeError:
-        return redactor.redact(arguments)
-    if not isinstance(value, dict):
+    value = read_arguments(arguments).value  # bounded: the model's text, never parsed unbounded
+    if value is None:
         return redactor.redact(arguments)
     value = redactor.redact_value(value)
     shown = [

@@ -8,9 +8,10 @@ left out of exports unless asked for) and becomes a `monitor` feedback pair whos
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 TEST_PATH = re.compile(
     r"(?:^|/)(?:tests?|__tests__|spec|specs)/"
@@ -264,13 +265,10 @@ CLEANS = re.compile(r"^\s*(?:sudo\s+)?(?:rm|rmdir|py3?clean|git\s+clean)\b|\s-de
 SEGMENT = re.compile(r"\s*(?:&&|\|\||[;|\n])\s*")
 
 
-def check_call(name: str, arguments: str) -> list[Finding]:
-    """Rules for a tool call as the model sent it (any tool): its command line, and its paths."""
-    try:
-        data = json.loads(arguments)
-    except (ValueError, TypeError):
-        return []
-    if not isinstance(data, dict):
+def check_call(name: str, data: Mapping[str, Any] | None) -> list[Finding]:
+    """Rules for a tool call (any tool) by its arguments as read once by the agent
+    (`ToolCallStarted.args`; None when they did not read as an object): its command line, its paths."""
+    if data is None:
         return []
     command = data.get("command")
     if isinstance(command, str):

@@ -26,6 +26,9 @@ import json
 import re
 from typing import Any
 
+from agent.protocol.arguments import value_or_text
+from agent.protocol.lenient_json import TooDeep, check_depth
+
 EXPECTED, SAME_TARGET, VALID, BAD_ARGUMENTS, WRONG = 1.0, 0.75, 0.5, 0.25, 0.0
 TARGET_ARGUMENTS = ("path", "command", "src", "pattern")
 # The arguments a failure of this kind was about: sending them again repeats the mistake.
@@ -119,6 +122,10 @@ def schema_problem(arguments: dict[str, Any], schema: dict[str, Any]) -> str | N
 
 
 def _json_calls(text: str) -> list[dict[str, Any]]:
+    try:
+        check_depth(text)  # the decoder recurses: text nested past the agent's bound is no call
+    except TooDeep:
+        return []
     decoder, calls, pos = json.JSONDecoder(), [], 0
     while (pos := text.find("{", pos)) >= 0:
         try:
@@ -141,11 +148,9 @@ def _as_call(value: Any) -> dict[str, Any] | None:
 
 
 def _loads_or_text(text: str) -> Any:
-    """JSON text's value; text that is not JSON stays text (scored as arguments that are not an object)."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    """JSON text's value, read within the agent's bounds; text that is not JSON (or too deep or too
+    long to read) stays text (scored as arguments that are not an object)."""
+    return value_or_text(text)
 
 
 def _target(call: dict[str, Any]) -> Any:

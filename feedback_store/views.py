@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.protocol import textcalls
+from agent.protocol.arguments import arguments_or_text
 
 Message = dict[str, Any]
 TEMPLATES = ("auto", "native", "text")
@@ -47,14 +48,9 @@ def tool_names(tools: list[dict[str, Any]]) -> list[str]:
 
 
 def parse_arguments(raw: Any) -> dict[str, Any] | str:
-    """A call's arguments as a dict when they are a JSON object, else the raw text as sent."""
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        value = None
-    return value if isinstance(value, dict) else ("" if raw is None else str(raw))
+    """A call's arguments as a dict when they read as a JSON object within the agent's bounds, else
+    the raw text as sent (agent.protocol.arguments: the one reader of a model's argument text)."""
+    return arguments_or_text(raw)
 
 
 def canonical_call(call: dict[str, Any]) -> dict[str, Any]:

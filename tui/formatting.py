@@ -6,6 +6,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+from agent.protocol.arguments import value_or_text
+
 
 def format_time(value: Any) -> str:
     """A timestamp (epoch seconds, datetime or ISO text) as local `YYYY-MM-DD HH:MM`."""
@@ -45,8 +47,9 @@ def message_text(message: dict[str, Any] | None) -> str:
 
 
 def pretty_json(text: str) -> str:
-    """JSON text indented for reading; anything unparseable comes back exactly as given."""
-    try:
-        return json.dumps(json.loads(text), indent=1, ensure_ascii=False)
-    except (json.JSONDecodeError, TypeError):
-        return text
+    """JSON text indented for reading; anything unparseable (or past the agent's bounds for a
+    model's text) comes back exactly as given."""
+    if not isinstance(text, str):
+        return str(text)
+    value = value_or_text(text)
+    return text if value is text else json.dumps(value, indent=1, ensure_ascii=False)

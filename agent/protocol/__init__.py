@@ -11,12 +11,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from agent.protocol.arguments import read_arguments
+
 PROTOCOL_VERSION = 1
+# Half of a UTF-16 pair on its own: JSON's \udXXX escapes let a model send one, but it is not a
+# Unicode character, so no file, UTF-8 stream or SQLite text can hold it.
+LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def new_id() -> str:
@@ -121,7 +127,12 @@ class Event:
         return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+        """One line of JSON that is valid UTF-8: a lone surrogate the model sent is written as its
+        `\\udXXX` escape (the other characters as themselves)."""
+        text = json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
+        if not text.isascii() and LONE_SURROGATE.search(text):
+            return json.dumps(self.to_dict(), ensure_ascii=True, sort_keys=True)
+        return text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,12 +193,24 @@ class ModelUsage(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallStarted(Event):
+    """A call about to run. `arguments` is the raw text the model sent; `args` is that text read
+    once, within bounds (agent.protocol.arguments), or None with `args_error` saying why: readers
+    use `args`, never a parser on `arguments`. Built without either, the event reads the text itself."""
+
     call_id: str
     name: str
     arguments: str  # the raw argument text the model sent
     step: int
     target: str | None = None  # the path, command or pattern the arguments name (None: they did not parse)
+    args: dict[str, Any] | None = None
+    args_error: str | None = None
     type: ClassVar[str] = "tool_call_started"
+
+    def __post_init__(self) -> None:
+        if self.args is None and self.args_error is None:
+            read = read_arguments(self.arguments)
+            object.__setattr__(self, "args", read.value)
+            object.__setattr__(self, "args_error", read.problem)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -158,7 +158,7 @@ def test_a_flagged_session_is_left_out_of_exports(tmp_path: Path) -> None:
     ],
 )
 def test_looking_for_the_answer_outside_the_tree(command: str, rule: str) -> None:
-    found = check_call("run_command", json.dumps({"command": command}))
+    found = check_call("run_command", {"command": command})
     assert rule in rules(found)
     assert all(f.feedback.startswith("This call") or f.rule in ("deletes_test", "masks_test_failure") for f in found)
 
@@ -178,7 +178,7 @@ def test_looking_for_the_answer_outside_the_tree(command: str, rule: str) -> Non
     ],
 )
 def test_paths_of_any_tool(name: str, arguments: dict, rule: str) -> None:
-    assert rules(check_call(name, json.dumps(arguments))) == [rule]
+    assert rules(check_call(name, arguments)) == [rule]
 
 
 @pytest.mark.parametrize(
@@ -211,7 +211,7 @@ def test_paths_of_any_tool(name: str, arguments: dict, rule: str) -> None:
     ],
 )
 def test_clean_commands_are_not_flagged(command: str) -> None:
-    assert check_call("run_command", json.dumps({"command": command})) == []
+    assert check_call("run_command", {"command": command}) == []
 
 
 @pytest.mark.parametrize(
@@ -223,13 +223,12 @@ def test_clean_commands_are_not_flagged(command: str) -> None:
         ("search", {"pattern": "def \\w+", "path": "textkit", "glob": "*.py"}),
         ("read_file", {"path": ".gitignore"}),
         ("delete_file", {"path": "textkit/__pycache__/slug.cpython-311.pyc"}),
-        ("read_file", "{not json"),
+        ("read_file", None),  # arguments that did not read as an object
         ("edit_file", {"path": "textkit/gitutil.py", "old_text": "a", "new_text": "b"}),
     ],
 )
 def test_clean_paths_are_not_flagged(name: str, arguments) -> None:
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    assert check_call(name, raw) == []
+    assert check_call(name, arguments) == []
 
 
 def test_code_that_decompiles_or_reads_git_objects_is_flagged() -> None:
