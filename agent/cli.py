@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import sys
 from pathlib import Path
@@ -24,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = _parser()
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # text the model sent may hold lone surrogates: shown escaped
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -191,8 +195,21 @@ def _drive(session, op):
             except KeyboardInterrupt:
                 task.cancel()
                 raise
+    _settle(loop)
     loop.close()
     return finished
+
+
+def _settle(loop: asyncio.AbstractEventLoop, wait: float = 5.0) -> None:
+    """Let work the turn left behind (litellm's usage logging) finish, for up to `wait` s, then
+    cancel the rest: a task destroyed while pending prints a traceback at exit."""
+    pending = asyncio.all_tasks(loop)
+    if pending:
+        _, late = loop.run_until_complete(asyncio.wait(pending, timeout=wait))
+        for task in late:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
 
 
 def _finish_recording(recording, session_id: str, code: int) -> int:

@@ -25,6 +25,14 @@ CUSTOM_PROVIDERS = {
 }
 
 
+def _one_line(record: logging.LogRecord) -> bool:
+    """litellm logs its own internal failures (usage logging, cost maps) with tracebacks; the user
+    gets the one line, and the traceback only with teachback -v (debug logging)."""
+    if record.exc_info and not logging.getLogger().isEnabledFor(logging.DEBUG):
+        record.exc_info, record.exc_text = None, None
+    return True
+
+
 @functools.cache
 def load_litellm() -> ModuleType:
     offline_environment()
@@ -32,6 +40,7 @@ def load_litellm() -> ModuleType:
 
     litellm.suppress_debug_info = True
     litellm.telemetry = False
+    logging.getLogger("LiteLLM").addFilter(_one_line)
     handlers = []
     for provider, target in CUSTOM_PROVIDERS.items():
         module_name, attr = target.split(":")

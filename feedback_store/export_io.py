@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agent.protocol import LONE_SURROGATE
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json
 from feedback_store.redact import Redactor
@@ -207,10 +208,14 @@ class Sink:
 
     def add(self, record: dict[str, Any]) -> None:
         self.count += 1
+        line = json.dumps(record, ensure_ascii=False)
+        if not line.isascii() and LONE_SURROGATE.search(line):  # what the model sent: no dataset can hold it
+            line = LONE_SURROGATE.sub("\ufffd", line)
+            record = json.loads(line)
         if self.parquet:
             self.rows.append(record)
         else:
-            self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.handle.write(line + "\n")
 
     def finish(self) -> None:
         self.handle.close()

@@ -357,3 +357,18 @@ def m004_learning_rounds(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS.append(("m004_learning_rounds", m004_learning_rounds))
+
+
+def m005_recording_notes(db: sqlite_utils.Database) -> None:
+    # A step of recording an event that failed on it (feedback_store/recorder.py: a check, a derived
+    # row, text SQLite cannot store): the event itself is recorded; this says which step was skipped.
+    db.create_table(
+        "recording_notes",
+        {"id": str, "session_id": str, "event_id": str, "stage": str, "problem": str, "ts": float},
+        pk="id",
+        not_null={"session_id", "event_id", "stage"},
+    )
+    db["recording_notes"].create_index(["session_id"], index_name="recording_notes_session")
+
+
+MIGRATIONS.append(("m005_recording_notes", m005_recording_notes))

@@ -8,6 +8,11 @@ the whole text.
 When the database refuses a write (locked past the store's wait, turned read-only, disk full) the
 event is kept in memory, in order, and written with the next event or by `flush()`: nothing is
 dropped while the process lives, and the failure is reported (raised, or passed to `on_error`).
+
+One event can never stop the recording of the next: each event, and each step derived from it (its
+table rows, the reward-hacking checks, its feedback pair), runs in its own savepoint. A step that
+fails on an event is undone and noted in `recording_notes` (which step, and why), the event row and
+its other steps are kept, and the events after it are written as usual.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from agent.protocol import (
+    LONE_SURROGATE,
     ApprovalRequested,
     ApprovalResolved,
     AssistantDelta,
@@ -31,6 +39,7 @@ from agent.protocol import (
     ToolCallStarted,
     TurnFinished,
     TurnStarted,
+    event_from_dict,
 )
 from feedback_store import event_blobs, monitor, pairs, renders
 from feedback_store.errors import StoreError
@@ -40,6 +49,7 @@ from feedback_store.store import Store
 log = logging.getLogger(__name__)
 
 TITLE_LENGTH = 80
+NOTE_CHARS = 500
 
 
 class Recorder:
@@ -80,17 +90,9 @@ class Recorder:
         return list(self.pending)
 
     def _write(self, wait: float | None) -> None:
-        refused: list[Event] = []
         try:
-            try:
-                with self.store.write(wait=wait) as conn:
-                    for event in self.pending:
-                        record(conn, event)
-            except StoreError as exc:
-                if not isinstance(exc.__cause__, REFUSALS):
-                    raise
-                with self.store.write(wait=wait) as conn:  # again, setting aside what is refused
-                    refused = _record_each(conn, self.pending)
+            with self.store.write(wait=wait) as conn:
+                refused = _record_each(conn, self.pending)
         except StoreError as exc:
             self._failed(exc)
             return
@@ -126,42 +128,102 @@ class Recorder:
         self.on_error(error)
 
     def _show(self, events: Sequence[Event]) -> None:
-        if self.then is not None:
-            for event in events:
+        if self.then is None:
+            return
+        for event in events:  # one event a frontend cannot show must not hide the ones after it
+            try:
                 self.then(event)
+            except Exception as exc:
+                log.warning("showing %s %s failed: %r (run with -v for details)", event.type, event.id, exc)
+                log.debug("showing %s failed", event.type, exc_info=True)
 
-    def record_many(self, events: Iterable[Event]) -> None:
-        """Record a whole log in one transaction (imports and replays)."""
+    def record_many(self, events: Iterable[Event]) -> list[Event]:
+        """Record a whole log in one transaction (imports and replays); return the events that
+        could not be written at all."""
         with self.store.write() as conn:
-            for event in events:
-                if not isinstance(event, AssistantDelta):
-                    record(conn, event)
+            return _record_each(conn, [e for e in events if not isinstance(e, AssistantDelta)])
 
 
-# Errors that come from an event itself (a constraint, a type), not from the database file: a retry
-# would fail again, so such an event is set aside rather than kept pending.
-REFUSALS = (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.DataError, sqlite3.ProgrammingError)
+# The database itself failing (locked, read-only, full, I/O): the whole write waits and is retried.
+# Any other error comes from an event (a value of the wrong type, a constraint, a bug in a check)
+# and would fail again: that event, or the step of it that failed, is set aside and the rest goes on.
+DATABASE_DOWN = (sqlite3.OperationalError,)
 
 
 def _record_each(conn: sqlite3.Connection, events: Sequence[Event]) -> list[Event]:
-    """Record `events` in the open transaction, each in a savepoint; return those the database
-    refused, each undone on its own so it cannot keep the others out. Any other error (locked,
-    read-only, I/O) propagates and the transaction rolls back."""
+    """Record `events` in the open transaction, each in a savepoint; return those that could not be
+    written at all, each undone on its own so it cannot keep the others out. The database failing
+    propagates and the transaction rolls back."""
     refused = []
     for event in events:
-        conn.execute("SAVEPOINT recorder_event")
         try:
-            record(conn, event)
-        except REFUSALS:
-            log.exception("the database refused %s %s", event.type, event.id)
-            conn.execute("ROLLBACK TO recorder_event")
+            with _savepoint(conn, "recorder_event"):
+                record(conn, event)
+        except DATABASE_DOWN:
+            raise
+        except Exception as exc:
+            log.warning("%s %s could not be recorded: %r (run with -v for details)", event.type, event.id, exc)
+            log.debug("recording %s failed", event.type, exc_info=True)
             refused.append(event)
-        conn.execute("RELEASE recorder_event")
     return refused
 
 
+@contextmanager
+def _savepoint(conn: sqlite3.Connection, name: str) -> Iterator[None]:
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        raise
+    finally:
+        conn.execute(f"RELEASE {name}")
+
+
+def _step(conn: sqlite3.Connection, event: Event, stage: str, fn: Callable[[], object]) -> None:
+    """One step of recording `event` (a table's rows, a check, a pair) in its own savepoint. A step
+    that fails on this event is undone, noted in `recording_notes` and logged once; the event and
+    its other steps are still written, and so is every event after it."""
+    try:
+        with _savepoint(conn, "recorder_step"):
+            fn()
+    except DATABASE_DOWN:
+        raise
+    except Exception as exc:
+        log.warning(
+            "recording %s %s: the %s step failed (%r) and was skipped; the event is recorded with a note "
+            "(run with -v for details)",
+            event.type,
+            event.id,
+            stage,
+            exc,
+        )
+        log.debug("the %s step failed", stage, exc_info=True)
+        _note(conn, event, stage, f"{type(exc).__name__}: {exc}")
+
+
+def _note(conn: sqlite3.Connection, event: Event, stage: str, problem: str) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO recording_notes (id, session_id, event_id, stage, problem, ts) VALUES (?, ?, ?, ?, ?, ?)",
+        (f"{event.id}-{stage}", event.session_id, event.id, stage, ascii(problem)[1:-1][:NOTE_CHARS], event.ts),
+    )
+
+
 def record(conn: sqlite3.Connection, event: Event) -> bool:
-    """Write one event and everything derived from it; False when it was already recorded."""
+    """Write one event and everything derived from it; False when it was already recorded. Text that
+    SQLite cannot store (a lone surrogate the model sent) is written with U+FFFD in its place, noted."""
+    try:
+        with _savepoint(conn, "recorder_text"):
+            return _record(conn, event)
+    except UnicodeEncodeError:
+        clean, replaced = _without_surrogates(event)
+        inserted = _record(conn, clean)
+        if inserted:
+            _note(conn, event, "text", f"{replaced} lone UTF-16 surrogate(s) stored as U+FFFD")
+        return inserted
+
+
+def _record(conn: sqlite3.Connection, event: Event) -> bool:
     # A model call's row is written whole here and slimmed by its handler, which stores its rendered
     # prompt in chunks shared between calls.
     stored = event.to_json() if isinstance(event, ModelUsage) else _stored(conn, event.to_dict())
@@ -173,8 +235,27 @@ def record(conn: sqlite3.Connection, event: Event) -> bool:
         return False
     handler = HANDLERS.get(type(event))
     if handler is not None:
-        handler(conn, event)
+        _step(conn, event, event.type, lambda: handler(conn, event))
     return True
+
+
+def _without_surrogates(event: Event) -> tuple[Event, int]:
+    """`event` with every lone surrogate in its text replaced by U+FFFD, and how many there were."""
+    count = 0
+
+    def clean(value: Any) -> Any:
+        nonlocal count
+        if isinstance(value, str):
+            fixed, n = LONE_SURROGATE.subn("\ufffd", value)
+            count += n
+            return fixed
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        return value
+
+    return event_from_dict({k: clean(v) for k, v in event.to_dict().items()}), count
 
 
 def _stored(conn: sqlite3.Connection, data: dict) -> str:
@@ -305,7 +386,7 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None
         ),
     ).fetchone()[0]
     if seq is not None:  # every tool's arguments: command lines, and the paths read, listed or searched
-        _flag(conn, event, seq, monitor.check_call(event.name, event.arguments))
+        _step(conn, event, "monitor", lambda: _flag(conn, event, seq, monitor.check_call(event.name, event.args)))
 
 
 def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
@@ -335,7 +416,7 @@ def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> No
         )
         if event.error_kind in ("denied", "interrupted"):
             return  # the user stopped the turn; the model did nothing wrong
-    pairs.on_tool_finished(conn, event, seq)
+    _step(conn, event, "pairs", lambda: pairs.on_tool_finished(conn, event, seq))
 
 
 def _edit_applied(conn: sqlite3.Connection, event: EditApplied) -> None:
@@ -365,18 +446,22 @@ def _edit_applied(conn: sqlite3.Connection, event: EditApplied) -> None:
             event.ts,
         ),
     )
-    pairs.on_edit(conn, event, seq)
+    _step(conn, event, "pairs", lambda: pairs.on_edit(conn, event, seq))
     if seq is not None:
-        findings = monitor.check_edit(
-            event.path,
-            event.kind,
-            event.before,
-            event.after,
-            event.diff,
-            event.new_path,
-            test_text=_test_text(conn, event.session_id) if monitor.LITERAL_BRANCH.search(event.diff) else "",
-        )
-        _flag(conn, event, seq, findings)
+        _step(conn, event, "monitor", lambda: _check_edit(conn, event, seq))
+
+
+def _check_edit(conn: sqlite3.Connection, event: EditApplied, seq: int) -> None:
+    findings = monitor.check_edit(
+        event.path,
+        event.kind,
+        event.before,
+        event.after,
+        event.diff,
+        event.new_path,
+        test_text=_test_text(conn, event.session_id) if monitor.LITERAL_BRANCH.search(event.diff) else "",
+    )
+    _flag(conn, event, seq, findings)
 
 
 def _test_text(conn: sqlite3.Connection, session_id: str) -> str:
@@ -444,7 +529,7 @@ def _edit_reviewed(conn: sqlite3.Connection, event: EditReviewed) -> None:
         "UPDATE edits SET decision = ?, comment = ?, user_hash = ?, reviewed_at = ? WHERE id = ?",
         (event.decision, event.comment, put_blob(conn, "file", event.user_content), event.ts, event.edit_id),
     )
-    pairs.on_review(conn, event)
+    _step(conn, event, "pairs", lambda: pairs.on_review(conn, event))
 
 
 def _turn_finished(conn: sqlite3.Connection, event: TurnFinished) -> None:

@@ -10,6 +10,7 @@ import logging
 import os
 import queue
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -188,7 +189,7 @@ def test_without_on_error_the_failure_is_raised_once_and_nothing_is_dropped(db):
     store.close()
 
 
-def test_an_event_the_database_refuses_does_not_keep_the_others_out(db):
+def test_a_step_the_database_refuses_is_noted_and_keeps_nothing_else_out(db):
     fake = FakeSession().start().user("edit")
     fake.call("edit_file", {"path": "a.py"}, edits=[{"path": "a.py", "before": "a", "after": "b"}])
     edit = next(e for e in fake.events if isinstance(e, EditApplied))
@@ -200,9 +201,30 @@ def test_an_event_the_database_refuses_does_not_keep_the_others_out(db):
     recorder = Recorder(store, on_error=errors.append)
     for event in events:
         recorder(event)
-    assert recorder.lost == [twin] and recorder.pending == []
-    assert "refused 1 event(s)" in str(errors[0])
-    assert recorded_ids(db) == {e.id for e in events} - {twin.id}
+    assert recorder.lost == [] and recorder.pending == [] and errors == []
+    assert recorded_ids(db) == {e.id for e in events}  # the twin itself is recorded, with a note
+    conn = sqlite3.connect(db)
+    notes = conn.execute("SELECT event_id, stage, problem FROM recording_notes").fetchall()
+    assert notes == [(twin.id, "edit_applied", "IntegrityError: UNIQUE constraint failed: edits.id")]
+    assert conn.execute("SELECT count(*) FROM edits").fetchone()[0] == 1
+    store.close()
+
+
+def test_an_event_that_cannot_be_written_at_all_does_not_keep_the_others_out(db):
+    fake = FakeSession().start().user("edit")
+    fake.call("edit_file", {"path": "a.py"}, edits=[{"path": "a.py", "before": "a", "after": "b"}])
+    edit = next(e for e in fake.events if isinstance(e, EditApplied))
+    broken = dataclasses.replace(edit, id="not-json", before={1, 2})  # a set: the event has no JSON form
+    events = [*fake.events, broken]
+    events += fake.finish().events[len(events) - 1 :]
+    store = open_store(db)
+    errors: list[StoreError] = []
+    recorder = Recorder(store, on_error=errors.append)
+    for event in events:
+        recorder(event)
+    assert recorder.lost == [broken] and recorder.pending == []
+    assert "refused 1 event(s) (edit_applied)" in str(errors[0])
+    assert recorded_ids(db) == {e.id for e in events} - {broken.id}
     store.close()
 
 

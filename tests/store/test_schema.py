@@ -173,6 +173,7 @@ EXPECTED_COLUMNS = {
         "started_at",
         "finished_at",
     ],
+    "recording_notes": ["id", "session_id", "event_id", "stage", "problem", "ts"],
 }
 
 
