@@ -368,7 +368,7 @@ def _python_calls(body: str, names: set[str]) -> list[tuple[str, str]] | None:
     for line in filter(None, (ln.strip().rstrip(";") for ln in body.splitlines())):
         try:
             node = ast.parse(line, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, ValueError, MemoryError, RecursionError):  # the parser's own limits: not a call
             return None
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names):
             return None
@@ -378,7 +378,7 @@ def _python_calls(body: str, names: set[str]) -> list[tuple[str, str]] | None:
             )
         try:
             arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
-        except ValueError:
+        except (ValueError, TypeError, MemoryError, RecursionError):
             raise Unreadable(
                 f"the arguments to {node.func.id} are not plain values (strings, numbers, lists)"
             ) from None

@@ -32,6 +32,7 @@ from litellm.types.utils import (
     StreamingChoices,
 )
 
+from agent.protocol.lenient_json import loads_bounded
 from agent.providers.llama_engine import (
     DEFAULT_CONTEXT,
     PROMOTED,
@@ -219,7 +220,7 @@ def _message(text: str, outcome: Outcome, params: dict[str, Any]) -> tuple[dict[
     if forced_call_schema(params) is None:
         return {"role": "assistant", "content": text}, outcome.finish_reason
     try:
-        call = json.loads(text)
+        call = loads_bounded(text)
         name, arguments = call["name"], json.dumps(call["arguments"], ensure_ascii=False)
     except (ValueError, KeyError, TypeError):  # cut off by max_tokens: hand back the text as is
         return {"role": "assistant", "content": text}, outcome.finish_reason

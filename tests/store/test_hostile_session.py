@@ -85,6 +85,11 @@ ORDINARY = [
 ]
 
 
+def uneven(text: str, n: int) -> str:
+    """`text` n times with uneven spaces between: litellm stops a stream that repeats one chunk."""
+    return "".join(text + " " * (i % 5) for i in range(n))
+
+
 def hostile_files(root: Path) -> None:
     (root / "huge.js").write_bytes(b"x" * 5_000_000)  # one 5 MB line
     (root / "min.js").write_text("var a=1;" * 375_000)
@@ -165,7 +170,7 @@ def test_every_hostile_input_in_one_session_leaves_every_event_recorded(git_repo
 @pytest.mark.timeout(120)
 def test_text_mode_hostile_replies_leave_every_event_recorded(git_repo, script, tmp_path):
     db = tmp_path / "feedback.db"
-    deep = "".join("[" + " " * (i % 5) for i in range(5_000))  # uneven, or litellm stops a "repeating" stream
+    deep = uneven("[", 5_000)
 
     def text_call(name, arguments):
         return turn(content=f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>")
@@ -175,6 +180,8 @@ def test_text_mode_hostile_replies_leave_every_event_recorded(git_repo, script, 
         turn(content=deep),
         text_call("read_file", deep),
         turn(content='<tool_call>\n{"name": "list_files", "arguments": "' + SURROGATE + '"}\n</tool_call>'),
+        turn(content="<tool_call>\nread_file(path=" + uneven("-", 30_000) + "1)\n</tool_call>"),  # parser memory
+        turn(content="<tool_call>\nread_file(path=" + uneven("(", 30_000) + ")\n</tool_call>"),
         text_call("read_file", {"path": "missing.py"}),
         text_call("read_file", {"path": "app.py"}),
         turn(content="Done."),
