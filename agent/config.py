@@ -50,6 +50,9 @@ class Settings:
     api_base: str | None = None
     max_tokens: int | None = _number(None, low=1)  # per model reply; None: the provider's default
     temperature: float | None = _number(None, high=2)  # None: the provider's default
+    # The sampling seed sent with each request (None: none is sent). The embedded model mixes it with
+    # the prompt's tokens, so one seed gives one reply per prompt and each step of a session its own draw.
+    seed: int | None = _number(None)
     record: bool = True
     command_timeout: float = _number(120.0, above=True)
     sandbox: str = _choice("none", SANDBOX_MODES)  # "auto": bwrap on Linux, sandbox-exec on macOS

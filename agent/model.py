@@ -116,7 +116,8 @@ class LiteLLMModel:
         else:
             from agent.protocol import textcalls
 
-            parsed = textcalls.parse_reply(content or "", [t["function"]["name"] for t in tools])
+            names = [t["function"]["name"] for t in tools]
+            parsed = textcalls.parse_reply(content or "", names, id_prefix=f"call_{len(messages)}")
             format_error = parsed.error
             if parsed.tool_calls:
                 message["tool_calls"] = parsed.tool_calls

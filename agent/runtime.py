@@ -32,7 +32,7 @@ def open_session(
     `lessons` (from the feedback store, wired by the frontend) adds lessons from earlier sessions."""
     space = Workspace(workspace)
     context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root))
-    sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature}
+    sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature, "seed": settings.seed}
     if settings.model.startswith("local/"):  # only the embedded provider reads it
         sampling["adapter"] = settings.adapter
         sampling["n_threads"] = settings.local_threads or None
@@ -70,7 +70,9 @@ def system_prompt(context: ToolContext, first: UserInput) -> str:
         )
         if rendered:
             repo_map = f"\nA map of the repository's most relevant definitions:\n{rendered}"
-    return template.format(workspace=context.workspace.root, repo_map=repo_map)
+    # The folder's name, not its absolute path: a prompt that holds a temporary path differs between
+    # two attempts at one task (and a small model copies it into the paths it invents).
+    return template.format(workspace=context.workspace.root.name, repo_map=repo_map)
 
 
 def git_head(root: Path) -> str | None:

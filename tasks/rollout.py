@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import re
 import shutil
 import tempfile
 import time
@@ -58,6 +59,7 @@ TASK_DENY_COMMANDS = (
     "scp *",
 )
 GRADER_CALL_PREFIX = "grader_"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 FAILING_SHOWN = 20  # failing test ids named in the grader's feedback
 
 
@@ -83,7 +85,9 @@ class AttemptSpec:
 def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
     """The user's settings for this workspace, headless: full-auto, nothing asked, recorded to
     `spec.db`, with the task deny rules added to the configured ones. Lessons are off unless the
-    spec turns them on, so an attempt measures the model, not what the store happens to hold."""
+    spec turns them on, so an attempt measures the model, not what the store happens to hold. The
+    sampling seed is the attempt's number (offset by a configured seed): attempts differ by their
+    seed, and the same attempt samples the same replies again."""
     base = load_settings(workspace)
     deny = (*base.deny_commands, *TASK_DENY_COMMANDS, *task_deny_rules(spec.task))
     return base.replace(
@@ -93,7 +97,7 @@ def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
         deny_commands=deny,
         db=spec.db,
         record=True,
-        **{"lessons": False, **spec.overrides},
+        **{"lessons": False, "seed": (base.seed or 0) + spec.attempt, **spec.overrides},
     )
 
 
@@ -157,9 +161,7 @@ def run_attempt(spec: AttemptSpec) -> dict[str, Any]:
     record: dict[str, Any] = {"instance_id": spec.task.instance_id, "attempt": spec.attempt, "model": spec.model}
     scratch: Path | None = None
     try:
-        if spec.work_dir:
-            Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f"teachback-task-{spec.attempt}-", dir=spec.work_dir))
+        scratch = scratch_dir(spec)
         record.update(_attempt(spec, scratch / "workspace"))
     except Exception as exc:  # reported in the results file; the run goes on with the next attempt
         log.exception("attempt %s #%d failed", spec.task.instance_id, spec.attempt)
@@ -171,6 +173,23 @@ def run_attempt(spec: AttemptSpec) -> dict[str, Any]:
             shutil.rmtree(scratch, ignore_errors=True)
     record["wall_s"] = round(time.perf_counter() - started, 3)
     return record
+
+
+def scratch_dir(spec: AttemptSpec) -> Path:
+    """A new folder for the attempt's workspace, at the same path for the same task and attempt, so
+    that what the model is shown (tool results, what commands print) is byte-identical from run to
+    run. A name already taken (a parallel run, a kept workspace) gets a fresh random one instead."""
+    base = Path(spec.work_dir or tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    name = f"teachback-{_UNSAFE.sub('_', spec.task.instance_id)[:80]}-{spec.attempt}"
+    try:
+        (base / name).mkdir(mode=0o700)  # never follows a planted link: an existing name fails
+        return base / name
+    except FileExistsError:
+        log.info(
+            "%s exists; attempt %d of %s runs under a fresh name", base / name, spec.attempt, spec.task.instance_id
+        )
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=base))
 
 
 def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from importlib import resources
@@ -156,10 +155,11 @@ def grammar_kwargs(tools: list[dict]) -> dict:
 # Parsing
 
 
-def parse_reply(text: str, tool_names: Collection[str]) -> ParsedReply:
+def parse_reply(text: str, tool_names: Collection[str], id_prefix: str = "call") -> ParsedReply:
     """ParsedReply(content: str | None, tool_calls: list[dict], error: str | None). tool_calls in
-    OpenAI shape: {"id": "call_<n>", "type": "function", "function": {"name": str, "arguments": str}}
-    (arguments = JSON text). error is set (the feedback text, stating the exact expected format)
+    OpenAI shape: {"id": "<id_prefix>_<n>", "type": "function", "function": {"name": str, "arguments":
+    str}} (arguments = JSON text; ids that are the same when the same reply is parsed again, so pass
+    a prefix unique in the conversation). error is set (the feedback text, stating the exact expected format)
     when the reply tried to call a tool but could not be parsed; plain prose with no attempt at a
     call is a final answer (content, no calls, no error).
 
@@ -197,7 +197,8 @@ def parse_reply(text: str, tool_names: Collection[str]) -> ParsedReply:
     content = re.sub(r"\n{3,}", "\n\n", content).strip() or None
     if problems:
         return ParsedReply(content=content, tool_calls=[], error=call_feedback(problems[0], names))
-    tool_calls = [_openai_call(name, args) for _, name, args in sorted(found, key=lambda f: f[0])]
+    ordered = sorted(found, key=lambda f: f[0])
+    tool_calls = [_openai_call(f"{id_prefix}_{i}", name, args) for i, (_, name, args) in enumerate(ordered)]
     return ParsedReply(content=content, tool_calls=tool_calls)
 
 
@@ -396,9 +397,9 @@ def _unfence(body: str) -> str:
     return match.group(1) if match else body
 
 
-def _openai_call(name: str, arguments: str) -> dict[str, Any]:
+def _openai_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {
-        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "id": call_id,
         "type": "function",
         "function": {"name": name, "arguments": arguments},
     }

@@ -138,6 +138,9 @@ class Engine:
     formatter: Any
     vocab: Any  # llama.cpp vocabulary handle, to recognise end-of-generation tokens
     adapter: tuple[str, int, int] | None = None  # the served adapter file, its mtime and size
+    # How many leading cached positions were computed as whole prompt batches, as a fresh evaluation
+    # of the same tokens would compute them (see `_align_cache`).
+    whole_batches: int = 0
     worker: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="teachback-llama")
     )
@@ -320,6 +323,9 @@ def generate(
     outcome.prompt_token_ids = list(prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     held, pending_logprobs = "", []
+    if params.get("seed") is not None:  # asked for by seed: the same reply as from a fresh start
+        _align_cache(engine, prompt)
+    engine.whole_batches = len(prompt) // llm.n_batch * llm.n_batch
     llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
     tokens = llm.generate(
         prompt,
@@ -353,6 +359,30 @@ def generate(
     held += decoder.decode(b"", final=True)
     if held or pending_logprobs:
         yield Piece(held, pending_logprobs)
+
+
+def _align_cache(engine: Engine, prompt: list[int]) -> None:
+    """Keep only the cached positions a fresh evaluation of `prompt` would compute alike. llama.cpp
+    evaluates a prompt in batches of n_batch from where its cache stops matching, and a token's
+    logits differ slightly with the batch it was computed in (sampled tokens are computed one by
+    one), so a reused prefix that ends mid-batch changes the samples that follow. Cut back to a
+    batch boundary that the last prompt reached in whole batches: the rest is evaluated again,
+    batched as from the start."""
+    llm = engine.llm
+    cached = llm.n_tokens
+    if cached == 0:
+        return
+    common = 0
+    for a, b in zip(llm.input_ids[:cached], prompt):
+        if a != b:
+            break
+        common += 1
+    keep = min(common // llm.n_batch * llm.n_batch, engine.whole_batches)
+    if keep < cached:
+        if keep == 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            llm.reset()
+            return
+        llm.n_tokens = keep
 
 
 def _seed(prompt: list[int], seed: int) -> int:

@@ -18,7 +18,6 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -224,8 +223,8 @@ def _message(text: str, outcome: Outcome, params: dict[str, Any]) -> tuple[dict[
         name, arguments = call["name"], json.dumps(call["arguments"], ensure_ascii=False)
     except (ValueError, KeyError, TypeError):  # cut off by max_tokens: hand back the text as is
         return {"role": "assistant", "content": text}, outcome.finish_reason
-    tool_call = {
-        "id": f"call_{uuid.uuid4().hex[:12]}",
+    tool_call = {  # named by the prompt's length: unique in a session, and the same when replayed
+        "id": f"call_{outcome.prompt_tokens}",
         "type": "function",
         "function": {"name": name, "arguments": arguments},
     }

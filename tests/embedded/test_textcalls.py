@@ -56,10 +56,13 @@ def test_corpus_holds_real_replies_of_every_kind() -> None:
     assert len(real) >= 30 and kinds == {"calls", "error", "answer"}
 
 
-def test_call_ids_are_unique_across_replies() -> None:
+def test_call_ids_are_unique_across_replies_and_the_same_when_parsed_again() -> None:
     reply = '<tool_call>{"name": "list_files", "arguments": {}}</tool_call>' * 2
-    ids = [c["id"] for _ in range(3) for c in textcalls.parse_reply(reply, NAMES).tool_calls]
+    # The model adapter names a reply's calls by the length of the conversation they answer.
+    ids = [c["id"] for step in range(3) for c in textcalls.parse_reply(reply, NAMES, f"call_{step}").tool_calls]
     assert len(ids) == len(set(ids)) == 6
+    again = [c["id"] for step in range(3) for c in textcalls.parse_reply(reply, NAMES, f"call_{step}").tool_calls]
+    assert again == ids
 
 
 def test_rendered_call_parses_back_to_the_same_call() -> None:
