@@ -4,7 +4,8 @@ schemas, logprobs) is kept in the blobs table and the event row holds its hash. 
 the normalised tables (sessions' system prompt and tools, edits' before and after, rendered
 prompts) is the same blob row. `expand` gives back exactly the event that was recorded.
 
-Markers: {"$text": hash} for a string, {"$json": hash} for a list or object (canonical JSON), and
+Markers: {"$text": hash} for a string, {"$json": hash} for a list or object (its JSON, keys in their
+recorded order), and
 the rendered prompt's chunk list {"blobs": [hash, ...]} (feedback_store.renders). A value that
 happens to look like a marker is stored wrapped as {"$lit": value}.
 """
@@ -16,7 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from feedback_store.hashing import canonical_json
+from feedback_store.hashing import ordered_json
 
 LARGE = 512  # characters: shorter values stay inline
 TEXT, JSON, LITERAL = "$text", "$json", "$lit"
@@ -36,7 +37,7 @@ def slim(conn: sqlite3.Connection, data: dict[str, Any], put_blob: PutBlob) -> d
         if key in CHUNKED and _is_refs(value):
             out[key] = value  # already chunked into blobs by renders
         elif isinstance(value, (list, dict)) and not _marker(value):
-            text = canonical_json(value)
+            text = ordered_json(value)
             large = len(text) >= LARGE
             out[key] = (
                 {JSON: put_blob(conn, KINDS.get(key, "json"), text)} if large else _strings(conn, value, put_blob)

@@ -13,6 +13,13 @@ def content_hash(text: str) -> str:
     return f"{ALGORITHM}:{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
 
 
+def ordered_json(value: Any) -> str:
+    """JSON with no spaces and the keys in their given order: a recorded value exactly as it was.
+    Key order is part of what a model is shown (the order of a tool's parameters in its schema, in
+    the rendered prompt and the grammar), so the recorded tool schemas keep it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal data gives equal text (and equal hashes)."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

@@ -43,7 +43,7 @@ from agent.protocol import (
 )
 from feedback_store import event_blobs, monitor, pairs, renders
 from feedback_store.errors import StoreError
-from feedback_store.hashing import canonical_json, content_hash
+from feedback_store.hashing import canonical_json, content_hash, ordered_json
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
@@ -293,7 +293,7 @@ def _last_assistant_seq(conn: sqlite3.Connection, session_id: str) -> int | None
 
 def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
     prompt_hash = put_blob(conn, "system_prompt", event.system_prompt)
-    tools_hash = put_blob(conn, "tools", canonical_json(event.tools))
+    tools_hash = put_blob(conn, "tools", ordered_json(event.tools))  # the blob the event row names too
     conn.execute(
         """
         INSERT INTO sessions (id, workspace, model, frontend, git_head, config, system_prompt_hash,

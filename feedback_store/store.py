@@ -239,6 +239,15 @@ class Store:
         rows = self.query("SELECT content FROM blobs WHERE hash = ?", (content_hash,))
         return rows[0]["content"] if rows else None
 
+    def task_sessions(self) -> dict[str, dict[str, Any]]:
+        """The sessions that are graded task attempts, oldest first: id -> their `task` (instance
+        id, attempt, reward, ...), as `teachback tasks run` marked them."""
+        rows = self.query(
+            "SELECT id, json_extract(config, '$.task') AS task FROM sessions "
+            "WHERE json_extract(config, '$.task.instance_id') IS NOT NULL ORDER BY started_at, id"
+        )
+        return {row["id"]: json.loads(row["task"]) for row in rows}
+
     def list_sessions(self, limit: int = 50) -> list[SessionSummary]:
         rows = self.query(
             """
