@@ -3,18 +3,16 @@ URLs, command lines) and by their name (gitleaks-style rules in secret_rules.tom
 values of credential-looking environment variables. Each hit becomes `[REDACTED:<kind>]`.
 
 The rules match a secret wherever it stands, so it is found in a line-numbered `read_file`
-result, a diff line, JSON-escaped tool arguments, YAML, a shell line or prose alike. All rules
-look at the original text; their hits are merged (an earlier rule names the kind) and replaced in
-one pass. Speed comes from trying little: token rules only on the text's long words, the others
-only when one of their keywords occurs, and the name rule only where a credential word starts.
+result, a diff line, JSON-escaped tool arguments, YAML, a shell line or prose alike; under a
+name that says "password", a password a person made up counts too. All rules look at the
+original text; their hits are merged (an earlier rule names the kind) and replaced in one pass.
+Speed comes from trying little: token rules only on the text's long words, the others only when
+one of their keywords occurs, the name rules only where a credential word starts.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import math
 import os
 import re
 import tomllib
@@ -24,11 +22,24 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from feedback_store.redact_checks import CHECKS
+
 CREDENTIAL_ENV_NAME = re.compile(r"(?i)api|key|token|secret|passw|pwd|credential|auth|private")
 MIN_ENV_VALUE = 8
 MIN_TOKEN = 20  # the shortest match of a `token` rule
 # A token starts where no letter or digit precedes it, or right after a JSON-escaped `\n`/`\t`.
 TOKEN_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
+# A name that says it holds a password: the word whole or at the end of the name (db_password,
+# dbPassword, PGPASSWORD, client_secret, DB_PASS_2), not inside another word (bypass, passes).
+PASSWORD_KEY = (
+    r"(?P<key>(?:(?<![A-Za-z])|(?<=\\[nrt])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=PASS|PWD|SECRET)|(?<=[a-z])(?=passw(?:or)?d|pwd))"
+    r"(?i:passw(?:or)?d|passphrase|pass|pwd|pw|secret)(?:[_\-]?\d{1,2})?(?![A-Za-z0-9_]|[.\-][A-Za-z0-9]))"
+)
+# What follows such a name before its value: a closing quote or bracket, then `=`, `:=`, `=>`,
+# `?=` (not `==`, `=~`), or `:` before a space or a quote (not an ARN's `:secret:name`, a URL's
+# `://`).
+ASSIGN = r"\\?[\"'`]?\]?[ \t]*(?::=|=>|\?=|=(?![=~])|:(?=[ \t]|\\?[\"'`]))"
+RULE_PIECES = {"{START}": TOKEN_START, "{PASSWORD_KEY}": PASSWORD_KEY, "{ASSIGN}": ASSIGN}
 ANCHOR_PREFIX_REACH = 24
 
 
@@ -39,6 +50,7 @@ class Rule:
     keywords: tuple[str, ...] = ()
     secret: str | None = None
     checks: tuple[str, ...] = ()
+    checked: str | None = None  # the group the checks read, when not the secret
     ignore_key: str | None = None
     token: bool = False
     anchors: tuple[str, ...] = ()
@@ -51,7 +63,7 @@ def load_rules() -> list[Rule]:
         Rule(
             **{
                 **rule,
-                "regex": rule["regex"].replace("{START}", TOKEN_START),
+                "regex": _expand(rule["regex"]),
                 **{k: tuple(rule.get(k, ())) for k in ("keywords", "checks", "anchors")},
             }
         )
@@ -59,102 +71,10 @@ def load_rules() -> list[Rule]:
     ]
 
 
-def shannon_entropy(text: str) -> float:
-    counts = Counter(text)
-    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
-
-
-def _char_class(c: str) -> int:
-    return 0 if c.islower() else 1 if c.isupper() else 2 if c.isdigit() else 3
-
-
-WORD_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-DIGIT_RUN = re.compile(r"\d+")
-SEPARATORS = re.compile(r"[._\-]")
-CONSONANTS = re.compile(r"[bcdfghjklmnpqrstvwxz]+")
-
-
-def looks_like_words(value: str) -> bool:
-    """A name made of words (`self.password`, `authResponse.accessToken`, `sha256_hexdigest`):
-    parts of ordinary length with vowels in them, few digit runs, no long consonant runs. Random
-    text has short parts (case flips, digits) or long unpronounceable runs."""
-    parts = WORD_PART.findall(value)
-    if not parts or len(DIGIT_RUN.findall(value)) > 2:
-        return False
-    letters = "".join(parts).lower()
-    if any(len(p) > 14 for p in parts) or sum(len(p) <= 2 for p in parts) > max(1, len(parts) // 3):
-        return False
-    if len(letters) / len(parts) < 3.5:
-        return False
-    if any(len(run) >= 5 for run in CONSONANTS.findall(value.lower())):
-        return False
-    return sum(c in "aeiouy" for c in letters) / len(letters) >= 0.12
-
-
-def looks_random(value: str) -> bool:
-    """Whether a value looks generated (a key, a token, a password) rather than written (a word,
-    a dotted name, a date, a URL): enough distinct characters, a character class (lower, upper,
-    digit, other) that changes often, and no word structure."""
-    if len(value) < 8 or "://" in value or value.isdigit():
-        return False
-    if shannon_entropy(value) < min(3.0, 0.8 * math.log2(len(value))):
-        return False
-    bare = SEPARATORS.sub("", value)  # snake_case and dotted names change class only at separators
-    changes = sum(_char_class(a) != _char_class(b) for a, b in zip(bare, bare[1:]))
-    varied = changes / max(1, len(bare) - 1) >= 0.15 or (len(value) >= 16 and shannon_entropy(value) >= 4.0)
-    return varied and not looks_like_words(value)
-
-
-PLACEHOLDER = re.compile(
-    r"(?i)^(?:\$|\\\$|%\(|%\w+%$|[<{]|\*{3,}|x{4,}|\.{3})|example|changeme|change_me|placeholder|redacted|your[_\-]|dummy|"
-    r"^(?:password|passwd|pass|secret|token|none|null|true|false|undefined)$"
-)
-CONTENT_HASH = re.compile(r"^(?:sha1|sha256|sha512|md5):[0-9a-f]{16,}$")
-
-
-def not_placeholder(value: str) -> bool:
-    """Not a template reference ($VAR, ${VAR}, {{ var }}, <token>, %(pw)s), a stand-in word, or a
-    content hash (`sha256:...`, as teachback itself writes)."""
-    return not PLACEHOLDER.search(value) and not CONTENT_HASH.match(value)
-
-
-def _b64decode(value: str) -> bytes | None:
-    try:
-        return base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-
-
-def basic_auth(value: str) -> bool:
-    """Base64 of `user:password` (HTTP Basic credentials, a Docker config `auth`)."""
-    decoded = _b64decode(value)
-    if decoded is None:
-        return False
-    text = decoded.decode("utf-8", "replace")
-    _, colon, password = text.partition(":")
-    return bool(colon and password) and text.isprintable()
-
-
-def base64_private_key(value: str) -> bool:
-    decoded = _b64decode(value[: len(value) // 4 * 4][:120])
-    return decoded is not None and b"PRIVATE KEY" in decoded
-
-
-PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*[.,:;!?)]*")
-
-
-def not_a_word(value: str) -> bool:
-    """Not one plain word of prose (`failed`, `Authentication.`)."""
-    return not PLAIN_WORD.fullmatch(value)
-
-
-CHECKS: dict[str, Callable[[str], bool]] = {
-    "random": looks_random,
-    "not_placeholder": not_placeholder,
-    "basic_auth": basic_auth,
-    "not_a_word": not_a_word,
-    "base64_private_key": base64_private_key,
-}
+def _expand(regex: str) -> str:
+    for piece, pattern in RULE_PIECES.items():
+        regex = regex.replace(piece, pattern)
+    return regex
 
 
 def credential_env_values(env: Mapping[str, str]) -> list[str]:
@@ -182,7 +102,7 @@ class _Compiled:
     anchor_prefix: re.Pattern[str] | None
 
     def accepts(self, match: re.Match[str]) -> bool:
-        secret = match.group(self.rule.secret or 0)
+        secret = match.group(self.rule.checked or self.rule.secret or 0)
         if not all(check(secret) for check in self.checks):
             return False
         return self.ignore_key is None or not self.ignore_key.search(match.group("key"))
@@ -235,6 +155,7 @@ class Redactor:
         # only the rules of those keywords are then tried.
         self._token_index = _KeywordIndex(self._tokens)
         self._other_index = _KeywordIndex(self._others)
+        self._anchor_words = {w: re.compile(re.escape(w)) for c in self._others for w in c.rule.anchors}
         values = credential_env_values(os.environ if env is None else env)
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
         forms = set(values) | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}
@@ -262,9 +183,10 @@ class Redactor:
         if self._env is not None and any(map(lowered.__contains__, self._env_keywords)):
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
         spans += self._token_spans(text)
+        anchors: dict[str, list[int]] = {}  # where each anchor word occurs, shared by the rules
         for compiled in self._other_index.active(lowered):
             if compiled.rule.anchors:
-                spans += self._anchored_spans(compiled, text, lowered)
+                spans += self._anchored_spans(compiled, text, lowered, anchors)
             else:
                 spans += [_span(m, compiled) for m in compiled.pattern.finditer(text) if compiled.accepts(m)]
         return _merge(spans)
@@ -289,19 +211,19 @@ class Redactor:
                 at = text.find(secret, at + len(secret))
         return spans
 
-    @staticmethod
-    def _anchored_spans(compiled: _Compiled, text: str, lowered: str) -> list[Span]:
+    def _anchored_spans(
+        self, compiled: _Compiled, text: str, lowered: str, anchors: dict[str, list[int]]
+    ) -> list[Span]:
         starts = set()
         for word in compiled.rule.anchors:
-            at = lowered.find(word)
-            while at >= 0:
-                starts.add(at)
-                prefix = compiled.anchor_prefix and compiled.anchor_prefix.search(
-                    lowered, max(0, at - ANCHOR_PREFIX_REACH), at
-                )
-                if prefix:
-                    starts.add(prefix.start())
-                at = lowered.find(word, at + len(word))
+            if word not in anchors:
+                anchors[word] = [m.start() for m in self._anchor_words[word].finditer(lowered)]
+            starts.update(anchors[word])
+            if compiled.anchor_prefix:
+                for at in anchors[word]:
+                    prefix = compiled.anchor_prefix.search(lowered, max(0, at - ANCHOR_PREFIX_REACH), at)
+                    if prefix:
+                        starts.add(prefix.start())
         spans = []
         for start in sorted(starts):
             m = compiled.pattern.match(text, start)

@@ -2,8 +2,10 @@
 
 Built from the public formats (prefix, alphabet and length, as vendors document them and as
 gitleaks' rules describe them) with random values; it never reads the redaction rules. A kind
-says how its value is made and which part of it is the secret; a context says how the value is
-written (an `.env` line, a `read_file` result, a diff, a tool call's JSON arguments...).
+says how its value is made and which part of it is the secret; a context (tests/store/secret_contexts.py)
+says how the value is written: an `.env` line, a `read_file` result, a diff, a tool call's JSON
+arguments... Besides the providers' formats,
+passwords a person made up (tests/store/secret_passwords.py) under names that say they are passwords.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import string
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from tests.store.secret_contexts import forms
+from tests.store.secret_passwords import PASSWORD_NAMES, person_password
 
 LOWER, UPPER, DIGITS = string.ascii_lowercase, string.ascii_uppercase, string.digits
 ALNUM = LOWER + UPPER + DIGITS
@@ -452,6 +457,8 @@ KINDS = [
         alphabet=ALNUM,
     ),
     placed_password("htpasswd_password", "HTPASSWD_PASSWORD", "htpasswd -b -c /etc/nginx/.htpasswd alice {v}"),
+    # Passwords a person made up, known by a name that says they are passwords.
+    *(Kind(name, env, person_password, curl, bare=False, line=line) for name, env, line, curl in PASSWORD_NAMES),
 ]
 
 
@@ -463,79 +470,17 @@ class Case:
     secrets: list[str]  # the parts that must not survive redaction
 
 
-def _env_lines(name: str, value: str) -> str:
-    return f"DEBUG=false\n{name}={value}\nPORT=8080\n"
-
-
-def _file_text(kind: Kind, value: str) -> str:
-    """The value as it sits in a file the agent reads or edits."""
-    return kind.line.replace("{v}", value) + "\n" if kind.line else _env_lines(kind.env, value)
-
-
-def _read_file(kind: Kind, value: str) -> str:
-    lines = ("# settings\n" * 9 + _file_text(kind, value)).splitlines(keepends=True)
-    width = len(str(len(lines)))
-    body = "".join(f"{n:>{width}}| {line}" for n, line in enumerate(lines, 1))
-    return f"config/app.env (lines 1-{len(lines)} of {len(lines)})\n{body}"
-
-
-def _diff(kind: Kind, old: str, new: str) -> str:
-    minus = "".join("-" + line for line in _file_text(kind, old).splitlines(keepends=True))
-    plus = "".join("+" + line for line in _file_text(kind, new).splitlines(keepends=True))
-    return f"--- a/config/app.env\n+++ b/config/app.env\n@@ -1,3 +1,3 @@\n {'# settings'}\n{minus}{plus}"
-
-
-def _json_arguments(kind: Kind, old: str, new: str) -> str:
-    return json.dumps({"path": "config/app.env", "old_text": _file_text(kind, old), "new_text": _file_text(kind, new)})
-
-
-def _yaml(kind: Kind, value: str) -> str:
-    if "\n" in value:
-        block = "\n".join("    " + line for line in value.splitlines())
-        return f"service:\n  name: api\n  {kind.env.lower()}: |\n{block}\n  timeout: 30\n"
-    return f"service:\n  name: api\n  {kind.env.lower()}: {value}\n  timeout: 30\n"
-
-
-def _quoted(kind: Kind, value: str) -> str:
-    if "\n" in value:
-        return f'{kind.env} = """{value}"""\n'
-    return f"settings = Settings(\n    {kind.env.lower()}=\"{value}\",\n    region='eu-west-1',\n)\n"
-
-
-def _curl(kind: Kind, value: str) -> str:
-    assert kind.curl is not None
-    return f"$ curl -sS {kind.curl.replace('{v}', value)} https://api.example.com/v1/items\n"
-
-
 def cases(seed: int = 0, samples: int = 2) -> Iterator[Case]:
     """Every kind in every context that applies to it, `samples` random values each."""
     rng = random.Random(seed)
     for kind in KINDS:
         for _ in range(samples):
-            (value, parts), (old, old_parts) = (_made(kind.make(rng)) for _ in range(2))
-            forms = {
-                "plain": _env_lines(kind.env, value),
-                "quoted": _quoted(kind, value),
-                "read_file": _read_file(kind, value),
-                "diff": _diff(kind, old, value),
-                "json_arguments": _json_arguments(kind, old, value),
-                "yaml": _yaml(kind, value),
-                "export": f"$ export {kind.env}={value!r}\n$ export {kind.env}={old}\n",
-            }
-            both = {"diff", "json_arguments", "export"}
-            if kind.curl:
-                forms["curl"] = _curl(kind, value)
-            if kind.bare:
-                forms["bare"] = f"The job printed {value} and then stopped.\n"
-                forms["json_raw"] = json.dumps({"path": "secrets/credential.txt", "content": f"# rotated\n{value}\n"})
-            for context, text in forms.items():
-                yield Case(kind.name, context, text, parts + old_parts if context in both else parts)
+            new, old = (_made(kind.make(rng)) for _ in range(2))
+            for context, (text, secrets) in forms(kind, new, old).items():
+                yield Case(kind.name, context, text, secrets)
 
 
 def _made(made: Made) -> tuple[str, list[str]]:
     if isinstance(made, tuple):
         return made[0], list(made[1])
     return made, [made]
-
-
-CONTEXTS = ("plain", "quoted", "read_file", "diff", "json_arguments", "yaml", "export", "curl", "bare", "json_raw")

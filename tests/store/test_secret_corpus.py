@@ -1,7 +1,8 @@
 """Recall and false positives of redaction, measured on generated data.
 
 Recall: every credential kind of tests/store/secret_corpus.py (built from the public formats with
-random values, never from the rule file) in every context a transcript carries it. False
+random values, never from the rule file; passwords a person made up, under names that say they are
+passwords) in every context a transcript carries it. False
 positives: this Python's own standard library (ordinary code), hex hashes, UUIDs, base64 data and
 the content hashes and commit ids teachback itself writes.
 """
@@ -18,7 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from feedback_store.redact import Redactor
-from tests.store.secret_corpus import CONTEXTS, KINDS, Case, cases
+from tests.store.secret_contexts import CONTEXTS
+from tests.store.secret_corpus import KINDS, Case, cases
+from tests.store.secret_passwords import person_password
 
 MIN_KINDS = 70
 RECALL = 0.99
@@ -43,7 +46,7 @@ def recall_table(seed: int) -> tuple[dict[str, list[int]], dict[str, list[int]],
     for case in cases(seed=seed, samples=2):
         out = redactor.redact(case.text)
         bad = leaked(out, case)
-        if case.context.startswith("json"):
+        if case.context.startswith("json") or _is_json(case.text):
             json.loads(out)  # redaction keeps JSON-escaped text valid
         for table, key in ((by_context, case.context), (by_kind, case.kind)):
             table[key][0] += 1
@@ -51,6 +54,14 @@ def recall_table(seed: int) -> tuple[dict[str, list[int]], dict[str, list[int]],
         if bad:
             leaks.append(case)
     return by_context, by_kind, leaks
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def report(table: dict[str, list[int]]) -> str:
@@ -65,6 +76,12 @@ def test_corpus_covers_the_kinds_and_contexts() -> None:
         assert {c for k, c in seen if k == kind.name} >= set(CONTEXTS) - {"curl", "bare", "json_raw"}, kind.name
 
 
+def test_corpus_has_made_up_passwords_under_every_password_word() -> None:
+    made_up = [kind for kind in KINDS if kind.make is person_password]
+    names = " ".join(kind.env.lower() for kind in made_up)
+    assert len(made_up) >= 10 and all(word in names for word in ("password", "passwd", "pwd", "pass", "secret"))
+
+
 def test_recall_per_context_and_kind() -> None:
     for seed in (1, 2):
         by_context, by_kind, leaks = recall_table(seed)
@@ -77,7 +94,7 @@ def test_recall_per_context_and_kind() -> None:
         sample = "\n".join(f"{c.kind} / {c.context}:\n{c.text[:300]}" for c in leaks[:5])
         assert recall >= RECALL, f"recall {recall:.2%}; first leaks:\n{sample}"
         for context, (n, bad) in by_context.items():
-            assert 1 - bad / n >= 0.97, (context, report(by_context), sample)
+            assert 1 - bad / n >= RECALL, (context, report(by_context), sample)
         for kind, (n, bad) in by_kind.items():
             assert 1 - bad / n >= 0.9, (kind, sample)
 
