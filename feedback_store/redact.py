@@ -3,11 +3,11 @@ URLs, command lines) and by their name (gitleaks-style rules in secret_rules.tom
 values of credential-looking environment variables. Each hit becomes `[REDACTED:<kind>]`.
 
 The rules match a secret wherever it stands, so it is found in a line-numbered `read_file`
-result, a diff line, JSON-escaped tool arguments, YAML, a shell line or prose alike; under a
-name that says "password", a password a person made up counts too. All rules look at the
-original text; their hits are merged (an earlier rule names the kind) and replaced in one pass.
-Speed comes from trying little: token rules only on the text's long words, the others only when
-one of their keywords occurs, the name rules only where a credential word starts.
+result, a diff line, JSON-escaped tool arguments, YAML, a name/value list, a shell line or prose
+alike; under a name that says "password", a password a person made up counts too. All rules
+look at the original text; their hits are merged (an earlier rule names the kind) and replaced in
+one pass. Speed comes from trying little: token rules only on the text's long words, the others
+only when one of their keywords occurs, the name rules only where a credential word starts.
 """
 
 from __future__ import annotations
@@ -29,17 +29,29 @@ MIN_ENV_VALUE = 8
 MIN_TOKEN = 20  # the shortest match of a `token` rule
 # A token starts where no letter or digit precedes it, or right after a JSON-escaped `\n`/`\t`.
 TOKEN_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
+# After a credential's name in a name/value list (`- name: DD_API_KEY` / `  value: ...`,
+# `{"name": "X_TOKEN", "value": ...}`, `ParameterKey`/`ParameterValue`, `"X_TOKEN": {"value": ...}`):
+# the end of the name, a comma, a line break (with a read_file line number or a diff marker) or an
+# opening brace, then a `value` key.
+LINE_BREAK = r"(?:\r?\n|(?:\\r)?\\n)(?:[ \t]*\d+[|:\t])?[+\-]?"
+VALUE_KEY = (
+    rf"(?:,|:[ \t]*\{{)[ \t]*(?:{LINE_BREAK})?[ \t]*\\?[\"']?(?i:(?:parameter)?value)\\?[\"']?[ \t]*[:=]"
+    rf"|{LINE_BREAK}[ \t]*(?i:value)[ \t]*:"
+)
 # A name that says it holds a password: the word whole or at the end of the name (db_password,
 # dbPassword, PGPASSWORD, client_secret, DB_PASS_2), not inside another word (bypass, passes).
 PASSWORD_KEY = (
     r"(?P<key>(?:(?<![A-Za-z])|(?<=\\[nrt])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=PASS|PWD|SECRET)|(?<=[a-z])(?=passw(?:or)?d|pwd))"
     r"(?i:passw(?:or)?d|passphrase|pass|pwd|pw|secret)(?:[_\-]?\d{1,2})?(?![A-Za-z0-9_]|[.\-][A-Za-z0-9]))"
 )
-# What follows such a name before its value: a closing quote or bracket, then `=`, `:=`, `=>`,
-# `?=` (not `==`, `=~`), or `:` before a space or a quote (not an ARN's `:secret:name`, a URL's
-# `://`).
-ASSIGN = r"\\?[\"'`]?\]?[ \t]*(?::=|=>|\?=|=(?![=~])|:(?=[ \t]|\\?[\"'`]))"
-RULE_PIECES = {"{START}": TOKEN_START, "{PASSWORD_KEY}": PASSWORD_KEY, "{ASSIGN}": ASSIGN}
+# What follows such a name before its value: a closing quote or bracket, then a name/value list's
+# `value` key, `=`, `:=`, `=>`, `?=` (not `==`, `=~`), or `:` before a space or a quote (not an
+# ARN's `:secret:name`, a URL's `://`).
+ASSIGN = (
+    rf"\\?[\"'`]?\]?[ \t]*(?:{VALUE_KEY}"
+    r"|:=|=>|\?=|=(?![=~])|:(?=[ \t]|\\?[\"'`]))"
+)
+RULE_PIECES = {"{START}": TOKEN_START, "{VALUE_KEY}": VALUE_KEY, "{PASSWORD_KEY}": PASSWORD_KEY, "{ASSIGN}": ASSIGN}
 ANCHOR_PREFIX_REACH = 24
 
 

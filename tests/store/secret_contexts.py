@@ -7,6 +7,7 @@ text and the parts of it that must not survive redaction.
 from __future__ import annotations
 
 import json
+import random
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -16,10 +17,18 @@ Written = tuple[str, list[str]]  # the text, and the parts that must not survive
 
 PLAIN = ("plain", "quoted", "read_file", "diff", "json_arguments", "yaml", "export", "json_config")
 SHAPED = ("curl", "bare", "json_raw")  # only for kinds that curl sends, or that have a shape of their own
-CONTEXTS = PLAIN + SHAPED
+NAME_VALUE = (
+    "env_list_yaml",
+    "env_list_json",
+    "key_value_list",
+    "env_list_read_file",
+    "env_list_diff",
+    "env_list_json_arguments",
+)
+CONTEXTS = PLAIN + SHAPED + NAME_VALUE
 
 
-def forms(kind: Kind, new: Written, old: Written) -> dict[str, Written]:
+def forms(kind: Kind, rng: random.Random, new: Written, old: Written) -> dict[str, Written]:
     """Every context that applies to `kind`, holding the value `new` (and `old`, which an edit,
     a diff or a second `export` line replaces)."""
     (value, parts), (old_value, old_parts) = new, old
@@ -44,6 +53,15 @@ def forms(kind: Kind, new: Written, old: Written) -> dict[str, Written]:
         written["bare"] = (f"The job printed {value} and then stopped.\n", parts)
         content = f"# rotated\n{value}\n"
         written["json_raw"] = (json.dumps({"path": "secrets/credential.txt", "content": content}), parts)
+    env_list, old_env_list = env_list_yaml(rng, kind.env, value), env_list_yaml(rng, kind.env, old_value)
+    written |= {
+        "env_list_yaml": (env_list, parts),
+        "env_list_json": (env_list_json(rng, kind.env, value), parts),
+        "key_value_list": (key_value_list(rng, kind.env, value), parts),
+        "env_list_read_file": (numbered(env_list, "deploy/api.yaml"), parts),
+        "env_list_diff": (diff(old_env_list, env_list, "deploy/api.yaml"), both),
+        "env_list_json_arguments": (edit_arguments(old_env_list, env_list, "deploy/api.yaml"), both),
+    }
     return written
 
 
@@ -85,3 +103,61 @@ def _quoted(kind: Kind, value: str) -> str:
     if "\n" in value:
         return f'{kind.env} = """{value}"""\n'
     return f"settings = Settings(\n    {kind.env.lower()}=\"{value}\",\n    region='eu-west-1',\n)\n"
+
+
+# --- name/value lists: the name and the value in two entries of one list item -----------------
+
+
+def yaml_scalar(rng: random.Random, value: str, indent: int) -> str:
+    """`value` as YAML writes it: a block for several lines, else plain, double- or single-quoted."""
+    if "\n" in value:
+        return "|\n" + "\n".join(" " * indent + line for line in value.splitlines())
+    plain_ok = value[0] not in "!&*{}[]|>'\"%@`#,?:-" and ": " not in value and " #" not in value
+    style = rng.choice(["plain", "double", "single"] if plain_ok else ["double", "single"])
+    if style == "plain":
+        return value
+    return json.dumps(value) if style == "double" else "'" + value.replace("'", "''") + "'"
+
+
+def env_list_yaml(rng: random.Random, name: str, value: str) -> str:
+    """A Kubernetes Deployment's container `env`: `- name: X` and `value: ...` on the next line."""
+    return (
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n"
+        "      containers:\n        - name: api\n          image: registry.example.com/api:1.4.2\n          env:\n"
+        "            - name: LOG_LEVEL\n              value: info\n"
+        f"            - name: {name}\n              value: {yaml_scalar(rng, value, 16)}\n"
+        '            - name: PORT\n              value: "8080"\n'
+    )
+
+
+def env_list_json(rng: random.Random, name: str, value: str) -> str:
+    """The same list in JSON: an ECS task definition's `environment`, or a pod's `env`."""
+    env = [{"name": "LOG_LEVEL", "value": "info"}, {"name": name, "value": value}, {"name": "PORT", "value": "8080"}]
+    if rng.random() < 0.5:
+        doc: dict = {"family": "api", "containerDefinitions": [{"name": "api", "environment": env}]}
+    else:
+        doc = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "api", "env": env}]}}
+    return json.dumps(doc, indent=rng.choice([None, 2, 4]))
+
+
+def key_value_list(rng: random.Random, name: str, value: str) -> str:
+    """`key`/`value` shapes: a Render blueprint's envVars, Vercel's env API, a CloudFormation
+    parameters file, the AWS CLI's shorthand."""
+    shape = 1 if "\n" in value else rng.randrange(4)
+    if shape == 0:
+        return (
+            f"envVars:\n  - key: LOG_LEVEL\n    value: info\n  - key: {name}\n    value: {yaml_scalar(rng, value, 6)}\n"
+        )
+    if shape == 1:
+        return json.dumps([{"key": name, "value": value, "target": ["production"], "type": "encrypted"}], indent=2)
+    if shape == 2:
+        camel = "".join(part.capitalize() for part in name.split("_"))
+        parameters = [
+            {"ParameterKey": "Stage", "ParameterValue": "prod"},
+            {"ParameterKey": camel, "ParameterValue": value},
+        ]
+        return json.dumps(parameters, indent=2)
+    return (
+        "$ aws ecs register-task-definition --family api --container-definitions "
+        f"'name=api,image=api:1.4.2,environment=[{{name=LOG_LEVEL,value=info}},{{name={name},value={value}}}]'\n"
+    )

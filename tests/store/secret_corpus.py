@@ -4,7 +4,7 @@ Built from the public formats (prefix, alphabet and length, as vendors document 
 gitleaks' rules describe them) with random values; it never reads the redaction rules. A kind
 says how its value is made and which part of it is the secret; a context (tests/store/secret_contexts.py)
 says how the value is written: an `.env` line, a `read_file` result, a diff, a tool call's JSON
-arguments... Besides the providers' formats,
+arguments, a name/value list... Besides the providers' formats,
 passwords a person made up (tests/store/secret_passwords.py) under names that say they are passwords.
 """
 
@@ -476,7 +476,7 @@ def cases(seed: int = 0, samples: int = 2) -> Iterator[Case]:
     for kind in KINDS:
         for _ in range(samples):
             new, old = (_made(kind.make(rng)) for _ in range(2))
-            for context, (text, secrets) in forms(kind, new, old).items():
+            for context, (text, secrets) in forms(kind, rng, new, old).items():
                 yield Case(kind.name, context, text, secrets)
 
 

@@ -1,5 +1,5 @@
 """Passwords a person made up, known by a name that says they are passwords, in every assignment
-syntax; what stands in for one, refers to one, or is code is left alone.
+syntax and in name/value lists; what stands in for one, refers to one, or is code is left alone.
 
 Every secret here is assembled at run time, so no secret-looking literal sits in the repository.
 """
@@ -46,6 +46,8 @@ def password_assignments(pw: str) -> list[str]:
         f"CREATE USER app IDENTIFIED BY '{pw}';",
         f"curl -u alice:{pw} https://api.example.com/",
         f"tool --password {pw} --verbose",
+        f"- name: SMTP_PASSWORD\n  value: {pw}\n",
+        f'{{"DB_PASSWORD": {{"value": "{pw}"}}}}',
         f"define('DB_PASSWORD', '{pw}');",
         f"connect(:host => 'db', :password => '{pw}')",
         f"Server=db;User Id=sa;Password={pw};Encrypt=true",
@@ -116,3 +118,23 @@ def test_placeholders_references_and_code_under_password_names_are_left_alone() 
         for form in (text, json.dumps({"content": text})):
             assert redactor.redact(form) == form, form
     assert redactor.total == 0
+
+
+def test_name_value_lists_split_over_lines_and_entries() -> None:
+    token = chars(32, "ddkey", "0123456789abcdef")
+    pw = made_up_password("list")
+    for secret, name in ((token, "DATADOG_API_KEY"), (pw, "SMTP_PASSWORD")):
+        yaml_list = f'env:\n  - name: LOG_LEVEL\n    value: info\n  - name: {name}\n    value: "{secret}"\n'
+        for text in (
+            yaml_list,
+            "".join(f"{n:>2}| {line}\n" for n, line in enumerate(yaml_list.splitlines(), 1)),  # read_file
+            "".join(f"+{line}\n" for line in yaml_list.splitlines()),  # a diff
+            json.dumps({"path": "deploy.yaml", "new_text": yaml_list}),  # edit arguments
+            json.dumps({"environment": [{"name": "LOG_LEVEL", "value": "info"}, {"name": name, "value": secret}]}),
+            json.dumps([{"key": name, "value": secret, "target": ["production"]}], indent=2),
+            json.dumps([{"ParameterKey": "".join(p.capitalize() for p in name.split("_")), "ParameterValue": secret}]),
+            f"envVars:\n  - key: {name}\n    value: {secret}\n",
+            f"--container-definitions 'environment=[{{name={name},value={secret}}}]'",
+        ):
+            out = Redactor(env={}).redact(text)
+            assert secret not in out and "[REDACTED:" in out, (text, out)

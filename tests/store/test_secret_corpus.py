@@ -2,7 +2,7 @@
 
 Recall: every credential kind of tests/store/secret_corpus.py (built from the public formats with
 random values, never from the rule file; passwords a person made up, under names that say they are
-passwords) in every context a transcript carries it. False
+passwords) in every context a transcript carries it: plainly and in name/value lists. False
 positives: this Python's own standard library (ordinary code), hex hashes, UUIDs, base64 data and
 the content hashes and commit ids teachback itself writes.
 """
