@@ -4,10 +4,12 @@ values of credential-looking environment variables. Each hit becomes `[REDACTED:
 
 The rules match a secret wherever it stands, so it is found in a line-numbered `read_file`
 result, a diff line, JSON-escaped tool arguments, YAML, a name/value list, a shell line or prose
-alike; under a name that says "password", a password a person made up counts too. All rules
-look at the original text; their hits are merged (an earlier rule names the kind) and replaced in
-one pass. Speed comes from trying little: token rules only on the text's long words, the others
-only when one of their keywords occurs, the name rules only where a credential word starts.
+alike; under a name that says "password", a password a person made up counts too. Encoded copies
+(base64, percent-encoding, `\\u` escapes) are decoded and read with the same rules, to a bounded
+depth (redact_decode), and a secret found in one is replaced in its encoded form. All rules look
+at the original text; their hits are merged (an earlier rule names the kind) and replaced in one
+pass. Speed comes from trying little: token rules and base64 only on the text's long words, the
+others only when one of their keywords occurs, the name rules only where a credential word starts.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from feedback_store import redact_decode
 from feedback_store.redact_checks import CHECKS
 
 CREDENTIAL_ENV_NAME = re.compile(r"(?i)api|key|token|secret|passw|pwd|credential|auth|private")
@@ -53,6 +56,8 @@ ASSIGN = (
 )
 RULE_PIECES = {"{START}": TOKEN_START, "{VALUE_KEY}": VALUE_KEY, "{PASSWORD_KEY}": PASSWORD_KEY, "{ASSIGN}": ASSIGN}
 ANCHOR_PREFIX_REACH = 24
+MAX_DECODE_DEPTH = 5  # as gitleaks: base64 inside percent-encoding inside base64...
+MAX_DECODED_SHARE = 4  # all decoded text read for one text, as a multiple of its length
 
 
 @dataclass(frozen=True)
@@ -187,29 +192,49 @@ class Redactor:
         return _replace(text, spans)
 
     def find(self, text: str) -> list[Span]:
-        """The secrets in `text`, in order, without overlaps; nothing is counted."""
+        """The secrets in `text`, in order, without overlaps; nothing is counted. Encoded segments
+        (base64, percent-encoding, `\\u` escapes) are decoded and read too, to MAX_DECODE_DEPTH
+        levels and MAX_DECODED_SHARE times the text's length in all; a secret found in one is
+        replaced in its encoded form."""
+        budget = [MAX_DECODED_SHARE * len(text) + MIN_TOKEN]  # decoded characters left, shared by all levels
+        return self._find(text, MAX_DECODE_DEPTH, budget)
+
+    def _find(self, text: str, depth: int, budget: list[int]) -> list[Span]:
         lowered = text.lower()
         if len(lowered) != len(text):  # a few characters lower-case to two; keep offsets true
             lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+        words = [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64]
         spans: list[Span] = []
         if self._env is not None and any(map(lowered.__contains__, self._env_keywords)):
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
-        spans += self._token_spans(text)
+        spans += self._token_spans(text, words)
         anchors: dict[str, list[int]] = {}  # where each anchor word occurs, shared by the rules
         for compiled in self._other_index.active(lowered):
             if compiled.rule.anchors:
                 spans += self._anchored_spans(compiled, text, lowered, anchors)
             else:
                 spans += [_span(m, compiled) for m in compiled.pattern.finditer(text) if compiled.accepts(m)]
+        if depth > 0:
+            spans += self._decoded_spans(text, words, depth, budget)
         return _merge(spans)
 
-    def _token_spans(self, text: str) -> list[Span]:
+    def _decoded_spans(self, text: str, words: list[str], depth: int, budget: list[int]) -> list[Span]:
+        spans = []
+        for segment in redact_decode.segments(text, words):
+            budget[0] -= len(segment.decoded)
+            if budget[0] < 0:
+                break
+            for start, end, kind in self._find(segment.decoded, depth - 1, budget):
+                spans.append((*segment.span(start, end), kind))
+        return spans
+
+    def _token_spans(self, text: str, words: list[str]) -> list[Span]:
         """Token rules run over the long words only (most text is short words), and each secret
         found is then located wherever it occurs in the whole text."""
-        words = {w for w in text.split() if len(w) >= MIN_TOKEN}
-        if not words:
+        long_words = {w for w in words if len(w) >= MIN_TOKEN}
+        if not long_words:
             return []
-        joined = "\n".join(sorted(words))
+        joined = "\n".join(sorted(long_words))
         found: dict[str, str] = {}
         for compiled in self._token_index.active(joined.lower()):
             for m in compiled.pattern.finditer(joined):

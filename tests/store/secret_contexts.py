@@ -1,19 +1,27 @@
 """How a transcript carries a credential: the contexts of the secret corpus.
 
 Each writer takes a kind (its name, the file line it sits in) and its random value, and returns the
-text and the parts of it that must not survive redaction.
+text and the parts of it that must not survive redaction: the secret itself where it is written
+plainly, its encoded form where the text encodes it (base64, percent-encoding); `\\u` escapes are
+read unescaped (READERS) before the secret is looked for.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import random
+import re
+import textwrap
+import urllib.parse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tests.store.secret_corpus import Kind
 
 Written = tuple[str, list[str]]  # the text, and the parts that must not survive in it
+U_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 PLAIN = ("plain", "quoted", "read_file", "diff", "json_arguments", "yaml", "export", "json_config")
 SHAPED = ("curl", "bare", "json_raw")  # only for kinds that curl sends, or that have a shape of their own
@@ -25,7 +33,17 @@ NAME_VALUE = (
     "env_list_diff",
     "env_list_json_arguments",
 )
-CONTEXTS = PLAIN + SHAPED + NAME_VALUE
+ENCODED = (
+    "base64_file",
+    "base64_wrapped",
+    "base64_json",
+    "base64_twice",
+    "k8s_secret_data",
+    "percent_value",
+    "percent_file",
+    "unicode_escaped",
+)
+CONTEXTS = PLAIN + SHAPED + NAME_VALUE + ENCODED
 
 
 def forms(kind: Kind, rng: random.Random, new: Written, old: Written) -> dict[str, Written]:
@@ -62,7 +80,61 @@ def forms(kind: Kind, rng: random.Random, new: Written, old: Written) -> dict[st
         "env_list_diff": (diff(old_env_list, env_list, "deploy/api.yaml"), both),
         "env_list_json_arguments": (edit_arguments(old_env_list, env_list, "deploy/api.yaml"), both),
     }
-    return written
+    return written | encoded(kind, value, parts, file)
+
+
+def encoded(kind: Kind, value: str, parts: list[str], file: str) -> dict[str, Written]:
+    """The file, or the value, base64-encoded, percent-encoded or written as `\\uXXXX` escapes."""
+    data = b64(file)
+    percent = [urllib.parse.quote(p, safe="") for p in parts]
+    secret_manifest = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: app\ntype: Opaque\ndata:\n"
+    github = {
+        "type": "file",
+        "encoding": "base64",
+        "size": len(file),
+        "name": "app.env",
+        "path": "config/app.env",
+        "content": wrap(data, 60) + "\n",  # as GitHub's contents API sends a file
+        "sha": hashlib.sha1(file.encode()).hexdigest(),
+    }
+    return {
+        "base64_file": (f"$ echo '{data}' | base64 -d > config/app.env\n", [data]),
+        "base64_wrapped": (f"$ base64 config/app.env\n{wrap(data, 76)}\n", wrap(data, 76).splitlines()),
+        "base64_json": (json.dumps(github), wrap(data, 60).splitlines()),
+        "base64_twice": (f"{secret_manifest}  app.env: {b64(data)}\n", [b64(data)]),
+        "k8s_secret_data": (f"{secret_manifest}  LOG_LEVEL: {b64('info')}\n  {kind.env}: {b64(value)}\n", [b64(value)]),
+        "percent_value": (
+            "$ curl -sS https://api.example.com/v1/session "
+            f"-d 'user=alice&{kind.env.lower()}={urllib.parse.quote(value, safe='')}&remember=1'\n",
+            percent,
+        ),
+        "percent_file": (
+            f"$ curl -sS 'https://paste.example.com/api/new?title=app.env&text={urllib.parse.quote(file, safe='')}'\n",
+            percent,
+        ),
+        "unicode_escaped": ('{"path": "config/app.env", "content": "' + _u_escape(file) + '"}', parts),
+    }
+
+
+def unescape(text: str) -> str:
+    return U_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+
+
+# How a context's redacted text is read before looking for what survived of the secret: an escaped
+# secret is sought in its unescaped form (windows of its escapes would match any other escapes).
+READERS = {"unicode_escaped": unescape}
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _u_escape(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
 
 
 def env_lines(name: str, value: str) -> str:

@@ -4,7 +4,7 @@ Built from the public formats (prefix, alphabet and length, as vendors document 
 gitleaks' rules describe them) with random values; it never reads the redaction rules. A kind
 says how its value is made and which part of it is the secret; a context (tests/store/secret_contexts.py)
 says how the value is written: an `.env` line, a `read_file` result, a diff, a tool call's JSON
-arguments, a name/value list... Besides the providers' formats,
+arguments, a name/value list, a base64 or percent-encoded copy... Besides the providers' formats,
 passwords a person made up (tests/store/secret_passwords.py) under names that say they are passwords.
 """
 
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tests.store.secret_contexts import forms
+from tests.store.secret_contexts import READERS, forms
 from tests.store.secret_passwords import PASSWORD_NAMES, person_password
 
 LOWER, UPPER, DIGITS = string.ascii_lowercase, string.ascii_uppercase, string.digits
@@ -468,6 +468,7 @@ class Case:
     context: str
     text: str
     secrets: list[str]  # the parts that must not survive redaction
+    reader: Callable[[str], str] | None = None  # how the redacted text is read before they are sought
 
 
 def cases(seed: int = 0, samples: int = 2) -> Iterator[Case]:
@@ -477,7 +478,7 @@ def cases(seed: int = 0, samples: int = 2) -> Iterator[Case]:
         for _ in range(samples):
             new, old = (_made(kind.make(rng)) for _ in range(2))
             for context, (text, secrets) in forms(kind, rng, new, old).items():
-                yield Case(kind.name, context, text, secrets)
+                yield Case(kind.name, context, text, secrets, READERS.get(context))
 
 
 def _made(made: Made) -> tuple[str, list[str]]:

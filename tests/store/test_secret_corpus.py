@@ -2,7 +2,8 @@
 
 Recall: every credential kind of tests/store/secret_corpus.py (built from the public formats with
 random values, never from the rule file; passwords a person made up, under names that say they are
-passwords) in every context a transcript carries it: plainly and in name/value lists. False
+passwords) in every context a transcript carries it: plainly, in name/value lists, and as base64,
+percent-encoded and `\\u`-escaped copies. False
 positives: this Python's own standard library (ordinary code), hex hashes, UUIDs, base64 data and
 the content hashes and commit ids teachback itself writes.
 """
@@ -31,6 +32,7 @@ MIN_STDLIB_LINES = 50_000
 
 def leaked(text: str, case: Case, window: int = 16) -> bool:
     """Whether any part of a secret (any `window` characters of it) survived."""
+    text = case.reader(text) if case.reader else text
     for secret in case.secrets:
         n = min(window, len(secret))
         if any(secret[i : i + n] in text for i in range(len(secret) - n + 1)):
