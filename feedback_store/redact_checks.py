@@ -94,6 +94,11 @@ def base64_private_key(value: str) -> bool:
     return decoded is not None and b"PRIVATE KEY" in decoded
 
 
+def unspelled(value: str) -> bool:
+    """Lower-case letters and digits that spell no word: a digit, or five consonants in a row."""
+    return any(c.isdigit() for c in value) or any(len(run) >= 5 for run in CONSONANTS.findall(value))
+
+
 PLAIN_WORD = re.compile(r"[A-Za-z][a-z]*[.,:;!?)]*")
 
 
@@ -193,6 +198,7 @@ CHECKS: dict[str, Callable[[str], bool]] = {
     "basic_auth": basic_auth,
     "not_a_word": not_a_word,
     "base64_private_key": base64_private_key,
+    "unspelled": unspelled,
     "password_literal": password_literal,
     "password_bare": password_bare,
     "password_value": password_value,
