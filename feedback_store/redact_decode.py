@@ -65,7 +65,7 @@ def segments(text: str, words: list[str]) -> Iterator[Segment]:
         yield from _base64_segments(text, words)
     if "%" in text:
         yield from _runs(text, PERCENT, _percent_decode)
-    if "\\" in text:
+    if "\\u" in text or "\\x" in text:
         yield from _runs(text, ESCAPE, _unescape)
 
 
