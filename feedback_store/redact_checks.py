@@ -126,11 +126,12 @@ PRINTF = re.compile(r"%[-+ 0#]?\d*(?:\.\d+)?[sdirxXfeEgGc](?![A-Za-z0-9])|\{[\w.
 
 def password_literal(value: str) -> bool:
     """A literal (quoted, or in a name/value list) assigned to a password-named key: a secret
-    unless empty, short, a stand-in (`changeme`, `<password>`, `***`, `your-password-here`), a
+    unless empty, short, padded with spaces (a piece of a string built in code), a stand-in (`changeme`, `<password>`, `***`, `your-password-here`), a
     reference (`${VAR}`, `{{ .Values.pw }}`, `%DB_PW%`, the name of an environment variable), or
     a format template (`%s`, `{}`), the name of a field (`new_password`); written with spaces, it must hold a digit or a symbol (prose
     such as "Password for the account" is not one)."""
-    value = value.strip()
+    if value != value.strip():  # a piece of a string built in code: `' + name + '`
+        return False
     if len(value) < MIN_PASSWORD or not not_placeholder(value):
         return False
     if STAND_IN.search(value) or REFERENCE.search(value) or PRINTF.search(value) or ENV_NAME.fullmatch(value):

@@ -109,6 +109,8 @@ PLACEHOLDERS_AND_CODE = [
     'fields = ("username", "password", "confirm_password")',
     'password = os.environ.get("DB_PASSWORD", "")',
     'password = "DB_PASSWORD"',
+    "def unix_getpass(prompt='Password: ', stream=None):",
+    "label = 'Password: ' + user + ' (again)'",
 ]
 
 
