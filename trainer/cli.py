@@ -34,7 +34,7 @@ def main(command: str, argv: list[str]) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     missing = [name for name in TRAIN_STACK if importlib.util.find_spec(name) is None]
-    if missing:
+    if missing and not getattr(args, "states", None):  # state replay runs on llama.cpp alone
         print(f"teachback {command}: {', '.join(missing)} not installed; {INSTALL_HINT}.", file=sys.stderr)
         return EXIT_USAGE
     from trainer.data import TrainError
@@ -199,7 +199,25 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "held-out pairs, held-out tasks, forgetting. Prints one table; writes a JSON file."
     )
     parser.add_argument(
-        "--adapter", type=Path, required=True, metavar="DIR", help="the adapter (teachback train --out)"
+        "--adapter",
+        type=Path,
+        metavar="DIR",
+        help="the adapter (teachback train --out, or a GGUF LoRA file); with --states, `none` samples the base alone",
+    )
+    parser.add_argument(
+        "--states",
+        type=Path,
+        metavar="DB",
+        help="state replay: sample --samples replies at every recorded model call of DB's task attempts, "
+        "base and adapter with the same seeds, and compare their call errors",
+    )
+    parser.add_argument("--samples", type=int, default=4, metavar="K", help="replies per state and side (default 4)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=256, metavar="N", help="tokens per sampled reply (default 256)"
+    )
+    parser.add_argument("--temperature", type=float, help="sampling temperature (default: each session's own)")
+    parser.add_argument(
+        "--per-session", type=int, default=6, metavar="N", help="states per session at most (default 6)"
     )
     parser.add_argument(
         "--against", type=Path, metavar="DIR", help="compare with this adapter instead of the base model"
@@ -238,6 +256,11 @@ def _shared_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def eval_main(args: argparse.Namespace) -> int:
+    if args.states is not None:
+        return _eval_states(args)
+    if args.adapter is None:
+        print("teachback eval: give --adapter DIR (or --states DB to replay recorded states)", file=sys.stderr)
+        return EXIT_USAGE
     from trainer.evaluate import EvalConfig, EvalError, evaluate, render_table
     from trainer.gguf_lora import AdapterError
 
@@ -269,10 +292,68 @@ def eval_main(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _eval_states(args: argparse.Namespace) -> int:
+    from tasks.sample_suite import sample_suite_path
+    from tasks.state_eval import ReplayConfig, render, run_replay
+    from tasks.states import StateError
+
+    try:
+        arms = state_arms(args.adapter, args.against, args.serve or args.base)
+        config = ReplayConfig(
+            db=args.states,
+            arms=arms,
+            task_file=(args.tasks or sample_suite_path()).resolve(),
+            samples=args.samples,
+            cap=args.max_tokens,
+            temperature=args.temperature,
+            max_per_session=args.per_session,
+            seed=args.seed,
+        )
+        doc = run_replay(config, say=_say)
+    except StateError as exc:
+        print(f"teachback eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.out is not None:
+        args.out.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    print(json.dumps(doc, indent=2) if args.json else render(doc))
+    return EXIT_OK
+
+
+def state_arms(adapter: Path | None, against: Path | None, serve: str | None) -> dict[str, str]:
+    """The model strings of the two sides: the base (or `against`) and the adapter, both served by
+    llama.cpp on the same GGUF model. No adapter (or `none`): the base side alone."""
+    from tasks.states import StateError
+
+    model = (serve or "smollm2").removeprefix("local/")
+    arms = {"before": f"local/{model}@{_served(against, model) if against else 'none'}"}
+    if adapter is not None and str(adapter) != "none":
+        arms["after"] = f"local/{model}@{_served(adapter, model)}"
+    if not Path(model).suffix and model != "smollm2":
+        raise StateError(f"--serve {serve}: give smollm2 or a .gguf file")
+    return arms
+
+
+def _served(adapter: Path, model: str) -> Path:
+    """The GGUF LoRA file llama.cpp serves for `adapter` (converted from a peft directory once)."""
+    from tasks.states import StateError
+
+    if adapter.suffix == ".gguf" and adapter.is_file():
+        return adapter.resolve()
+    if not adapter.is_dir():
+        raise StateError(f"--adapter {adapter}: no such adapter directory or .gguf file")
+    from agent.providers.llama_engine import model_path
+    from trainer.gguf_lora import AdapterError, ensure_served
+
+    try:
+        return ensure_served(adapter, model_path(model)).resolve()
+    except (AdapterError, ImportError) as exc:
+        raise StateError(f"--adapter {adapter}: {exc}") from exc
+
+
 def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "One round of the loop: export the pairs recorded since the served adapter was promoted, "
-        "train, evaluate on held-out tasks, promote only if the tool-error rate drops and "
+        "train, evaluate on held-out tasks, promote only if the call-error rate drops and "
         "forgetting stays within --max-forgetting. Asks nothing; safe from cron. Exit codes: "
         "0 promoted (or rolled back), 1 kept the served model, 2 usage, 3 another learn is "
         "running, 4 the round failed."
@@ -356,8 +437,9 @@ def _history(db: Path) -> int:
     if not entries:
         print(f"no learning rounds in {db} yet: run `teachback learn`.")
     for entry in entries:
-        rate = ((entry.metrics.get("rates") or {}).get("tool_error_rate")) or {}
-        errors = f"tool errors {rate['before']:.3f} -> {rate['after']:.3f}" if rate else ""
+        rates = entry.metrics.get("rates") or {}
+        rate = rates.get("call_error_rate") or rates.get("tool_error_rate") or {}  # rounds before call errors
+        errors = f"call errors {rate['before']:.3f} -> {rate['after']:.3f}" if rate else ""
         state = "promoted" if entry.promoted else ("running" if entry.finished_at is None else "kept")
         print(
             f"{entry.id}  {entry.action:8}  {entry.adapter_id or 'base':18}  {state:8}  {entry.records:4} pairs  "

@@ -15,7 +15,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 from agent.protocol.arguments import read_arguments
 
@@ -109,6 +109,26 @@ ErrorKind = Literal[
     "exit_status",  # a command ran and exited non-zero
     "failed",  # any other execution error
 ]
+
+# What counts as a mistake. A call error is a call that failed because of the call itself (a wrong
+# path or text, bad arguments, an unknown tool, a repeat, a refusal, a command that cannot run, a
+# file too large or binary): every figure of call errors (bench, eval, stats, the terminal app) and
+# every tool or schema feedback pair comes from these. Not call errors: a command that ran and
+# exited non-zero (a failing test run: expected while a task's feature is missing) and a call the
+# user interrupted before it ran.
+FAILING_COMMAND = "exit_status"
+NOT_CALL_ERRORS = frozenset({FAILING_COMMAND, "interrupted"})
+CALL_ERRORS = frozenset(get_args(ErrorKind)) - NOT_CALL_ERRORS
+# A shell's exit status for a command it could not run at all (126: not executable, 127: not found):
+# reported as exit_status, but a mistake in the call.
+NOT_RUNNABLE_EXIT_CODES = frozenset({126, 127})
+
+
+def is_call_error(error_kind: str | None, exit_code: int | None = None) -> bool:
+    """Whether a call that ended with `error_kind` (and, for a command, `exit_code`) is a call error."""
+    if error_kind == FAILING_COMMAND:
+        return exit_code in NOT_RUNNABLE_EXIT_CODES
+    return error_kind in CALL_ERRORS
 
 
 @dataclass(frozen=True, kw_only=True)

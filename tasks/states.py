@@ -1,0 +1,382 @@
+"""State replay: the recorded moments of task sessions, sampled again and labelled by running each
+sample on a scratch copy of the files as they were then.
+
+A state is one recorded model call: the conversation and tool schemas the model was given (its
+prompt tokens, as recorded for the embedded model), the task's sealed workspace with the session's
+edits up to that call, and what the session's loop guards knew at that moment. A sample is one
+more reply drawn there (seed k, the session's temperature, at most `cap` tokens); its label comes
+from running its calls as the session would: the schema check, the repeated-call and cycle guards
+against the recorded prefix, the approval policy, reads, listings and searches for real, edits
+applied to the copy, commands with a short timeout, and a `finish` graded by the task's tests.
+Edits are replayed; what a recorded command changed on disk is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent.loop_guard import CycleGuard, call_key
+from agent.protocol import CALL_ERRORS, FAILING_COMMAND, event_from_dict, is_call_error
+from agent.protocol.arguments import read_arguments
+from agent.toolkit import ToolResult
+
+DEFAULT_CAP = 256  # tokens per sampled reply: a call needs a few dozen; a reply cut here is `cut_off`
+COMMAND_TIMEOUT = 20.0  # seconds for a sampled command (the session's own limit is longer)
+SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
+# Labels that are not call errors: a finished or continuing reply, an answer without a call, a
+# command that ran and failed (tests failing), `finish` while the tests fail.
+OK, FINISHED, PREMATURE, ANSWER, FAILING_TEST = "ok", "finished", "premature_finish", "answer", "failing_test"
+# Call errors only a replay names: a reply cut at the cap before it made a call, and a command the
+# shell could not run at all (exit status 126 or 127: not found, not executable).
+CUT_OFF, CANNOT_RUN = "cut_off", "cannot_run"
+
+
+class StateError(Exception):
+    """A state database or task file that cannot be replayed; the message says what to give instead."""
+
+
+@dataclass(frozen=True)
+class Label:
+    """What one reply did at its state. `kind` is a call-error kind (or `cut_off`: the reply ran
+    past the cap before it made a call), or ok / finished / premature_finish / answer / failing_test."""
+
+    kind: str
+    tools: tuple[str, ...] = ()
+
+    @property
+    def call_error(self) -> bool:
+        return self.kind in CALL_ERRORS or self.kind in (CUT_OFF, CANNOT_RUN)
+
+
+@dataclass
+class State:
+    session_id: str
+    step: int
+    task_id: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    config: dict[str, Any]
+    reply: dict[str, Any]  # the recorded reply
+    prompt_ids: list[int] | None
+    reply_ids: list[int] | None
+    calls: list[Label]  # what the session recorded for each call of the reply
+    edits: list[dict[str, Any]]  # EditApplied events before this call
+    previous_step: dict[tuple[str, str], int]  # the previous step's calls -> edits before each
+    turn_calls: list[tuple[tuple[str, str] | None, bool, int]]  # this turn's calls: key, failed, edits before
+    edit_count: int = 0
+
+    @property
+    def cluster(self) -> str:
+        return self.task_id
+
+    @property
+    def recorded(self) -> Label:
+        return reply_label(self.calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# States from a database
+
+
+def load_states(db: Path, *, max_per_session: int | None = None) -> list[State]:
+    """Every recorded model call of the database's task sessions (the grader's own call aside),
+    in session order. Sessions that are not task attempts are left out: their files cannot be
+    rebuilt."""
+    from feedback_store import StoreError, open_store
+
+    if not Path(db).is_file():
+        raise StateError(f"{db} does not exist: give a feedback database with recorded task attempts")
+    try:
+        store = open_store(db)
+    except StoreError as exc:
+        raise StateError(str(exc)) from exc
+    try:
+        states: list[State] = []
+        for session_id, task in store.task_sessions().items():
+            found = list(_session_states(store.events(session_id), task))
+            states += found[:max_per_session] if max_per_session else found
+    finally:
+        store.close()
+    return states
+
+
+def _session_states(log: list[dict[str, Any]], task: dict[str, Any]) -> Iterator[State]:
+    events = [event_from_dict(e) for e in log]
+    started = events[0]
+    task_id = task["instance_id"]
+    solved = task.get("reward") == 1.0  # the session's last finish was graded: its tests passed or not
+    messages: list[dict[str, Any]] = [{"role": "system", "content": started.system_prompt}]
+    edits: list[dict[str, Any]] = []
+    previous: dict[tuple[str, str], int] = {}
+    current: dict[tuple[str, str], int] = {}
+    turn_calls: list[tuple[tuple[str, str] | None, bool, int]] = []
+    pending: State | None = None
+    keys: dict[str, tuple[tuple[str, str] | None, int]] = {}
+    for event in events[1:]:
+        kind = event.type
+        if kind == "turn_started":
+            messages.append(event.message)
+            current, turn_calls = {}, []
+        elif kind == "assistant_message":
+            if pending is not None:
+                yield pending
+            previous, current = current, {}
+            pending = State(
+                session_id=started.session_id,
+                step=event.step,
+                task_id=task_id,
+                messages=list(messages),
+                tools=started.tools,
+                config=started.config,
+                reply=event.message,
+                prompt_ids=None,
+                reply_ids=None,
+                calls=[],
+                edits=list(edits),
+                previous_step=dict(previous),
+                turn_calls=list(turn_calls),
+                edit_count=len(edits),
+            )
+            messages.append(event.message)
+        elif kind == "model_usage" and pending is not None and pending.step == event.step:
+            pending.prompt_ids, pending.reply_ids = event.prompt_token_ids, event.completion_token_ids
+        elif kind == "tool_call_started":
+            if event.call_id.startswith("grader_"):
+                continue
+            key = None if event.args is None else call_key(event.name, event.args)
+            keys[event.call_id] = (key, len(edits))
+        elif kind == "edit_applied":
+            edits.append(event.to_dict())
+        elif kind == "tool_call_finished":
+            if event.call_id.startswith("grader_"):
+                continue
+            if event.message is not None:
+                messages.append(event.message)
+            key, before = keys.pop(event.call_id, (None, len(edits)))
+            schema = event.error_kind in SCHEMA_KINDS
+            if key is not None and not schema:
+                current[key] = before
+            turn_calls.append((None if schema else key, not event.ok, before))
+            if pending is not None and pending.step == event.step:
+                this = _result_label(event.name, event.ok, event.error_kind, event.exit_code)
+                if this.kind == FINISHED and not solved:
+                    this = Label(PREMATURE, this.tools)
+                pending.calls.append(this)
+    if pending is not None:
+        yield pending
+
+
+def _result_label(name: str, ok: bool, error_kind: str | None, exit_code: int | None = None) -> Label:
+    tools = (name,) if name else ()  # a reply that could not be read as a call names no tool
+    if not ok:
+        if error_kind == FAILING_COMMAND:  # it ran and failed, unless the shell could not run it at all
+            return Label(CANNOT_RUN if is_call_error(error_kind, exit_code) else FAILING_TEST, tools)
+        return Label(error_kind or "failed", tools)
+    return Label(FINISHED if name == "finish" else OK, tools)
+
+
+def reply_label(calls: list[Label]) -> Label:
+    """A reply's label from its calls' labels, in order: its first call error, else a failing
+    test, else how its `finish` ended, else ok; a reply with no call is an answer."""
+    tools = tuple(tool for label in calls for tool in label.tools)
+    kinds = [label.kind for label in calls]
+    first_error = next((label.kind for label in calls if label.call_error), None)
+    for kind in (first_error, FAILING_TEST if FAILING_TEST in kinds else None):
+        if kind is not None:
+            return Label(kind, tools)
+    ended = next((kind for kind in kinds if kind in (FINISHED, PREMATURE)), None)
+    return Label(ended or (OK if calls else ANSWER), tools)
+
+
+# ---------------------------------------------------------------------------------------------
+# The files at a state
+
+
+@dataclass
+class Scratch:
+    """The files of a state, built once (the sealed task workspace and the edits before it), and a
+    fresh copy of them for each sample."""
+
+    state: State
+    task: Any
+    task_file: Path
+    root: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        from agent.workspace import FileChange, Workspace
+        from tasks.seal import make_workspace
+
+        self._dir = Path(tempfile.mkdtemp(prefix="teachback-state-"))
+        self.root = make_workspace(self.task, self.task_file, self._dir / "state", tests=self.task.tests)
+        space = Workspace(self.root)
+        for edit in self.state.edits:
+            space.write(
+                FileChange(
+                    path=edit["path"],
+                    kind=edit["kind"],
+                    before=edit["before"],
+                    after=edit["after"],
+                    new_path=edit.get("new_path"),
+                )
+            )
+
+    def copy(self, name: str) -> Path:
+        dest = self._dir / name / "workspace"  # the folder's name as in the attempt
+        shutil.copytree(self.root, dest, symlinks=True)
+        return dest
+
+    def close(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Labelling one reply
+
+
+async def label_reply(
+    state: State, reply: Any, workspace: Path, task: Any, task_file: Path, cap: int | None = None
+) -> Label:
+    """Run `reply`'s calls at `state` on `workspace` (a scratch copy) as the session would, and say
+    what it did. `reply` is an agent.model.ModelReply."""
+    from agent.approval import ApprovalPolicy
+    from agent.runtime import default_toolbox
+    from agent.tools.context import ToolContext
+    from agent.workspace import Workspace
+
+    if reply.format_error:
+        return Label("malformed_call")
+    calls = reply.tool_calls
+    if not calls:
+        cut = cap is not None and reply.completion_tokens >= cap
+        return Label(CUT_OFF if cut else ANSWER)
+    settings = recorded_settings(state.config).replace(command_timeout=COMMAND_TIMEOUT)
+    toolbox = default_toolbox()
+    context = ToolContext(workspace=Workspace(workspace), settings=settings)
+    policy = ApprovalPolicy.from_settings(settings)
+    guard = CycleGuard()
+    for key, failed, edits in state.turn_calls:
+        guard.note(key, failed, edits)
+    edits = state.edit_count
+    found: list[Label] = []
+    for call in calls:
+        name = call["function"]["name"]
+        prepared = toolbox.prepare(name, read_arguments(call["function"].get("arguments") or ""))
+        if isinstance(prepared, ToolResult):
+            result, key = prepared, None
+        else:
+            tool, kwargs = prepared
+            key = call_key(name, kwargs)
+            period = None if name == "finish" else guard.period(key, edits)
+            if name != "finish" and state.previous_step.get(key) == edits:
+                result = ToolResult("", "repeated_call")
+            elif period is not None:
+                result = ToolResult("", "repeated_cycle")
+            else:
+                result = await _execute(tool, kwargs, context, policy)
+                edits += _apply(result, context.workspace)
+        guard.note(key, not result.ok, edits)
+        this = _result_label(name, result.ok, result.error_kind, result.exit_code)
+        if this.kind == FINISHED:
+            this = Label(FINISHED if _tests_pass(task, task_file, workspace) else PREMATURE, this.tools)
+        found.append(this)
+        if name == "finish" and result.ok:
+            break
+    return reply_label(found)
+
+
+def _apply(result: ToolResult, workspace: Any) -> int:
+    """Write a successful call's changes to the copy, as the session does; how many were written.
+    A change the workspace refuses at write time makes the call an error, as in the session."""
+    from agent.workspace import WorkspaceError
+
+    written = 0
+    for change in result.changes if result.ok else ():
+        try:
+            workspace.write(change)
+        except WorkspaceError as exc:
+            result.error_kind = exc.kind
+            break
+        except OSError:
+            result.error_kind = "failed"
+            break
+        written += 1
+    return written
+
+
+async def _execute(tool: Any, kwargs: dict[str, Any], context: Any, policy: Any) -> ToolResult:
+    if policy.decide(tool.action, kwargs.get("command")) == "deny":
+        return ToolResult("", "denied")
+    try:
+        if tool.is_async:
+            return await tool.fn(context, **kwargs)
+        return await asyncio.to_thread(tool.fn, context, **kwargs)
+    except Exception as exc:  # a tool bug is what the session reports as `failed`
+        return ToolResult(f"{type(exc).__name__}: {exc}", "failed")
+
+
+def _tests_pass(task: Any, task_file: Path, workspace: Path) -> bool:
+    from tasks.grade import grade
+
+    return grade(task, task_file, workspace).reward == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Sampling
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """Draws replies at states with one model (`local/<model>@<adapter>`), the session's own tool
+    mode, temperature and thread count, at most `cap` tokens each."""
+
+    model: str
+    cap: int = DEFAULT_CAP
+    temperature: float | None = None  # None: the session's own
+
+    async def sample(self, state: State, seed: int) -> Any:
+        from agent.model import LiteLLMModel
+
+        config = state.config
+        temperature = self.temperature if self.temperature is not None else config.get("temperature")
+        extra = {
+            "seed": seed,
+            "max_tokens": self.cap,
+            "temperature": temperature,
+            "n_threads": config.get("local_threads") or None,
+        }
+        model = LiteLLMModel(
+            self.model,
+            tool_mode=config.get("tool_mode") or "auto",
+            max_retries=0,
+            extra={k: v for k, v in extra.items() if v is not None},
+        )
+        return await model.complete(state.messages, state.tools)
+
+
+def recorded_settings(config: dict[str, Any]) -> Any:
+    """The settings the session ran with (its deny rules among them), from its recorded config."""
+    import dataclasses
+
+    from agent.config import Settings
+
+    names = {f.name for f in dataclasses.fields(Settings)}
+    return Settings().replace(**{k: v for k, v in config.items() if k in names})
+
+
+def replayable(state: State) -> bool:
+    return state.prompt_ids is not None and state.task_id is not None
+
+
+def recorded_cap(state: State) -> int:
+    return int(state.config.get("max_tokens") or DEFAULT_CAP)
+
+
+def recorded_sampler(state: State, model: str) -> Sampler:
+    """The sampler that reproduces the session's own call at `state` (its seed, cap, temperature)."""
+    return replace(Sampler(model), cap=recorded_cap(state))

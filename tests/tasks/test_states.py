@@ -1,0 +1,169 @@
+"""State replay: recorded moments of task attempts, labelled replies, and `teachback eval --states`.
+
+The labeller runs a reply as the session would (schema, loop guards against the recorded prefix,
+approval policy, real reads, edits on a copy, a graded finish); on the embedded model, the recorded
+seed draws the recorded reply again and its label is what the session recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.model import ModelReply
+from tasks.records import load_tasks
+from tasks.rollout import run_attempt
+from tasks.sample_suite import sample_suite_path
+from tasks.state_eval import MIN_CLUSTERS
+from tasks.states import Label, Scratch, label_reply, load_states, recorded_sampler
+from tests.conftest import call
+from tests.tasks.test_rollout import FINISH, RESTORE, SOLVES, WORD_COUNT, sample_task, spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def reply(*calls: dict) -> ModelReply:
+    return ModelReply(
+        message={
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{**c, "id": f"call_{i}", "type": "function"} for i, c in enumerate(calls)],
+        }
+    )
+
+
+def labelled(state, *calls: dict) -> Label:
+    task = sample_task(state.task_id)
+    scratch = Scratch(state, task, sample_suite_path())
+    try:
+        return asyncio.run(label_reply(state, reply(*calls), scratch.copy("x"), task, sample_suite_path()))
+    finally:
+        scratch.close()
+
+
+@pytest.fixture
+def solved(script, tmp_path: Path):
+    """The states of a scripted attempt that reads words.py, restores word_count and finishes."""
+    db = tmp_path / "feedback.db"
+    record = run_attempt(spec(script(*SOLVES), db, work_dir=str(tmp_path / "w")))
+    assert record["reward"] == 1.0
+    return load_states(db)
+
+
+def test_states_follow_the_recorded_session(solved) -> None:
+    read, edit, finish = solved
+    assert [s.step for s in solved] == [1, 2, 3] and {s.task_id for s in solved} == {WORD_COUNT}
+    assert [s.recorded.kind for s in solved] == ["ok", "ok", "finished"]
+    assert [m["role"] for m in read.messages] == ["system", "user"]
+    assert edit.messages[-2]["tool_calls"][0]["function"]["name"] == "read_file"  # the conversation so far
+    assert edit.messages[-1]["role"] == "tool" and len(finish.edits) == 1 and not edit.edits
+
+
+def test_labelling_agrees_with_what_the_session_recorded(solved) -> None:
+    for state in solved:
+        calls = [c["function"] for c in state.reply["tool_calls"]]
+        assert labelled(state, *({"function": c} for c in calls)) == state.recorded
+
+
+def test_labels_come_from_running_the_reply_at_its_state(solved) -> None:
+    read, edit, finish = solved
+    assert labelled(read, call("finish", {"summary": "done"})).kind == "premature_finish"  # tests still fail
+    assert labelled(finish, call("finish", {"summary": "done"})).kind == "finished"  # after the edit
+    assert labelled(edit, call("read_file", {"path": "textkit/wordz.py"})).kind == "not_found"
+    assert labelled(edit, call("read_file", {"path": "textkit/words.py"})).kind == "repeated_call"
+    assert labelled(finish, call("read_file", {"path": "textkit/words.py"})).kind == "ok"  # an edit since
+    assert labelled(edit, call("edit_file", {**RESTORE, "old_text": "raise Nope"})).kind == "no_match"
+    assert labelled(finish, call("edit_file", RESTORE)).kind == "no_match"  # already applied at this state
+    assert labelled(edit, call("read_file", "[" * 100_000)).kind == "malformed_json"
+    assert labelled(edit, call("grep", {})).kind == "unknown_tool"
+    assert labelled(edit, call("run_command", {"command": "curl -s https://example.com/x"})).kind == "denied"
+    assert labelled(edit, call("run_command", {"command": "python -m pytest -q -x"})).kind == "failing_test"
+    assert labelled(edit, call("run_command", {"command": "no-such-program --x"})).kind == "cannot_run"
+    both = labelled(edit, call("edit_file", RESTORE), call("finish", {"summary": "done"}))
+    assert both == Label("finished", ("edit_file", "finish"))  # the edit counts before the finish is graded
+    assert labelled(edit, call("read_file", {"path": "nope.py"}), FINISH["tool_calls"][0]).kind == "not_found"
+
+
+def test_a_reply_without_a_call_is_an_answer_or_cut_off(solved) -> None:
+    state = solved[0]
+    task = sample_task(state.task_id)
+    scratch = Scratch(state, task, sample_suite_path())
+    try:
+        text = ModelReply(message={"role": "assistant", "content": "I cannot"}, completion_tokens=3)
+        cut = ModelReply(message={"role": "assistant", "content": '{"name": "read'}, completion_tokens=64)
+        found = [
+            asyncio.run(label_reply(state, r, scratch.copy(n), task, sample_suite_path(), cap=64))
+            for n, r in (("a", text), ("b", cut))
+        ]
+    finally:
+        scratch.close()
+    assert [label.kind for label in found] == ["answer", "cut_off"]
+    assert not found[0].call_error and found[1].call_error
+
+
+def zero_adapter(path: Path) -> Path:
+    """A GGUF LoRA adapter whose product is zero everywhere: the base model, served as an adapter."""
+    import numpy as np
+
+    from agent.providers.llama_engine import model_path
+    from trainer.gguf_lora import _write, base_info
+
+    info = base_info(model_path("smollm2"))
+    out, features = info.shapes["blk.0.attn_q.weight"][-2:]
+    zeros = {"blk.0.attn_q.weight.lora_a": np.zeros((4, features)), "blk.0.attn_q.weight.lora_b": np.zeros((out, 4))}
+    _write(path, info.arch, 8.0, zeros)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arms(tmp_path: Path) -> None:
+    db = tmp_path / "feedback.db"
+    settings = {"max_steps": 2, "temperature": 0.9, "max_tokens": 48, "repo_map_tokens": 256, "local_threads": 1}
+    for task in load_tasks(sample_suite_path())[:MIN_CLUSTERS]:  # enough tasks for an interval
+        attempt = spec("local/smollm2@none", db, task.instance_id, work_dir=str(tmp_path / "w"), overrides=settings)
+        record = run_attempt(attempt)
+        assert "error" not in record, record
+    states = load_states(db, max_per_session=1)
+    assert len(states) == MIN_CLUSTERS and all(s.prompt_ids and s.reply_ids for s in states)
+    for state in load_states(db)[:4]:  # the recorded seed, cap and temperature draw the recorded reply again
+        sampler = recorded_sampler(state, "local/smollm2@none")
+        again = asyncio.run(sampler.sample(state, state.config["seed"]))
+        assert again.prompt_token_ids == state.prompt_ids and again.completion_token_ids == state.reply_ids
+        task = sample_task(state.task_id)
+        scratch = Scratch(state, task, sample_suite_path())
+        try:
+            found = asyncio.run(label_reply(state, again, scratch.copy("r"), task, sample_suite_path(), sampler.cap))
+        finally:
+            scratch.close()
+        assert found == state.recorded, (state.step, found, state.recorded)
+
+    adapter = zero_adapter(tmp_path / "zero.gguf")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "eval", "--states", str(db), "--adapter", str(adapter),
+         "--samples", "1", "--max-tokens", "48", "--per-session", "1", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    assert doc["states"] == len(states) and doc["samples_per_state"] == 1 and doc["clusters"] == MIN_CLUSTERS
+    before, after = doc["arms"]["before"], doc["arms"]["after"]
+    assert before["samples"] == after["samples"] == len(states)
+    assert {"call_error_rate", "by_kind", "premature_finish_rate", "call_rate", "tool_mix"} <= set(before)
+    reproduced = doc["reproduced"]  # sample 0 at the seed the attempts recorded (attempt 0), the same cap
+    assert reproduced["checked"] == reproduced["same_tokens"] == reproduced["labels_checked"] == len(states)
+    assert reproduced["same_label"] == len(states)
+    change = doc["change"]
+    assert set(change) >= {"before", "after", "relative_change", "interval", "verdict"}
+    assert "detectable_change" in doc
+    if before["call_errors"]:  # the same model served as an adapter: an interval around no change
+        assert change["interval"][0] <= 0 <= change["interval"][1]
+        assert change["verdict"] != "shown"
+    from trainer.learn import Gate, decide
+
+    promoted, reason = decide({"states": doc, "forgetting": {}}, Gate())
+    assert not promoted, reason
