@@ -32,12 +32,15 @@ FIELDS = {
     "session_id / source": "the recorded session, and what gave the feedback (schema, tool, lint, test, user, monitor)",
     "prompt": "the conversation before the failed reply, in the record's view (native or text)",
     "tools": "the tool schemas as JSON text (native view; null in the text view, whose system prompt lists them)",
-    "completion / chosen / rejected": "assistant replies; `chosen` and sft/kto-true completions are derived to fit "
-    "the prompt's workspace state (one call)",
+    "completion / chosen / rejected": "assistant replies; `chosen` and sft/kto-true completions are a call that "
+    "succeeded when it was made and applies at the prompt's workspace state (one call), as the model wrote it",
+    "chosen_derived": "true when that call was composed from the net change of a file (the model made no such "
+    "single call; written as the session's model writes calls), false when it is the model's own reply",
     "privileged_context": "trl-sdpo: the environment's feedback; trl-sdft: a fitting demonstration and the feedback",
     "ground_truth": "JSON for feedback_store.rewards: the failed call, the expected call, the feedback, tool schemas",
     "rendered": "what the model was given when it saw a rendered form: exact messages, prompt token ids, the "
-    "sampled token ids and their logprobs (token data dropped when redaction changed the text)",
+    "sampled token ids and their logprobs; `chosen` and `chosen_token_ids`, the correction as the model writes "
+    "it and the ids it sampled for it (token data dropped when redaction changed the text)",
     "label": "kto: whether the completion is desirable",
 }
 

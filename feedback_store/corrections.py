@@ -2,13 +2,20 @@
 prefix, for the formats that train on it (dpo `chosen`, sft and kto completions, trl-sdft's
 demonstration).
 
+A correction is always a call that succeeded when it was made (the recorder links no other, and
+a fix recorded before that rule whose call failed is refused here). It is the assistant message
+that made it, as the model wrote it (its own text, its own argument formatting), whenever that call
+applies unchanged at the failure's prefix: a call that reads, lists or runs, and an edit of a file
+no other edit touched in between.
+
 The recorded correction was written later, after the failure and its feedback: an edit in it may
-rely on text that exists only after the failed edit was applied. So a correction that changes a
-file is re-derived as the net change from the file as it was at the failure's prefix to the file
-as the fix left it, written as one call (`edit_file` with an `old_text` found exactly once in the
-prefix's file, or `create_file` when the file did not exist yet). A fix that changed other files
-too, or a file whose state at the prefix was never recorded, has no single-call replacement: the
-pair is left out of those formats, with the reason counted in the export's report.
+rely on text that exists only after the failed edit was applied. So such a correction is re-derived
+as the net change from the file as it was at the failure's prefix to the file as the fix left it,
+written as one call (`edit_file` with an `old_text` found exactly once in the prefix's file, or
+`create_file` when the file did not exist yet), and marked `derived` (the exporters write it as the
+session's model writes calls). A fix that changed other files too, or a file whose state at the
+prefix was never recorded, has no single-call replacement: the pair is left out of those formats,
+with the reason counted in the export's report.
 """
 
 from __future__ import annotations
@@ -17,25 +24,32 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from feedback_store.pairs import FIX_WINDOW, REPEATED, SCHEMA_KINDS, WRONG_TARGET
 from feedback_store.rows import Pair
 from feedback_store.store import Store
 from feedback_store.views import canonical_call, parse_arguments, tool_names
 
 Message = dict[str, Any]
 EDIT_TOOLS = ("edit_file", "create_file")
-PATH_ARGUMENTS = ("path", "src", "dst")
+PATH_ARGUMENTS = ("path", "src")  # the files a call needs to exist (move_file's dst must not)
 
 
 @dataclass(frozen=True)
 class Fit:
-    message: Message | None  # the replacement (canonical assistant message with one call), or None
+    """A replacement for a failed turn: an assistant message with one call (its content the
+    model's own text, its call's arguments parsed), or None and why there is none."""
+
+    message: Message | None
     reason: str | None = None  # why there is none
+    derived: bool = False  # composed from the net change of a file, not a call the model made
+    seq: int | None = None  # the recorded assistant message it is, when it is that whole reply
 
 
 @dataclass(frozen=True)
 class _Edit:
     seq: int
     ts: float
+    call_id: str | None
     path: str
     new_path: str | None
     kind: str
@@ -56,7 +70,7 @@ class Workspace:
         self.store = store
         self.session: str | None = None
         self.edits: list[_Edit] = []
-        self.fixes: dict[str, dict[str, Any]] = {}  # pair id -> completion_seq, fix time, fixing call id
+        self.fixes: dict[str, dict[str, Any]] = {}  # pair id -> completion_seq, correction_seq, fix time, fix event
 
     def _load(self, session_id: str) -> None:
         if session_id == self.session:
@@ -64,7 +78,7 @@ class Workspace:
         self.session = session_id
         rows = self.store.query(
             """
-            SELECT e.message_seq AS seq, e.ts, e.path, e.new_path, e.kind, b.content AS before, a.content AS after
+            SELECT e.message_seq AS seq, e.ts, e.call_id, e.path, e.new_path, e.kind, b.content AS before, a.content AS after
             FROM edits e LEFT JOIN blobs b ON b.hash = e.before_hash LEFT JOIN blobs a ON a.hash = e.after_hash
             WHERE e.session_id = ? AND e.message_seq IS NOT NULL ORDER BY e.message_seq, e.ts, e.rowid
             """,
@@ -73,7 +87,7 @@ class Workspace:
         self.edits = [_Edit(**row) for row in rows]
         fixes = self.store.query(
             """
-            SELECT p.id, p.completion_seq, v.ts AS fixed_at, v.json AS event FROM pairs p
+            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at, v.json AS event FROM pairs p
             LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
             """,
             (session_id,),
@@ -100,6 +114,12 @@ class Workspace:
         self._load(session_id)
         return {p for e in self.edits if e.seq >= seq and e.ts <= ts for p in (e.path, e.new_path) if p}
 
+    def unchanged_for(self, session_id: str, call_id: str | None, path: str, seq: int, ts: float) -> bool:
+        """Whether `path` was edited from message `seq` up to time `ts` by the call `call_id` alone:
+        then that call found the file as it was at the prefix."""
+        self._load(session_id)
+        return all(e.call_id == call_id for e in self.edits if e.seq >= seq and e.ts <= ts and e.touches(path))
+
     def absent_at_prefix(self, session_id: str, path: str, seq: int) -> bool:
         known, content = self.state_at_prefix(session_id, path, seq)
         return known and content is None
@@ -117,14 +137,17 @@ class Workspace:
 def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     """A replacement for `pair`'s failed turn that is valid at its prefix, or why there is none."""
     if pair.correction is None:
-        return Fit(None, "no correction")
+        return Fit(None, _uncorrected(pair))
     seq = len(pair.prompt)
     if pair.source == "user" and pair.error_kind == "corrected":  # the user's version of the file is the fix
         return _net_change(ws, pair, pair.target or "", seq, None, pair.correction.get("content") or "")
     fix = ws.fix(pair)
     if fix.get("fixed_at") is None:
         return Fit(None, "fix not recorded")
-    call_id = json.loads(fix["event"]).get("call_id") if fix.get("event") else None
+    event = json.loads(fix["event"]) if fix.get("event") else {}
+    if event.get("type") == "tool_call_finished" and not event.get("ok"):
+        return Fit(None, "the fixing call failed")  # linked by a recorder from before corrections had to succeed
+    call_id = event.get("call_id")
     if pair.source in ("lint", "test"):
         paths = ws.paths_edited_by(pair.session_id, seq) if pair.source == "test" else [pair.target or ""]
         if len(paths) != 1:
@@ -136,13 +159,32 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     arguments = parse_arguments(call["function"].get("arguments"))
     name = call["function"].get("name")
     if name in EDIT_TOOLS and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
-        return _net_change(ws, pair, arguments["path"], seq, fix["fixed_at"], None, call_id)
+        if not ws.unchanged_for(pair.session_id, call_id, arguments["path"], seq, fix["fixed_at"]):
+            return _net_change(ws, pair, arguments["path"], seq, fix["fixed_at"], None, call_id)
     paths = [
         arguments.get(k) for k in PATH_ARGUMENTS if isinstance(arguments, dict) and isinstance(arguments.get(k), str)
     ]
-    if any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
+    if name not in EDIT_TOOLS and any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
         return Fit(None, "fix uses a file created later")
-    return Fit(_reply(canonical_call(call)))
+    whole = len(pair.correction.get("tool_calls") or []) == 1
+    return Fit(_as_made(pair.correction, call), seq=fix.get("correction_seq") if whole else None)
+
+
+def _uncorrected(pair: Pair) -> str:
+    """Why a pair has no correction, as the export reports it."""
+    if pair.error_kind in SCHEMA_KINDS or pair.error_kind in REPEATED:
+        return f"no call succeeded within {FIX_WINDOW} replies of it in its turn"
+    if pair.error_kind in WRONG_TARGET:
+        return f"no {pair.tool} call succeeded within {FIX_WINDOW} replies of it in its turn"
+    return "no correction"
+
+
+def _as_made(message: Message, call: dict[str, Any]) -> Message:
+    """The fixing call as the model sent it: the whole reply (its text as written) when that call is
+    all it made, else that call alone."""
+    calls = message.get("tool_calls") or []
+    content = message.get("content") if len(calls) == 1 else ""
+    return {"role": "assistant", "content": content or "", "tool_calls": [canonical_call(call)]}
 
 
 def _net_change(
@@ -174,7 +216,7 @@ def _net_change(
         call = {"name": "edit_file", "arguments": {"path": path, "old_text": edit[0], "new_text": edit[1]}}
     if call["name"] not in tool_names(pair.tools):
         return Fit(None, f"no {call['name']} tool")
-    return Fit(_reply({"id": call_id or f"call_fix_{seq}", "type": "function", "function": call}))
+    return Fit(_reply({"id": call_id or f"call_fix_{seq}", "type": "function", "function": call}), derived=True)
 
 
 def minimal_edit(before: str, after: str) -> tuple[str, str] | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from feedback_store.card import CardInfo, write_card
-from feedback_store.corrections import Workspace, fitting_correction
+from feedback_store.corrections import Fit, Workspace, fitting_correction
 from feedback_store.errors import StoreError
 from feedback_store.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
 from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
@@ -262,7 +262,12 @@ def _examples(
         render = renders[id(store)].at(pair.session_id, len(pair.prompt))
         clean = messages.scrub(pair)
         yield Example(
-            pair=clean, fit=fit, render=scrub_render(render, pair, clean, redactor), options=options, memo=memo
+            pair=clean,
+            fit=fit,
+            render=scrub_render(render, pair, clean, redactor),
+            fix_ids=_fix_ids(renders[id(store)], pair, fit, redactor),
+            options=options,
+            memo=memo,
         )
     if with_accepted:
         for store in stores:
@@ -272,6 +277,19 @@ def _examples(
                 yield Example(
                     pair=clean, render=scrub_render(render, pair, clean, redactor), options=options, label=True
                 )
+
+
+def _fix_ids(renders: Renders, pair: Pair, fit: Fit, redactor: Redactor | None) -> list[int] | None:
+    """The token ids the model sampled for the fit, when the fit is a whole recorded reply of a
+    model whose ids were recorded and redaction leaves its text as it is."""
+    if fit.seq is None or fit.message is None:
+        return None
+    made = renders.at(pair.session_id, fit.seq)
+    if made is None or made.completion_token_ids is None:
+        return None
+    if redactor is not None and redactor.redact_value(fit.message) != fit.message:
+        return None  # the ids would still spell the secret out
+    return made.completion_token_ids
 
 
 def _merged(stores: list[Store], filters: dict[str, Any]) -> Iterator[tuple[Store, Pair]]:

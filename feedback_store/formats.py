@@ -20,6 +20,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from agent.protocol import textcalls
 from feedback_store.corrections import Fit
 from feedback_store.renders import Render
 from feedback_store.rows import Pair
@@ -50,6 +51,7 @@ class Example:
     pair: Pair
     fit: Fit = field(default_factory=lambda: Fit(None, "not derived"))
     render: Render | None = None  # the failed reply's model call, as the model saw it
+    fix_ids: list[int] | None = None  # the token ids the model sampled for the fit, when it is a recorded reply
     options: Options = field(default_factory=Options)
     label: bool | None = None  # kto: a user's verdict on an edit that is not a failure (accepted)
     memo: Memo | None = field(default=None, compare=False)  # shared by the examples of one session
@@ -109,8 +111,26 @@ def prompt_of(ex: Example) -> list[Message]:
 
 def reply_of(ex: Example, message: Message) -> Message:
     if template_of(ex) == "text":
-        return text_reply(message, "json" if style_of(ex) in JSON_MODES else "text")
+        return text_reply(message, "json" if style_of(ex) in JSON_MODES else "text", written_call(ex))
     return canonical_message(message, tool_names(ex.pair.tools))
+
+
+def written_call(ex: Example) -> str | None:
+    """A call as the session's model wrote it, for writing a derived call the same way: the failed
+    reply, else the latest earlier reply with a call."""
+    names = tool_names(ex.pair.tools)
+    for message in (ex.pair.completion, *reversed(ex.pair.prompt)):
+        text = message.get("content") if message.get("role") == "assistant" else None
+        if isinstance(text, str) and text and textcalls.parse_reply(text, names).tool_calls:
+            return text
+    return None
+
+
+def chosen_text(ex: Example) -> str | None:
+    """The fit as the model writes it in a text tool mode (its own text when it is a recorded reply)."""
+    if ex.fit.message is None or style_of(ex) not in TEXT_MODES:
+        return None
+    return text_reply(ex.fit.message, "json" if style_of(ex) in JSON_MODES else "text", written_call(ex))["content"]
 
 
 def tools_column(ex: Example) -> str | None:
@@ -120,7 +140,9 @@ def tools_column(ex: Example) -> str | None:
 
 
 def rendered(ex: Example) -> dict[str, Any] | None:
-    """What the model was given for the failed reply and what it sampled, when that was recorded."""
+    """What the model was given for the failed reply and what it sampled, when that was recorded;
+    and the fit as the model writes it, with the ids it sampled for it when it is a recorded reply
+    (the failed reply's ids and the fit's both end before the end-of-turn token)."""
     r = ex.render
     if r is None or (r.messages is None and r.prompt_token_ids is None):
         return None
@@ -131,6 +153,8 @@ def rendered(ex: Example) -> dict[str, Any] | None:
         "prompt_token_ids": r.prompt_token_ids,
         "completion_token_ids": r.completion_token_ids,
         "logprobs": r.logprobs,
+        "chosen": chosen_text(ex),
+        "chosen_token_ids": ex.fix_ids if r.completion_token_ids is not None else None,
     }
 
 
@@ -222,7 +246,8 @@ def sdpo(ex: Example) -> Built:
             "completion": canonical_message(ex.pair.completion, names),
             "feedback": ex.pair.feedback,
             "correction": None if ex.pair.correction is None else canonical_message(ex.pair.correction, names),
-            "chosen": ex.fit.message,
+            "chosen": None if ex.fit.message is None else canonical_message(ex.fit.message, names),
+            "chosen_derived": ex.fit.derived,
             "chosen_left_out": ex.fit.reason,
             "teacher_prompt": [*prompt, {"role": "user", "content": hindsight(ex.pair)}],
             "rendered": rendered(ex),
@@ -263,13 +288,15 @@ def trl_sdft(ex: Example) -> Built:
     prompt = _user_ended(ex)
     if isinstance(prompt, Left):
         return prompt
-    demonstration = text_reply(ex.fit.message, "json" if style_of(ex) in JSON_MODES else "text")["content"]
+    style = "json" if style_of(ex) in JSON_MODES else "text"
+    demonstration = text_reply(ex.fit.message, style, written_call(ex))["content"]
     context = f"Example response:\n{demonstration}\n\nWhy an earlier reply failed: {ex.pair.feedback}"
     return [
         {
             **_head("trl-sdft", ex),
             "prompt": prompt,
             "privileged_context": context,
+            "chosen_derived": ex.fit.derived,
             "tools": tools_column(ex),
             "rendered": rendered(ex),
         }
@@ -285,6 +312,7 @@ def dpo(ex: Example) -> Built:
             "prompt": prompt_of(ex),
             "chosen": [reply_of(ex, ex.fit.message)],
             "rejected": [reply_of(ex, ex.pair.completion)],
+            "chosen_derived": ex.fit.derived,
             "tools": tools_column(ex),
             "rendered": rendered(ex),
         }
@@ -300,6 +328,7 @@ def sft(ex: Example) -> Built:
             **_head("sft", ex),
             "prompt": prompt_of(ex),
             "completion": [reply_of(ex, ex.fit.message)],
+            "chosen_derived": ex.fit.derived,
             "tools": tools_column(ex),
             "rendered": rendered(ex),
         }
@@ -339,6 +368,7 @@ def kto(ex: Example) -> Built:
                 "prompt": prompt,
                 "completion": [reply_of(ex, ex.fit.message)],
                 "label": True,
+                "chosen_derived": ex.fit.derived,
                 "tools": tools,
                 "rendered": None,
             }
@@ -393,11 +423,11 @@ def _json_text(arguments: Any) -> str:
 
 
 FORMATS: dict[str, Format] = {
-    "sdpo": Format("sdpo", 2, sdpo),
+    "sdpo": Format("sdpo", 3, sdpo),
     "trl-sdpo": Format("trl-sdpo", 2, trl_sdpo),
-    "trl-sdft": Format("trl-sdft", 2, trl_sdft),
-    "dpo": Format("dpo", 2, dpo),
-    "sft": Format("sft", 2, sft),
-    "kto": Format("kto", 1, kto),
+    "trl-sdft": Format("trl-sdft", 3, trl_sdft),
+    "dpo": Format("dpo", 3, dpo),
+    "sft": Format("sft", 3, sft),
+    "kto": Format("kto", 2, kto),
     "verl": Format("verl", 2, verl, parquet=True),
 }

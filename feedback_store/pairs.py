@@ -15,19 +15,27 @@ import json
 import re
 import sqlite3
 
-from agent.protocol import EditApplied, EditReviewed, ToolCallFinished
+from agent.protocol import NOT_RUNNABLE_EXIT_CODES, EditApplied, EditReviewed, ToolCallFinished
 
 SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
-# The model re-sent its previous call, or went round a cycle of failing calls, with nothing changed:
-# fixed by any new call.
+# The model re-sent its previous call, or went round a cycle of failing calls, with nothing changed.
 REPEATED = frozenset({"repeated_call", "repeated_cycle"})
+# The call named a path that is not there (or not in the workspace): the target itself was wrong, so
+# the fix is the same tool on the path the model meant, which is another path.
+WRONG_TARGET = frozenset({"not_found", "outside_workspace"})
 COMMAND_TOOL = "run_command"
+# A fix of a schema, repeat or wrong-target failure must come in the same turn, within this many
+# assistant messages: one retry per reflection (aider reflects at most 3 times) and one look around
+# (a list_files or search) before it. Later, the call that worked answers another question.
+FIX_WINDOW = 4
 
-# How an open pair gets its correction:
-NEXT_CALL = "next_call"  # schema: the next well-formed call, any tool
-SAME_CALL = "same_call"  # tool / denied: the next successful call of the same tool on the same target
+# How an open pair gets its correction (always a call that succeeded, in a later message):
+NEXT_CALL = "next_call"  # schema / repeat: the next call that succeeded, any tool (same turn, FIX_WINDOW)
+SAME_TOOL = "same_tool"  # wrong target: the next success of the same tool, any target (same turn, FIX_WINDOW)
+SAME_CALL = "same_call"  # other tool errors / denied: the next success of the same tool on the same target
 SAME_FILE = "same_file"  # lint: the next edit of the same file that parses
 SAME_COMMAND = "same_command"  # test: the edits after which the same command passed
+WINDOWED = (NEXT_CALL, SAME_TOOL)
 
 
 def open_pair(
@@ -115,8 +123,8 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
         open_pair(conn, source="schema", closes_on=NEXT_CALL, **common)
     elif kind in REPEATED:
         open_pair(conn, source="tool", closes_on=NEXT_CALL, **common)
-    elif kind == "exit_status" and _command_not_runnable(event):
-        open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
+    elif kind in WRONG_TARGET or (kind == "exit_status" and _command_not_runnable(event)):
+        open_pair(conn, source="tool", closes_on=SAME_TOOL, **common)
     elif kind == "exit_status":
         if event.name == COMMAND_TOOL:
             _open_test_pair(conn, event, seq)
@@ -138,7 +146,7 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
 def _command_not_runnable(event: ToolCallFinished) -> bool:
     """Exit 126/127: the shell could not run the command at all (not found, not executable) —
     a mistake in the call, not a failing test."""
-    return _exit_code(event) in (126, 127)
+    return _exit_code(event) in NOT_RUNNABLE_EXIT_CODES
 
 
 def _exit_code(event: ToolCallFinished) -> int | None:
@@ -150,27 +158,55 @@ def _exit_code(event: ToolCallFinished) -> int | None:
 
 
 def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, waiting: list[tuple]) -> None:
-    """Close the open pairs (id, closes_on, tool, target, anchor_seq) that this call fixes."""
+    """Close the open pairs (id, closes_on, tool, target, anchor_seq) that this call fixes.
+
+    Only a call that succeeded fixes anything, and only one the model made in a later message (the
+    grader's run after the session is not in the conversation, and closes only test pairs). A
+    schema, repeat or wrong-target pair whose turn ended, or whose window passed, without such a
+    call stays uncorrected: it is no longer waited on."""
     earlier = [row for row in waiting if row[4] < seq]  # a fix must come in a later message
-    fixed = [
-        row[0]
-        for row in earlier
-        if row[1] == NEXT_CALL and event.error_kind not in SCHEMA_KINDS and event.error_kind not in REPEATED
-    ]
-    if event.ok:
-        same_call = [
-            row[0] for row in earlier if row[1] == SAME_CALL and row[2] == event.name and row[3] == event.target
-        ]
-        same_command = any(row[1] == SAME_COMMAND and row[3] == event.target for row in earlier)
-        lint_here = any(row[1] == SAME_FILE and row[4] == seq for row in waiting)
-        if (same_call or lint_here) and _broke_syntax(conn, event):
-            same_call = []  # an edit that left the file unparseable fixes nothing
-            _explain_lint(conn, event)
-        fixed += same_call
-        if same_command and event.name == COMMAND_TOOL:
-            _close_test_pairs(conn, event, seq)
+    windowed = [row for row in earlier if row[1] in WINDOWED]
+    expired = [row[0] for row in windowed if not _within_window(conn, event.session_id, row[4], seq)]
+    if expired:
+        marks = ",".join("?" * len(expired))
+        conn.execute(f"UPDATE pairs SET closes_on = NULL WHERE id IN ({marks})", expired)
+    if not event.ok:
+        return
+    fixed = []
+    if event.message is not None:
+        fixed = [row[0] for row in earlier if row[0] not in expired and _fixes(row, event)]
+    lint_here = any(row[1] == SAME_FILE and row[4] == seq for row in waiting)
+    if (fixed or lint_here) and _broke_syntax(conn, event):
+        fixed = []  # an edit that left the file unparseable fixes nothing
+        _explain_lint(conn, event)
     if fixed:
         _close_ids(conn, fixed, seq, event.id, event.ts)
+    if event.name == COMMAND_TOOL and any(row[1] == SAME_COMMAND and row[3] == event.target for row in earlier):
+        _close_test_pairs(conn, event, seq)
+
+
+def _fixes(row: tuple, event: ToolCallFinished) -> bool:
+    """Whether the successful call `event` is the correction of the open pair `row`."""
+    closes_on, tool, target = row[1], row[2], row[3]
+    if closes_on == NEXT_CALL:
+        return True
+    if closes_on == SAME_TOOL:
+        return tool == event.name
+    return closes_on == SAME_CALL and tool == event.name and target == event.target
+
+
+def _within_window(conn: sqlite3.Connection, session_id: str, anchor: int, seq: int) -> bool:
+    """Whether message `seq` is in the same turn as message `anchor`, at most FIX_WINDOW assistant
+    messages after it."""
+    steps, turns = conn.execute(
+        """
+        SELECT coalesce(sum(m.role = 'assistant'), 0), count(t.id) FROM messages m
+        LEFT JOIN turns t ON t.id = m.event_id AND t.session_id = m.session_id
+        WHERE m.session_id = ? AND m.seq > ? AND m.seq <= ?
+        """,
+        (session_id, anchor, seq),
+    ).fetchone()
+    return turns == 0 and steps <= FIX_WINDOW
 
 
 def _broke_syntax(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:

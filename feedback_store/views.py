@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from agent.protocol import textcalls
@@ -101,24 +102,88 @@ def text_view(messages: list[Message], tools: list[dict[str, Any]]) -> list[Mess
     ]
 
 
-def text_reply(message: Message, style: str) -> Message:
+def text_reply(message: Message, style: str, like: str | None = None) -> Message:
     """An assistant message as a text-mode model writes it. A recorded reply keeps its own text; a
     derived one is written as the session's model wrote calls: `style` "json", a bare JSON call
-    object (the grammar and json_object modes), or "text", a <tool_call> block."""
+    object (the grammar and json_object modes), or "text", a <tool_call> block, its JSON spaced as
+    in `like` (a reply that model wrote in the session; json.dumps spacing without one)."""
     raw = textcalls.content_text(message.get("content"))
     calls = message.get("tool_calls") or []
     if raw and (not calls or textcalls.parse_reply(raw, [c["function"]["name"] for c in calls]).tool_calls):
         return {"role": "assistant", "content": raw}
+    spacing = call_spacing(like)
     parts = [raw.strip()] if raw.strip() else []
     for call in calls:
         function = call["function"]
         arguments = function["arguments"]
-        if style == "json" and isinstance(arguments, dict):
-            parts.append(json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False))
-        else:
-            text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-            parts.append(textcalls.render_call({"function": {"name": function["name"], "arguments": text}}))
+        if isinstance(arguments, dict):
+            text = spaced_json({"name": function["name"], "arguments": arguments}, spacing)
+            parts.append(text if style == "json" else f"<tool_call>\n{text}\n</tool_call>")
+        else:  # text that is not a JSON object: kept as the model sent it
+            parts.append(textcalls.render_call({"function": {"name": function["name"], "arguments": arguments}}))
     return {"role": "assistant", "content": "\n".join(parts)}
+
+
+@dataclass(frozen=True)
+class Spacing:
+    """How a model spaces the JSON of a call, as (after `{`, before `}`, after `:`, after `,`), for
+    the call object and for the objects and lists inside it. The default is json.dumps's."""
+
+    outer: tuple[str, str, str, str] = ("", "", " ", " ")
+    inner: tuple[str, str, str, str] = ("", "", " ", " ")
+
+
+PLACES = {"{": 0, "}": 1, ":": 2, ",": 3}  # a Spacing tuple's index for each structural character
+
+
+def call_spacing(sample: str | None) -> Spacing:
+    """The spacing of the first JSON object in `sample`, a reply the model wrote: the first
+    whitespace seen at each place, at the top level and below it. Layouts over several lines are
+    not imitated (the default is returned)."""
+    text = sample or ""
+    start = text.find("{")
+    if start < 0:
+        return Spacing()
+    seen: dict[tuple[int, int], str] = {}
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        char = text[i]
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        if not in_string and char in PLACES:
+            if char == "}":
+                gap = text[len(text[:i].rstrip()) : i]
+            else:
+                rest = text[i + 1 :]
+                gap = rest[: len(rest) - len(rest.lstrip())]
+            seen.setdefault((min(depth, 2), PLACES[char]), gap)
+        if not in_string and char in "}]":
+            depth -= 1
+            if depth == 0:
+                break
+    if any("\n" in gap for gap in seen.values()):
+        return Spacing()
+    outer = tuple(seen.get((1, k), Spacing.outer[k]) for k in range(4))
+    inner = tuple(seen.get((2, k), outer[k]) for k in range(4))
+    return Spacing(outer=outer, inner=inner)  # type: ignore[arg-type]
+
+
+def spaced_json(value: Any, spacing: Spacing, depth: int = 1) -> str:
+    """`value` as JSON, spaced as `spacing` says (strings escaped as json.dumps does, non-ASCII kept)."""
+    opening, closing, colon, comma = spacing.outer if depth == 1 else spacing.inner
+    if isinstance(value, dict) and value:
+        items = (
+            json.dumps(k, ensure_ascii=False) + ":" + colon + spaced_json(v, spacing, depth + 1)
+            for k, v in value.items()
+        )
+        return "{" + opening + ("," + comma).join(items) + closing + "}"
+    if isinstance(value, list) and value:
+        return "[" + ("," + comma).join(spaced_json(v, spacing, depth + 1) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def fold_tool_results(messages: list[Message]) -> list[Message]:

@@ -42,7 +42,7 @@ FIELDS = {
     "kto": {"format", "id", "prompt", "completion", "label", "tools"},
     "verl": {"format", "data_source", "prompt", "ability", "reward_model", "extra_info"},
 }
-VERSIONS = {"sdpo": 2, "trl-sdpo": 2, "trl-sdft": 2, "dpo": 2, "sft": 2, "kto": 1, "verl": 2}
+VERSIONS = {"sdpo": 3, "trl-sdpo": 2, "trl-sdft": 3, "dpo": 3, "sft": 3, "kto": 2, "verl": 2}
 # 2 sessions x 4 automatic pairs + a hand correction + an unfixed read: every pair but the
 # unfixed read has a correction that fits its prompt; kto adds a true record for each of those 9.
 RECORDS = {"sdpo": 10, "trl-sdpo": 10, "verl": 10, "kto": 19, "trl-sdft": 9, "dpo": 9, "sft": 9}
@@ -125,7 +125,9 @@ def test_dpo_and_sft_use_the_correction(db: Path, tmp_path: Path) -> None:
     assert record["chosen"][0]["tool_calls"][0]["id"] == "call_2"
     export([db], "sft", out, source="tool")
     record = json.loads(out.read_text().splitlines()[0])
-    assert record["completion"][0]["tool_calls"][0]["function"]["arguments"]["old_text"] == "print('Hello')\n"
+    # the fixing call found app.py as the failed one did: it is trained as the model sent it
+    assert record["completion"][0]["tool_calls"][0]["function"]["arguments"]["old_text"] == "Hello"
+    assert record["chosen_derived"] is False
     assert all(m.get("tool_calls", [{}])[0].get("id") != "call_1" for m in record["prompt"])
 
 
@@ -192,7 +194,8 @@ def test_an_empty_selection_writes_no_file_and_says_what_to_change(db: Path, tmp
     only_unfixed = write_db(tmp_path / "unfixed.db", unfixed.finish())
     with pytest.raises(EmptyExport) as caught:
         export([only_unfixed], "sft", tmp_path / "sft.jsonl")
-    assert "1 no correction" in str(caught.value) and "export sdpo, trl-sdpo or kto" in str(caught.value)
+    assert "1 no read_file call succeeded within 4 replies of it in its turn" in str(caught.value)
+    assert "export sdpo, trl-sdpo or kto" in str(caught.value)
     assert not (tmp_path / "sft.jsonl").exists()
     out = tmp_path / "x.jsonl"
     code = subprocess.run(

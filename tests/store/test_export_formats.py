@@ -147,19 +147,17 @@ def test_tool_call_reward_takes_trls_arguments() -> None:
 def test_whole_records_are_redacted_and_token_data_dropped_with_it(tmp_path: Path, monkeypatch) -> None:
     secret = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vX7zB9dF1hJ3lN5pR7tV9xZ1bD3"
     s = FakeSession().start().user("rotate the key")
-    s.call(
+    s.call(  # an edit that breaks the file: its fix is derived from the file's net change
         "edit_file",
-        {"path": "conf.py", "old_text": "KEY =", "new_text": "KEY = None"},
-        ok=False,
-        error_kind="no_match",
+        {"path": "conf.py", "old_text": "KEY = '", "new_text": "KEY = None '"},
         target="conf.py",
-        result="old_text was not found in conf.py.",
+        edits=[edit("conf.py", f"KEY = '{secret}'\n", f"KEY = None '{secret}'\n", syntax_error="conf.py:1: invalid")],
     )
     s.call(
         "edit_file",
-        {"path": "conf.py", "old_text": "KEY = '", "new_text": "KEY = None #'"},
+        {"path": "conf.py", "old_text": "None '", "new_text": "None #'"},
         target="conf.py",
-        edits=[edit("conf.py", f"KEY = '{secret}'\n", f"KEY = None #'{secret}'\n")],
+        edits=[edit("conf.py", f"KEY = None '{secret}'\n", f"KEY = None #'{secret}'\n")],
     )
     db = write_db(tmp_path / "f.db", s.finish())
     result = export([db], "dpo", tmp_path / "dpo.jsonl", tokenizer="estimate")
@@ -208,7 +206,7 @@ def test_the_dataset_card_describes_each_export_in_its_folder(tmp_path: Path) ->
     dpo = export([db], "dpo", out / "dpo.jsonl", test_fraction=0.5, tokenizer="estimate")
     card = (out / "README.md").read_text()
     assert dpo.card == out / "README.md"
-    assert "## sft.jsonl — `teachback-sft-2`" in card and "## dpo.jsonl — `teachback-dpo-2`" in card
+    assert "## sft.jsonl — `teachback-sft-3`" in card and "## dpo.jsonl — `teachback-dpo-3`" in card
     assert "trl.SFTTrainer" in card and "`teachback export --format sft`" in card
     assert "| lint | 1 |" in card and "| no_match | 1 |" in card
     assert "- no correction: 1" in card  # the rejected edit

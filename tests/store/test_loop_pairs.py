@@ -40,3 +40,17 @@ async def test_command_not_found_is_a_tool_pair_not_a_test_pair(git_repo, script
     ]
     assert "[exit code 127]" in pairs[0].feedback
     assert all(p.source != "test" for p in pairs)
+
+
+async def test_a_wrong_path_and_an_unknown_tool_are_corrected_by_the_call_that_then_worked(git_repo, script, tmp_path):
+    model = script(
+        turn(call("read_file", {"path": "/tmp/elsewhere/app.py"})),  # outside the workspace
+        turn(call("open_file", {"path": "app.py"})),  # no such tool
+        turn(call("read_file", {"path": "src/app.py"})),  # not found: fails, so it corrects nothing
+        turn(call("read_file", {"path": "app.py"})),
+    )
+    pairs = await _record(git_repo, model, tmp_path)
+    kinds = {p.error_kind: p for p in pairs}
+    assert set(kinds) == {"outside_workspace", "unknown_tool", "not_found"}
+    for pair in pairs:  # each is corrected by the read of the real file, never by the failing read
+        assert pair.correction["tool_calls"][0]["function"]["arguments"] == '{"path": "app.py"}'

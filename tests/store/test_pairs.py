@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from feedback_store import Recorder, open_store
+from feedback_store.pairs import FIX_WINDOW
 from tests.store.events import FakeSession, edit, mixed_session
 
 
@@ -64,7 +65,9 @@ def test_a_failure_with_no_fix_keeps_a_null_correction(tmp_path: Path) -> None:
         target="gone.py",
         result="gone.py does not exist. Files: app.py",
     )
-    s.call("read_file", {"path": "other.py"}, target="other.py")  # same tool, another target: no fix
+    s.call("edit_file", {"path": "app.py"}, target="app.py")  # another tool: not at the same intent
+    s.finish().user("now read it")
+    s.call("read_file", {"path": "app.py"}, target="app.py")  # the same tool, but in the next turn
     pairs, _ = pairs_of(tmp_path, s.finish())
     assert pairs["tool"].correction is None and pairs["tool"].target == "gone.py"
 
@@ -150,3 +153,50 @@ def test_filters(tmp_path: Path) -> None:
     assert {p.model for p in store.pairs(model="m/new")} == {"m/new"}
     assert {p.model for p in store.pairs(since=old.ts + 86_400)} == {"m/new"}
     assert store.count_pairs(source="schema") == 2
+
+
+def test_a_schema_error_is_corrected_by_the_next_call_that_succeeded_never_by_a_failing_one(tmp_path: Path) -> None:
+    s = FakeSession().start().user("read the app")
+    s.call("open_file", {"path": "app.py"}, ok=False, error_kind="unknown_tool", result="There is no tool open_file.")
+    s.call("read_file", {"path": "src/app.py"}, ok=False, error_kind="not_found", target="src/app.py", result="gone")
+    s.call("read_file", {"path": "app.py"}, target="app.py", result="print('Hello')\n")
+    s.call("read_file", {"path": "app.py"}, ok=False, error_kind="repeated_call", target="app.py", result="Again.")
+    s.call("edit_file", {"path": "app.py"}, ok=False, error_kind="no_match", target="app.py", result="No match.")
+    s.call("run_command", {"command": "pytest"}, ok=False, error_kind="exit_status", target="pytest", result="1 failed")
+    s.call("search", {"pattern": "Hello"}, target="Hello", result="app.py:1: print('Hello')")
+    pairs, store = pairs_of(tmp_path, s.finish())
+    fixes = {call_id(p.completion): p.correction and call_id(p.correction) for p in store.pairs()}
+    # the failing read and the failing edit are pairs of their own, not corrections
+    assert fixes == {"call_1": "call_3", "call_2": "call_3", "call_4": "call_7", "call_5": None}
+    for pair in store.pairs():
+        if pair.correction is not None:
+            [finished] = [
+                e
+                for e in store.events(pair.session_id)
+                if e["type"] == "tool_call_finished" and e["call_id"] == call_id(pair.correction)
+            ]
+            assert finished["ok"] is True  # a correction is a call that succeeded when it was made
+
+
+def test_a_wrong_path_is_corrected_by_the_same_tool_on_the_real_path(tmp_path: Path) -> None:
+    s = FakeSession().start().user("lowercase the slug")
+    s.call(
+        "read_file",
+        {"path": "/tmp/t14/slugify.py"},
+        ok=False,
+        error_kind="outside_workspace",
+        target="/tmp/t14/slugify.py",
+        result="'/tmp/t14/slugify.py' is outside the workspace.",
+    )
+    s.call("run_command", {"command": "ls"}, target="ls", result="textkit\n")  # another tool: not the fix
+    s.call("read_file", {"path": "textkit/slug.py"}, target="textkit/slug.py", result="def slugify(title): ...")
+    # a wrong path whose tool succeeds only after the window (FIX_WINDOW messages) stays uncorrected
+    s.call("read_file", {"path": "slug.py"}, ok=False, error_kind="not_found", target="slug.py", result="No slug.py.")
+    for _ in range(FIX_WINDOW):
+        s.call("run_command", {"command": "ls"}, target="ls", result="textkit\n")
+    s.call("read_file", {"path": "textkit/words.py"}, target="textkit/words.py", result="def word_count(text): ...")
+    pairs, store = pairs_of(tmp_path, s.finish())
+    outside, late = sorted(store.pairs(source="tool"), key=lambda p: p.created_at)
+    assert outside.error_kind == "outside_workspace" and call_id(outside.correction) == "call_3"
+    assert late.error_kind == "not_found" and late.correction is None
+    assert store.query("SELECT closes_on FROM pairs WHERE id = ?", (late.id,)) == [{"closes_on": None}]
