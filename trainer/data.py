@@ -38,6 +38,7 @@ class Example:
     completion: list[int]  # the failed reply's tokens, cut to the completion limit
     sampler_logprobs: list[float] | None  # the sampler's log-probabilities of those tokens
     chosen: list[int] | None  # the correction's tokens, cut to the completion limit
+    rejected: list[int] | None = None  # the failed reply's tokens as `chosen`'s were made, cut likewise
 
 
 @dataclass
@@ -106,6 +107,7 @@ def load_examples(
                 completion=rendered.completion[:max_completion_tokens],
                 sampler_logprobs=None if logprobs is None else logprobs[:max_completion_tokens],
                 chosen=None if rendered.chosen is None else rendered.chosen[:max_completion_tokens],
+                rejected=None if rendered.rejected is None else rendered.rejected[:max_completion_tokens],
             )
         )
     if not loaded.examples:

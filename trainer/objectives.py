@@ -97,7 +97,7 @@ class Objective:
         return sft_loss(logits, self._ids(chosen, logits))
 
     def dpo(self, example: Example) -> torch.Tensor:
-        chosen, rejected = example.chosen or [], example.completion
+        chosen, rejected = example.chosen or [], example.rejected or example.completion
         policy = [self._sequence_logp(self._student(example, reply), reply) for reply in (chosen, rejected)]
         reference = [self._sequence_logp(self._reference(example, reply), reply) for reply in (chosen, rejected)]
         return dpo_loss(policy[0], policy[1], reference[0], reference[1], beta=self.options.dpo_beta)

@@ -42,29 +42,40 @@ class Rendered:
     shared: int  # tokens prompt and teacher have in common (the conversation before the reply)
     completion: list[int]  # the failed reply's tokens, as sampled (no end-of-turn token)
     sampler_logprobs: list[float] | None  # the sampler's log-probability of each completion token
-    chosen: list[int] | None  # the correction's tokens, ending with the end-of-turn token
+    chosen: list[int] | None  # the correction's tokens, as the model writes it (no end-of-turn token)
     recorded: bool  # prompt and completion are the recorded ids, not a re-rendering
+    # The failed reply's tokens as `chosen`'s were made (both the sampled ids, or both this
+    # tokenizer's encoding of the text), for comparing the two: None without a correction.
+    rejected: list[int] | None = None
 
 
 def render(record: dict[str, Any], tokenizer: Any, hint: str = "feedback") -> Rendered:
+    """The record's ids. The failed reply and the correction end the same way (before the
+    end-of-turn token, as the sampler's ids do) and are tokenised the same way, so that nothing
+    but their content tells them apart."""
     messages, tools = conversation(record, tokenizer)
     opened = template_ids(tokenizer, messages, tools, generation=True)
     recorded = _recorded(record, tokenizer)
     prompt = recorded[0] if recorded else opened
     teacher, shared = _teacher(tokenizer, messages, tools, prompt, opened, hint_text(record, tokenizer, hint))
+
+    def written(reply: Message) -> list[int]:
+        return _reply_ids(tokenizer, messages, tools, opened, reply, False)
+
     if recorded:
         completion, logprobs = recorded[1], recorded[2]
     else:
-        completion, logprobs = (
-            _reply_ids(tokenizer, messages, tools, opened, _completion_message(record, tokenizer), False),
-            None,
-        )
-    chosen = None
+        completion, logprobs = written(_completion_message(record, tokenizer)), None
+    chosen = rejected = None
     if record.get("chosen"):
-        chosen = _reply_ids(
-            tokenizer, messages, tools, opened, _reply_message(record, record["chosen"], tokenizer), True
-        )
-    return Rendered(prompt, teacher, shared, completion, logprobs, chosen, recorded is not None)
+        given = record.get("rendered") or {}
+        sampled = given.get("chosen_token_ids")
+        if recorded and sampled and tokenizer.decode(sampled) == given.get("chosen"):
+            chosen, rejected = list(sampled), completion
+        else:
+            chosen = written(_chosen_message(record, tokenizer))
+            rejected = written(_completion_message(record, tokenizer)) if recorded else completion
+    return Rendered(prompt, teacher, shared, completion, logprobs, chosen, recorded is not None, rejected)
 
 
 def prompt_ids(record: dict[str, Any], tokenizer: Any) -> list[int]:
@@ -118,7 +129,7 @@ def hint_text(record: dict[str, Any], tokenizer: Any, hint: str) -> str:
     if hint == "hindsight":
         return record["teacher_prompt"][-1]["content"]
     if hint == "demonstration" and record.get("chosen"):
-        example = _as_text(record, record["chosen"])["content"]
+        example = _chosen_text(record)
         return _hint_template("demonstration").substitute(example=example, feedback=record["feedback"])
     if hint in ("feedback", "demonstration"):
         return _hint_template("feedback").substitute(feedback=record["feedback"])
@@ -194,6 +205,21 @@ def _completion_message(record: dict[str, Any], tokenizer: Any) -> Message:
     if rendered.get("completion") is not None:
         return {"role": "assistant", "content": rendered["completion"]}
     return _reply_message(record, record["completion"], tokenizer)
+
+
+def _chosen_message(record: dict[str, Any], tokenizer: Any) -> Message:
+    """The correction as the model writes it: the export's text of it for a model given a rendered
+    form (its own reply's text, or a derived call written as it writes calls), else as the
+    failed reply is rendered."""
+    if view(record, tokenizer) == "rendered" and (record.get("rendered") or {}).get("chosen") is not None:
+        return {"role": "assistant", "content": record["rendered"]["chosen"]}
+    return _reply_message(record, record["chosen"], tokenizer)
+
+
+def _chosen_text(record: dict[str, Any]) -> str:
+    """The correction as text, as the model writes it, for the demonstration hint."""
+    given = (record.get("rendered") or {}).get("chosen")
+    return given if given is not None else _as_text(record, record["chosen"])["content"]
 
 
 def _reply_message(record: dict[str, Any], message: Message, tokenizer: Any) -> Message:

@@ -121,7 +121,9 @@ def test_a_text_mode_record_without_ids_renders_from_the_messages_the_model_was_
     assert rendered.prompt == template_ids(tokenizer, messages, None, generation=True)
     assert "## read_file" in tokenizer.decode(rendered.prompt)  # the tools, as text in the system prompt
     assert tokenizer.decode(rendered.completion) == OPEN  # the raw reply, no end-of-turn token
-    assert tokenizer.decode(rendered.chosen) == '{"name": "read_file", "arguments": {"path": "app.py"}}<|im_end|>'
+    # the correction ends as the failed reply does, before the end-of-turn token
+    assert tokenizer.decode(rendered.chosen) == '{"name": "read_file", "arguments": {"path": "app.py"}}'
+    assert rendered.rejected == rendered.completion
 
 
 @pytest.mark.parametrize(
