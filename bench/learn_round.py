@@ -1,5 +1,5 @@
 """One whole learning round on the embedded model, on a CPU: tasks -> rollouts -> pairs -> train ->
-eval. Prints the tool-error rate before and after on held-out tasks (with the paired bootstrap
+eval. Prints the call-error rate before and after on held-out tasks (with the paired bootstrap
 interval), the forgetting figures, and CPU minutes per stage.
 
 The shipped sample suite is split by a seeded shuffle into training tasks (their rollouts, by the
@@ -152,7 +152,7 @@ def rollouts(task_file: Path, db: Path, sizes: dict, parallel: int) -> list[dict
         ResultsFile(db.with_suffix(".attempts.jsonl")),
         parallel=parallel,
         on_result=lambda r, n, total: print(
-            f"[{n}/{total}] {r['instance_id']}: {r.get('tool_errors')} tool error(s) in {r.get('tool_calls')} call(s)",
+            f"[{n}/{total}] {r['instance_id']}: {r.get('call_errors')} call error(s) in {r.get('tool_calls')} call(s)",
             file=sys.stderr,
             flush=True,
         ),
@@ -232,11 +232,11 @@ def report(doc: dict, records: list[dict], split: dict, result, stages: Stages, 
         f"{result.tokens_per_second:.0f} tokens/s\n"
     )
     print(render_table(doc))
-    rate = (doc.get("behaviour") or {}).get("rates", {}).get("tool_error_rate")
+    rate = (doc.get("behaviour") or {}).get("rates", {}).get("call_error_rate")
     if rate and rate.get("relative") is not None:
         low, high = rate["relative_ci"]
         print(
-            f"\ntool-error rate on held-out tasks: {rate['before']:.3f} -> {rate['after']:.3f} "
+            f"\ncall-error rate on held-out tasks: {rate['before']:.3f} -> {rate['after']:.3f} "
             f"({rate['relative']:+.0%}; 95% CI {low:+.0%} to {high:+.0%}; target: -30% or better)"
         )
     forgetting = doc.get("forgetting") or {}

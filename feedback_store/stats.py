@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from agent.protocol import FAILING_COMMAND, is_call_error
 from feedback_store.redact import Redactor
 
 if TYPE_CHECKING:  # the store imports this module to compute its stats
@@ -56,32 +57,55 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+# A run_command's exit status, read from its result ("$ COMMAND\n[exit code N]..."), for the calls whose
+# command ran and failed: 126 and 127 say the shell could not run it (a call error).
+EXIT_CODE = (
+    "CASE WHEN t.error_kind = 'exit_status' AND instr(t.result, char(10) || '[exit code ') > 0 THEN "
+    "CAST(substr(t.result, instr(t.result, char(10) || '[exit code ') + 12, 4) AS INTEGER) END"
+)
+
+
 def compute_stats(store: Store) -> dict[str, Any]:
+    """Calls and call errors (agent.protocol.is_call_error) by tool, model and kind; failing test
+    runs (commands that ran and exited non-zero: not call errors); premature finishes (graded task
+    sessions whose model called finish while the tests still failed); the pairs."""
     sessions = store.query("SELECT count(*) AS n FROM sessions")[0]["n"]
     flagged = store.query("SELECT count(DISTINCT session_id) AS n FROM flags")[0]["n"]
     calls = store.query(
-        """
-        SELECT t.name, s.model, t.error_kind, count(*) AS calls,
+        f"""
+        SELECT t.name, s.model, t.error_kind, {EXIT_CODE} AS exit_code, count(*) AS calls,
                sum(t.status = 'error') AS errors
         FROM tool_calls t LEFT JOIN sessions s ON s.id = t.session_id
-        WHERE t.status != 'running' GROUP BY t.name, s.model, t.error_kind
+        WHERE t.status != 'running' GROUP BY t.name, s.model, t.error_kind, exit_code
         """
     )
     by_tool: dict[str, dict[str, Any]] = {}
     by_model: dict[str, dict[str, Any]] = {}
     by_kind: dict[str, int] = {}
+    failing_tests = 0
     for row in calls:
+        mistakes = row["errors"] if is_call_error(row["error_kind"], row["exit_code"]) else 0
+        if row["error_kind"] == FAILING_COMMAND and not mistakes:
+            failing_tests += row["errors"]
         for table, key in ((by_tool, row["name"] or "(none)"), (by_model, row["model"] or "(unknown)")):
-            entry = table.setdefault(key, {"calls": 0, "errors": 0})
+            entry = table.setdefault(key, {"calls": 0, "call_errors": 0})
             entry["calls"] += row["calls"]
-            entry["errors"] += row["errors"]
-        if row["error_kind"]:
-            by_kind[row["error_kind"]] = by_kind.get(row["error_kind"], 0) + row["calls"]
+            entry["call_errors"] += mistakes
+        if mistakes:
+            by_kind[row["error_kind"]] = by_kind.get(row["error_kind"], 0) + mistakes
     for table in (by_tool, by_model):
         for entry in table.values():
-            entry["error_rate"] = _rate(entry["errors"], entry["calls"])
+            entry["call_error_rate"] = _rate(entry["call_errors"], entry["calls"])
     total_calls = sum(e["calls"] for e in by_tool.values())
-    total_errors = sum(e["errors"] for e in by_tool.values())
+    total_errors = sum(e["call_errors"] for e in by_tool.values())
+    graded = store.query(
+        """
+        SELECT count(*) AS n, coalesce(sum(json_extract(s.config, '$.task.reward') < 1 AND EXISTS (
+            SELECT 1 FROM tool_calls t WHERE t.session_id = s.id AND t.name = 'finish' AND t.status = 'ok'
+        )), 0) AS premature
+        FROM sessions s WHERE json_extract(s.config, '$.task.reward') IS NOT NULL
+        """
+    )[0]
     pairs = store.query(
         "SELECT source, count(*) AS n, sum(correction_seq IS NOT NULL OR correction IS NOT NULL) AS fixed "
         "FROM pairs GROUP BY source ORDER BY source"
@@ -101,13 +125,16 @@ def compute_stats(store: Store) -> dict[str, Any]:
         "tokens": {"prompt": usage["prompt_tokens"], "completion": usage["completion_tokens"]},
         "cost_usd": round(usage["cost_usd"], 6),
         "tool_calls": total_calls,
-        "tool_errors": total_errors,
-        "error_rate": _rate(total_errors, total_calls),
-        "error_rate_by_tool": dict(sorted(by_tool.items())),
-        "errors_by_kind": {
+        "call_errors": total_errors,
+        "call_error_rate": _rate(total_errors, total_calls),
+        "failing_test_runs": failing_tests,
+        "graded_sessions": graded["n"],
+        "premature_finishes": graded["premature"],
+        "call_error_rate_by_tool": dict(sorted(by_tool.items())),
+        "call_errors_by_kind": {
             k: {"count": n, "share_of_calls": _rate(n, total_calls)} for k, n in sorted(by_kind.items())
         },
-        "error_rate_by_model": dict(sorted(by_model.items())),
+        "call_error_rate_by_model": dict(sorted(by_model.items())),
         "pairs": pair_total,
         "pairs_by_source": {r["source"]: r["n"] for r in pairs},
         "pairs_corrected": corrected,
@@ -123,25 +150,31 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"Sessions: {stats['sessions']} ({stats['flagged_sessions']} flagged by the monitor)",
         f"Model calls: {stats['model_calls']}  tokens in/out: {stats['tokens']['prompt']}/"
         f"{stats['tokens']['completion']}  cost: ${stats['cost_usd']:.4f}",
-        f"Tool calls: {stats['tool_calls']}  errors: {stats['tool_errors']} ({stats['error_rate']:.1%})",
+        f"Tool calls: {stats['tool_calls']}  call errors: {stats['call_errors']} ({stats['call_error_rate']:.1%})"
+        f"  failing test runs: {stats['failing_test_runs']}",
     ]
-    if stats["error_rate_by_tool"]:
-        lines.append("Error rate by tool:")
+    if stats["graded_sessions"]:
+        lines.append(
+            f"Premature finishes: {stats['premature_finishes']} of {stats['graded_sessions']} graded task sessions "
+            "(finish called while the task's tests still failed)"
+        )
+    if stats["call_error_rate_by_tool"]:
+        lines.append("Call-error rate by tool:")
         lines += [
-            f"  {name:<16} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
-            for name, e in stats["error_rate_by_tool"].items()
+            f"  {name:<16} {e['call_errors']:>6}/{e['calls']:<6} {e['call_error_rate']:.1%}"
+            for name, e in stats["call_error_rate_by_tool"].items()
         ]
-    if stats["errors_by_kind"]:
-        lines.append("Errors by kind:")
+    if stats["call_errors_by_kind"]:
+        lines.append("Call errors by kind:")
         lines += [
             f"  {kind:<16} {e['count']:>6}  {e['share_of_calls']:.1%} of calls"
-            for kind, e in stats["errors_by_kind"].items()
+            for kind, e in stats["call_errors_by_kind"].items()
         ]
-    if stats["error_rate_by_model"]:
-        lines.append("Error rate by model:")
+    if stats["call_error_rate_by_model"]:
+        lines.append("Call-error rate by model:")
         lines += [
-            f"  {model:<40} {e['errors']:>6}/{e['calls']:<6} {e['error_rate']:.1%}"
-            for model, e in stats["error_rate_by_model"].items()
+            f"  {model:<40} {e['call_errors']:>6}/{e['calls']:<6} {e['call_error_rate']:.1%}"
+            for model, e in stats["call_error_rate_by_model"].items()
         ]
     lines.append(
         f"Feedback pairs: {stats['pairs']}  with a correction: {stats['pairs_corrected']} "

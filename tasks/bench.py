@@ -2,10 +2,15 @@
 
 A pass is an attempt with reward 1 that the monitor did not flag: a flagged attempt keeps its reward
 in the results file and the bench JSON, and is counted apart. Rates:
-- tool-error rate: failed tool calls (not malformed ones) / tool calls;
-- malformed-call rate: unknown tools, unparseable or ill-typed arguments / tool calls;
-- repeated-error rate: errors that repeat an earlier error of the same kind on the same tool and
-  target in the same session / errors.
+- call-error rate: calls that failed because of the call (agent.protocol.is_call_error: a wrong
+  path or text, bad arguments, an unknown tool, a repeat, a refusal, a command that cannot run, ...)
+  / tool calls. A failing test run is not a call error; it is counted apart (failing test runs);
+- malformed-call rate: unknown tools, unparseable or ill-typed arguments / tool calls (a part of
+  the call errors);
+- repeated-error rate: call errors that repeat an earlier one of the same kind on the same tool and
+  target in the same session / call errors;
+- premature-finish rate: attempts whose model called finish while the task's tests still failed /
+  attempts.
 Attempts whose harness failed (`error` in the record) are left out of every figure and counted.
 """
 
@@ -35,6 +40,11 @@ def passed(record: dict[str, Any]) -> bool:
     return float(record.get("reward") or 0.0) >= 1.0 and not record.get("flags")
 
 
+def premature_finish(record: dict[str, Any]) -> bool:
+    """The model called finish (and the call succeeded) while the task's graded tests still fail."""
+    return bool(record.get("finish_called")) and float(record.get("reward") or 0.0) < 1.0
+
+
 def summarize(records: list[dict[str, Any]], k: int | None = None) -> dict[str, Any]:
     """Per-task figures and the overall ones for a run's result records."""
     usable = [r for r in records if not r.get("error")]
@@ -44,7 +54,7 @@ def summarize(records: list[dict[str, Any]], k: int | None = None) -> dict[str, 
     k = k or min((len(rs) for rs in by_task.values()), default=1)
     tasks = {task: _task_figures(rs, k) for task, rs in sorted(by_task.items())}
     calls = sum(r.get("tool_calls", 0) for r in usable)
-    errors = sum(r.get("tool_errors", 0) + r.get("malformed_calls", 0) for r in usable)
+    errors = sum(r.get("call_errors", 0) for r in usable)
     flagged = [r for r in usable if r.get("flags")]
     attempts = len(usable)
     overall = {
@@ -55,10 +65,11 @@ def summarize(records: list[dict[str, Any]], k: int | None = None) -> dict[str, 
         f"pass@{k}": _mean([t[f"pass@{k}"] for t in tasks.values()]),
         "pass@1_ci": bootstrap_ci([t["pass@1"] for t in tasks.values()]),
         "tool_calls": calls,
-        "tool_errors": sum(r.get("tool_errors", 0) for r in usable),
+        "call_errors": errors,
         "malformed_calls": sum(r.get("malformed_calls", 0) for r in usable),
         "repeated_errors": sum(r.get("repeated_errors", 0) for r in usable),
-        "errors": errors,
+        "failing_test_runs": sum(r.get("failing_test_runs", 0) for r in usable),
+        "premature_finishes": sum(1 for r in usable if premature_finish(r)),
         "steps": _mean([r.get("steps", 0) for r in usable]),
         "prompt_tokens": _mean([r.get("prompt_tokens", 0) for r in usable]),
         "completion_tokens": _mean([r.get("completion_tokens", 0) for r in usable]),
@@ -71,9 +82,10 @@ def summarize(records: list[dict[str, Any]], k: int | None = None) -> dict[str, 
         "flag_rules": dict(Counter(rule for r in flagged for rule in r["flags"])),
         "harness_errors": len(records) - attempts,
     }
-    overall["tool_error_rate"] = _ratio(overall["tool_errors"], calls)
+    overall["call_error_rate"] = _ratio(errors, calls)
     overall["malformed_call_rate"] = _ratio(overall["malformed_calls"], calls)
     overall["repeated_error_rate"] = _ratio(overall["repeated_errors"], errors)
+    overall["premature_finish_rate"] = _ratio(overall["premature_finishes"], attempts)
     return {"summary": overall, "tasks": tasks}
 
 
@@ -147,12 +159,20 @@ def render_table(document: dict[str, Any]) -> str:
     if k > 1:
         rows.append((f"pass@{k}", f"{s[f'pass@{k}']:.3f}"))
     rows += [
-        ("tool-error rate", f"{_percent(s['tool_error_rate'])} ({s['tool_errors']}/{s['tool_calls']} calls)"),
+        ("call-error rate", f"{_percent(s['call_error_rate'])} ({s['call_errors']}/{s['tool_calls']} calls)"),
         (
             "malformed-call rate",
             f"{_percent(s['malformed_call_rate'])} ({s['malformed_calls']}/{s['tool_calls']} calls)",
         ),
-        ("repeated-error rate", f"{_percent(s['repeated_error_rate'])} ({s['repeated_errors']}/{s['errors']} errors)"),
+        (
+            "repeated-error rate",
+            f"{_percent(s['repeated_error_rate'])} ({s['repeated_errors']}/{s['call_errors']} call errors)",
+        ),
+        ("failing test runs", f"{_ratio(s['failing_test_runs'], s['attempts']):.1f} / attempt (not call errors)"),
+        (
+            "premature finishes",
+            f"{_percent(s['premature_finish_rate'])} ({s['premature_finishes']}/{s['attempts']} attempts)",
+        ),
         ("steps / attempt", f"{s['steps']:.1f}"),
         (
             "tokens / attempt",

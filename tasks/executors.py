@@ -51,7 +51,9 @@ class ResultsFile:
         return found
 
     def finished(self) -> set[tuple[str, int, str]]:
-        return {key for key, record in self.records().items() if not record.get("error")}
+        """The attempts not to run again: those whose harness did not fail, recorded since call
+        errors were counted apart from failing test runs (an older record runs again)."""
+        return {key for key, record in self.records().items() if not record.get("error") and "call_errors" in record}
 
     def append(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

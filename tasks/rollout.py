@@ -33,6 +33,7 @@ from agent.protocol import (
     ToolCallStarted,
     TurnFinished,
     UserInput,
+    is_call_error,
 )
 from feedback_store.pairs import SCHEMA_KINDS
 from tasks.records import TaskError
@@ -110,11 +111,19 @@ def task_deny_rules(task: Any) -> tuple[str, ...]:
     return tuple(rules)
 
 
+FINISH_TOOL = "finish"
+
+
 class AttemptMetrics:
-    """Counts what the bench reports, from the session's own events (the grader's call excluded)."""
+    """Counts what the bench reports, from the session's own events (the grader's call excluded):
+    calls; call errors (agent.protocol.is_call_error), the malformed and the repeated ones among
+    them; failing test runs (commands that ran and exited non-zero: not call errors); and whether
+    the model called finish (premature once graded, if the tests still fail: tasks.bench)."""
 
     def __init__(self) -> None:
-        self.tool_calls = self.tool_errors = self.malformed_calls = self.repeated_errors = 0
+        self.tool_calls = self.call_errors = self.malformed_calls = self.repeated_errors = 0
+        self.failing_test_runs = 0
+        self.finish_called = False
         self.finished: TurnFinished | None = None
         self.model_unusable: str | None = None  # the model cannot be used at all (name, key, set-up)
         self._errors_seen: set[tuple[str, str | None, str | None]] = set()
@@ -128,11 +137,14 @@ class AttemptMetrics:
             return
         self.tool_calls += 1
         if event.ok:
+            self.finish_called |= event.name == FINISH_TOOL
             return
+        if not is_call_error(event.error_kind, event.exit_code):
+            self.failing_test_runs += 1
+            return
+        self.call_errors += 1
         if event.error_kind in SCHEMA_KINDS:
             self.malformed_calls += 1
-        else:
-            self.tool_errors += 1
         kind = (event.name, event.error_kind, event.target)
         if kind in self._errors_seen:  # the same kind of error on the same tool and target again
             self.repeated_errors += 1
@@ -147,9 +159,12 @@ class AttemptMetrics:
             "completion_tokens": done.completion_tokens if done else 0,
             "cost_usd": done.cost_usd if done else 0.0,
             "tool_calls": self.tool_calls,
-            "tool_errors": self.tool_errors,
+            "call_errors": self.call_errors,
+            "call_error_rate": self.call_errors / self.tool_calls if self.tool_calls else 0.0,
             "malformed_calls": self.malformed_calls,
             "repeated_errors": self.repeated_errors,
+            "failing_test_runs": self.failing_test_runs,
+            "finish_called": self.finish_called,
             **({"error": f"the model cannot be used: {self.model_unusable}"} if self.model_unusable else {}),
         }
 

@@ -21,17 +21,20 @@ if TYPE_CHECKING:  # trainer.evaluate calls this module
 RESAMPLES = 10_000
 CONFIDENCE = 0.95
 # rate: (numerator fields, denominator fields) summed over a task's attempts
+# (call errors, failing test runs and premature finishes as tasks.bench defines them)
 RATES = {
-    "tool_error_rate": (("tool_errors",), ("tool_calls",)),
+    "call_error_rate": (("call_errors",), ("tool_calls",)),
     "malformed_call_rate": (("malformed_calls",), ("tool_calls",)),
-    "repeated_error_rate": (("repeated_errors",), ("tool_errors", "malformed_calls")),
+    "repeated_error_rate": (("repeated_errors",), ("call_errors",)),
+    "premature_finish_rate": (("premature_finish",), ()),
+    "failing_test_runs_per_attempt": (("failing_test_runs",), ()),
     "calls_per_attempt": (("tool_calls",), ()),
 }
 
 
 def behaviour(config: EvalConfig, base: str | None, say: Callable[[str], None]) -> dict[str, Any]:
     from agent.providers.llama_engine import PACKAGED_MODELS
-    from tasks.bench import bench_document, compare, summarize, write_document
+    from tasks.bench import bench_document, compare, premature_finish, summarize, write_document
     from tasks.executors import ResultsFile, run_all, specs_for
     from tasks.records import load_tasks
     from tasks.sample_suite import sample_suite_path
@@ -78,12 +81,13 @@ def behaviour(config: EvalConfig, base: str | None, say: Callable[[str], None]) 
         def report(record: dict[str, Any], count: int, total: int, side: str = side) -> None:
             outcome = (
                 record.get("error")
-                or f"reward {record.get('reward', 0):g}, {record.get('tool_errors', 0)} "
-                f"tool error(s) in {record.get('tool_calls', 0)} call(s)"
+                or f"reward {record.get('reward', 0):g}, {record.get('call_errors', 0)} "
+                f"call error(s) in {record.get('tool_calls', 0)} call(s)"
             )
             say(f"[{side} {count}/{total}] {record['instance_id']}: {outcome}")
 
-        records[side] = run_all(specs, results, parallel=config.parallel, on_result=report)
+        done = run_all(specs, results, parallel=config.parallel, on_result=report)
+        records[side] = [{**r, "premature_finish": int(premature_finish(r))} for r in done]
         documents[side] = bench_document(
             summarize(records[side], config.attempts),
             model=model,

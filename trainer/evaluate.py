@@ -6,9 +6,9 @@ learn` serves now); "after" is the adapter.
    divergence on each failed reply (the teacher is the base model with the hint, as in training)
    and the mean log-probability of the failed tokens under the student.
 2. Behaviour: the agent served by llama.cpp as it serves users (the adapter converted to GGUF), on
-   held-out tasks (`teachback bench`): tool-error rate, repeated-error rate and pass@1, each with a
-   paired percentile bootstrap interval over tasks. Their sessions go to a scratch database, so
-   evaluation never becomes training data.
+   held-out tasks (`teachback bench`): call-error rate, repeated-error rate, premature-finish rate
+   and pass@1, each with a paired percentile bootstrap interval over tasks. Their sessions go to a
+   scratch database, so evaluation never becomes training data.
 3. Forgetting: the mean per-token log-likelihood of held-out successful turns (the token ids the
    model was fed and sampled, from sessions on the test side of the split) and of a general text
    shipped with the package. Before minus after is what was forgotten (nats per token).
@@ -311,9 +311,11 @@ def render_table(doc: dict[str, Any]) -> str:
             rows.append((f"log-likelihood / token, {name} ({part['tokens']} tokens)", *_change(part)))
     behaviour = doc.get("behaviour") or {}
     for key, name in (
-        ("tool_error_rate", "tool-error rate"),
+        ("call_error_rate", "call-error rate"),
         ("repeated_error_rate", "repeated-error rate"),
         ("malformed_call_rate", "malformed-call rate"),
+        ("premature_finish_rate", "premature-finish rate"),
+        ("failing_test_runs_per_attempt", "failing test runs / attempt"),
         ("pass@1", "pass@1"),
     ):
         if key in behaviour.get("rates", {}):

@@ -3,7 +3,7 @@
 A round exports the feedback pairs recorded since the adapter served now was promoted (split by
 session: the test side is held out), trains an adapter on the train side, evaluates it against the
 served model (trainer.evaluate: held-out pairs, held-out tasks, forgetting) and promotes it only if
-the tool-error rate on the held-out tasks drops, it still makes tool calls, and forgetting stays
+the call-error rate on the held-out tasks drops, it still makes tool calls, and forgetting stays
 within the threshold. Every round and rollback is a row in the store (feedback_store.rounds).
 Promoting writes the pointer file the embedded provider reads at every model call, so the language
 server and the terminal app use the new adapter from their next model call on.
@@ -234,17 +234,17 @@ def decide(evaluation: dict[str, Any], gate: Gate) -> tuple[bool, str]:
     rates = (evaluation.get("behaviour") or {}).get("rates")
     if not rates:
         return False, "no held-out task results to judge by"
-    errors, calls = rates["tool_error_rate"], rates["calls_per_attempt"]
+    errors, calls = rates["call_error_rate"], rates["calls_per_attempt"]
     if calls["before"] > 0 and calls["after"] < gate.min_call_ratio * calls["before"]:
         return False, (
             f"it makes far fewer tool calls ({calls['after']:.1f} per attempt against "
             f"{calls['before']:.1f}): fewer errors that way is not learning"
         )
     if not errors["after"] < errors["before"]:
-        return False, f"the tool-error rate did not drop ({errors['before']:.3f} → {errors['after']:.3f})"
+        return False, f"the call-error rate did not drop ({errors['before']:.3f} → {errors['after']:.3f})"
     return (
         True,
-        f"tool-error rate {errors['before']:.3f} → {errors['after']:.3f}, forgetting within {gate.max_forgetting:g}",
+        f"call-error rate {errors['before']:.3f} → {errors['after']:.3f}, forgetting within {gate.max_forgetting:g}",
     )
 
 

@@ -19,6 +19,7 @@ from feedback_store.commands import (
     export_main,
     stats_main,
 )
+from feedback_store.stats import format_stats
 from tests.store.events import FakeSession, mixed_session
 
 
@@ -42,11 +43,16 @@ def db(tmp_path: Path) -> Path:
 def test_stats_json(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert stats_main(parse(add_stats_arguments, ["--db", str(db), "--json"])) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["sessions"] == 2 and stats["tool_calls"] == 10 and stats["tool_errors"] == 4
-    assert stats["error_rate"] == 0.4
-    assert stats["error_rate_by_tool"]["run_command"] == {"calls": 2, "errors": 1, "error_rate": 0.5}
-    assert stats["errors_by_kind"]["unknown_tool"]["count"] == 1
-    assert stats["error_rate_by_model"]["m/two"] == {"calls": 1, "errors": 1, "error_rate": 1.0}
+    # 4 failed calls: 3 call errors (no_match, unknown_tool, not_found) and a failing test run
+    assert stats["sessions"] == 2 and stats["tool_calls"] == 10 and stats["call_errors"] == 3
+    assert stats["call_error_rate"] == 0.3 and stats["failing_test_runs"] == 1
+    assert stats["call_error_rate_by_tool"]["run_command"] == {"calls": 2, "call_errors": 0, "call_error_rate": 0.0}
+    assert stats["call_error_rate_by_tool"]["edit_file"] == {"calls": 4, "call_errors": 1, "call_error_rate": 0.25}
+    assert (
+        stats["call_errors_by_kind"]["unknown_tool"]["count"] == 1 and "exit_status" not in stats["call_errors_by_kind"]
+    )
+    assert stats["call_error_rate_by_model"]["m/two"] == {"calls": 1, "call_errors": 1, "call_error_rate": 1.0}
+    assert (stats["graded_sessions"], stats["premature_finishes"]) == (0, 0)
     assert stats["pairs_by_source"] == {"lint": 1, "schema": 1, "test": 1, "tool": 2}
     assert stats["pairs_corrected"] == 4 and stats["share_corrected"] == 0.8
 
@@ -54,7 +60,8 @@ def test_stats_json(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_stats_text(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert stats_main(parse(add_stats_arguments, ["--db", str(db)])) == 0
     out = capsys.readouterr().out
-    assert "Tool calls: 10  errors: 4 (40.0%)" in out and "with a correction: 4 (80.0%)" in out
+    assert "Tool calls: 10  call errors: 3 (30.0%)  failing test runs: 1" in out
+    assert "with a correction: 4 (80.0%)" in out
 
 
 def test_stats_on_a_corrupt_file_is_a_message_not_a_traceback(tmp_path: Path, capsys) -> None:
@@ -121,3 +128,37 @@ def test_importing_the_commands_is_light() -> None:
     code = "import sys, feedback_store.commands; print(sorted(m for m in ('sqlite_utils', 'litellm', 'pyarrow') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_stats_count_call_errors_failing_tests_and_premature_finishes_as_the_bench_does(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "f.db")
+    for reward in (0.0, 1.0):
+        s = FakeSession().start().user("fix it")
+        s.call(
+            "run_command",
+            {"command": "pytest"},
+            ok=False,
+            error_kind="exit_status",
+            target="pytest",
+            result="$ pytest\n[exit code 1]\n1 failed",
+        )
+        s.call(
+            "run_command",
+            {"command": "tox"},
+            ok=False,
+            error_kind="exit_status",
+            target="tox",
+            result="$ tox\n[exit code 127]\ntox: not found",
+        )
+        s.call("finish", {"summary": "done"}, result="Finished.")
+        Recorder(store).record_many(s.finish().events)
+        with store.write() as conn:  # as a graded task attempt is marked (tasks.rollout.mark_session)
+            conn.execute(
+                "UPDATE sessions SET config = json_set(config, '$.task', json(?)) WHERE id = ?",
+                (json.dumps({"reward": reward}), s.id),
+            )
+    stats = store.stats()
+    assert (stats["tool_calls"], stats["call_errors"], stats["failing_test_runs"]) == (6, 2, 2)
+    assert stats["call_errors_by_kind"] == {"exit_status": {"count": 2, "share_of_calls": round(2 / 6, 4)}}
+    assert (stats["graded_sessions"], stats["premature_finishes"]) == (2, 1)
+    assert "Premature finishes: 1 of 2 graded task sessions" in format_stats(stats)

@@ -40,9 +40,11 @@ def attempt(task: str, n: int, reward: float, **extra) -> dict:
         "flags": [],
         "steps": 4,
         "tool_calls": 10,
-        "tool_errors": 0,
+        "call_errors": 0,
         "malformed_calls": 0,
         "repeated_errors": 0,
+        "failing_test_runs": 0,
+        "finish_called": False,
         "prompt_tokens": 900,
         "completion_tokens": 100,
         "cost_usd": 0.01,
@@ -55,10 +57,10 @@ def attempt(task: str, n: int, reward: float, **extra) -> dict:
 
 
 RECORDS = [
-    attempt("a", 0, 1.0),
-    attempt("a", 1, 0.0, tool_errors=3, repeated_errors=2),
+    attempt("a", 0, 1.0, finish_called=True),
+    attempt("a", 1, 0.0, call_errors=3, repeated_errors=2, failing_test_runs=2, finish_called=True),
     attempt("b", 0, 1.0, flags=["reads_git_history"]),
-    attempt("b", 1, 0.0, malformed_calls=1),
+    attempt("b", 1, 0.0, call_errors=1, malformed_calls=1),
     attempt("c", 0, 0.0, error="worker failed"),
     attempt("c", 1, 1.0),
 ]
@@ -71,8 +73,10 @@ def test_summary_counts_flagged_attempts_apart_and_leaves_harness_errors_out() -
     assert tasks["a"]["pass@1"] == 0.5 and tasks["b"]["pass@1"] == 0.0 and tasks["c"]["pass@1"] == 1.0
     assert s["pass@1"] == pytest.approx(0.5) and s["pass@2"] == pytest.approx(2 / 3)  # c: 1 of 1 attempt
     assert (s["flagged"], s["flagged_rewarded"], s["flag_rules"]) == (1, 1, {"reads_git_history": 1})
-    assert s["tool_error_rate"] == pytest.approx(3 / 50) and s["malformed_call_rate"] == pytest.approx(1 / 50)
+    assert s["call_error_rate"] == pytest.approx(4 / 50) and s["malformed_call_rate"] == pytest.approx(1 / 50)
     assert s["repeated_error_rate"] == pytest.approx(2 / 4)
+    # failing test runs are not call errors; a finish with the tests failing is premature, one with them passing not
+    assert s["failing_test_runs"] == 2 and (s["premature_finishes"], s["premature_finish_rate"]) == (1, 1 / 5)
     assert s["cost_usd"] == pytest.approx(0.05) and s["steps"] == 4
     low, high = s["pass@1_ci"]
     assert 0.0 <= low <= s["pass@1"] <= high <= 1.0
@@ -85,9 +89,11 @@ def test_the_table_has_every_figure() -> None:
     for row in (
         "pass@1",
         "pass@2",
-        "tool-error rate",
+        "call-error rate",
         "malformed-call rate",
         "repeated-error rate",
+        "failing test runs",
+        "premature finishes",
         "steps / attempt",
         "tokens / attempt",
         "cost",
@@ -96,7 +102,9 @@ def test_the_table_has_every_figure() -> None:
         "harness errors",
     ):
         assert f"| {row}" in table
-    assert "| tool-error rate     | 6.0% (3/50 calls) |" in table
+    assert "| call-error rate     | 8.0% (4/50 calls) |" in table
+    assert "| premature finishes  | 20.0% (1/5 attempts) |" in table
+    assert "| failing test runs   | 0.4 / attempt (not call errors) |" in table
     assert "1 (1 rewarded, not counted as passes): reads_git_history ×1" in table
     assert "1,000 (900 prompt + 100 completion)" in table and "run 33 s" in table
     assert all(line.startswith("|") and line.endswith("|") for line in table.splitlines())

@@ -22,7 +22,7 @@ from feedback_store import open_store
 from tasks import bench
 from tasks.executors import ResultsFile, run_all, specs_for
 from tasks.records import load_tasks
-from tasks.rollout import AttemptSpec, run_attempt
+from tasks.rollout import AttemptSpec, run_attempt, task_command
 from tasks.sample_suite import sample_suite_path
 from tests.conftest import call, turn
 
@@ -63,7 +63,8 @@ def test_a_solved_attempt_is_rewarded_and_recorded(script, tmp_path: Path) -> No
     record = run_attempt(spec(script(*SOLVES), db, work_dir=str(work)))
     assert not record.get("error"), record
     assert (record["reward"], record["f2p_pass_fraction"], record["p2p_pass_fraction"]) == (1.0, 1.0, 1.0)
-    assert (record["steps"], record["tool_calls"], record["tool_errors"], record["flags"]) == (3, 3, 0, [])
+    assert (record["steps"], record["tool_calls"], record["call_errors"], record["flags"]) == (3, 3, 0, [])
+    assert record["failing_test_runs"] == 0 and record["finish_called"] is True
     assert record["finish_reason"] == "finished" and record["failing_tests"] == []
     assert session_task(db, record["session_id"]) == {
         "instance_id": WORD_COUNT,
@@ -96,12 +97,28 @@ def test_a_wrong_fix_is_graded_and_becomes_a_test_pair(script, tmp_path: Path) -
     assert session_task(db, record["session_id"])["reward"] == 0.0
 
 
+def test_a_test_run_that_fails_is_not_a_call_error_and_finishing_while_tests_fail_is_premature(script, tmp_path):
+    db = tmp_path / "feedback.db"
+    tests = turn(call("run_command", {"command": task_command(sample_task(WORD_COUNT))}))  # before any edit
+    cannot_run = turn(call("run_command", {"command": "no-such-test-runner -q"}))  # exit 127: a call error
+    record = run_attempt(spec(script(tests, cannot_run, *BREAKS), db))
+    assert (record["tool_calls"], record["call_errors"], record["failing_test_runs"]) == (4, 1, 1), record
+    assert record["call_error_rate"] == 1 / 4 and record["finish_called"] is True
+    assert record["reward"] == 0.0 and bench.premature_finish(record)
+    assert not bench.premature_finish(run_attempt(spec(script(*SOLVES, name="solves.json"), db, attempt=1)))
+    store = open_store(db)
+    # the command that could not run is a pair; the test run before any edit is none (the grader's is a test pair)
+    [run] = store.pairs(source="tool")
+    store.close()
+    assert run.tool == "run_command" and run.target == "no-such-test-runner -q"
+
+
 def test_lessons_reach_an_attempt_only_when_asked_for(script, tmp_path: Path) -> None:
     db = tmp_path / "feedback.db"
     stale = {**RESTORE, "old_text": "    raise NotImplementedError()"}  # not what the file says
     learns = [turn(call("edit_file", stale)), turn(call("read_file", {"path": "textkit/words.py"}))]
     first = run_attempt(spec(script(*learns, *SOLVES[1:], name="first.json"), db))
-    assert (first["reward"], first["tool_errors"]) == (1.0, 1), first
+    assert (first["reward"], first["call_errors"]) == (1.0, 1), first
     again = [turn(call("edit_file", stale)), *SOLVES[1:]]
     without = run_attempt(spec(script(*again, name="without.json"), db, attempt=1))
     with_lessons = run_attempt(spec(script(*again, name="with.json"), db, attempt=2, overrides={"lessons": True}))
@@ -137,7 +154,7 @@ def test_the_task_file_narrows_the_commands(script, tmp_path: Path) -> None:
     narrowed = dataclasses.replace(sample_task(WORD_COUNT), extra={"deny_commands": ["*pytest*"]})
     model = script(turn(call("run_command", {"command": "python -m pytest -q"})), *SOLVES)
     record = run_attempt(dataclasses.replace(spec(model, db), task=narrowed))
-    assert record["reward"] == 1.0 and record["tool_errors"] == 1
+    assert record["reward"] == 1.0 and record["call_errors"] == 1
     store = open_store(db)
     [denied] = store.query("SELECT error_kind, result FROM tool_calls WHERE status = 'error'")
     store.close()
@@ -275,9 +292,11 @@ COMPARED = (
     "flags",
     "steps",
     "tool_calls",
-    "tool_errors",
+    "call_errors",
     "malformed_calls",
     "repeated_errors",
+    "failing_test_runs",
+    "finish_called",
     "finish_reason",
     "failing_tests",
 )

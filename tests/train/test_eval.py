@@ -124,11 +124,11 @@ def test_paired_rate_against_hand_computed_values() -> None:
     from trainer.eval_bench import paired_rate
 
     def rec(task: str, calls: int, errors: int, error: str | None = None) -> dict:
-        return {"instance_id": task, "tool_calls": calls, "tool_errors": errors, **({"error": error} if error else {})}
+        return {"instance_id": task, "tool_calls": calls, "call_errors": errors, **({"error": error} if error else {})}
 
     before = [rec("a", 4, 2), rec("b", 6, 3), rec("c", 10, 0), rec("c", 5, 5, error="harness")]
     after = [rec("a", 4, 1), rec("b", 6, 0), rec("c", 10, 0), rec("d", 3, 3)]
-    rate = paired_rate(before, after, ("tool_errors",), ("tool_calls",), resamples=2000)
+    rate = paired_rate(before, after, ("call_errors",), ("tool_calls",), resamples=2000)
     assert rate["tasks"] == 3  # d ran on one side only; the harness error is left out
     assert rate["before"] == pytest.approx(5 / 20) and rate["after"] == pytest.approx(1 / 20)
     assert rate["relative"] == pytest.approx(1 / 5 - 1)
@@ -180,8 +180,8 @@ def test_eval_command_runs_held_out_tasks_with_and_without_the_adapter(
     assert (adapter / "adapter.gguf").is_file()
     for side in ("before", "after"):
         assert behaviour["summary"][side]["attempts"] == 1
-    assert set(behaviour["rates"]) >= {"tool_error_rate", "repeated_error_rate", "pass@1"}
-    assert "held-out tasks: tool-error rate" in done.stdout and "| metric" in done.stdout
+    assert set(behaviour["rates"]) >= {"call_error_rate", "repeated_error_rate", "premature_finish_rate", "pass@1"}
+    assert "held-out tasks: call-error rate" in done.stdout and "| metric" in done.stdout
     # The task sessions went to scratch databases beside the JSON file, the adapter named in the model.
     for side, model in behaviour["models"].items():
         with open_store(tmp_path / "eval-bench" / f"{side}.db") as store:
@@ -196,5 +196,5 @@ def test_eval_command_runs_held_out_tasks_with_and_without_the_adapter(
     for side in ("before", "after"):
         turns = successful_turns(tmp_path / "eval-bench" / f"{side}.db", 1.0, 100, tokenizer)
         s = behaviour["summary"][side]
-        assert len(turns) == s["tool_calls"] - s["tool_errors"] - s["malformed_calls"]
+        assert len(turns) == s["tool_calls"] - s["call_errors"] - s["failing_test_runs"]
         assert all(len(t.prompt) > 500 and t.completion for t in turns)

@@ -72,12 +72,12 @@ def promote(db: Path, folder: Path, name: str, base_dir: Path | None = None) -> 
 def evaluation(errors: tuple[float, float], calls: tuple[float, float] = (5, 5), drop: float = 0.0) -> dict:
     rate = lambda pair: {"before": pair[0], "after": pair[1]}  # noqa: E731
     return {
-        "behaviour": {"rates": {"tool_error_rate": rate(errors), "calls_per_attempt": rate(calls)}},
+        "behaviour": {"rates": {"call_error_rate": rate(errors), "calls_per_attempt": rate(calls)}},
         "forgetting": {"general_text": {"drop": drop}, "successful_turns": {"tokens": 0}},
     }
 
 
-def test_gate_promotes_only_fewer_tool_errors_with_calls_kept_and_little_forgetting() -> None:
+def test_gate_promotes_only_fewer_call_errors_with_calls_kept_and_little_forgetting() -> None:
     from trainer.learn import Gate, decide
 
     gate = Gate(max_forgetting=0.05)
@@ -197,7 +197,7 @@ def test_a_round_exports_trains_evaluates_and_records(embedded_model_dir: Path, 
     assert entry.finished_at is not None and entry.records >= 1 and entry.data_hash.startswith("sha256:")
     assert entry.promoted == (done.returncode == 0)
     rates = entry.metrics["rates"]
-    assert {"tool_error_rate", "repeated_error_rate", "pass@1"} <= set(rates)
-    assert ("tool-error rate" in entry.reason) or ("forgot" in entry.reason)
+    assert {"call_error_rate", "repeated_error_rate", "pass@1"} <= set(rates)
+    assert ("call-error rate" in entry.reason) or ("forgot" in entry.reason)
     adapter = Path(entry.adapter_dir)
     assert (adapter / "adapter.gguf").is_file() and (adapter / "teachback_train.json").is_file()

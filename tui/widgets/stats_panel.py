@@ -1,4 +1,5 @@
-"""Store statistics at a glance: error rates as small bar charts, pairs by source, share corrected."""
+"""Store statistics at a glance: call-error rates as small bar charts (failing test runs and premature
+finishes counted apart, as `teachback stats` counts them), pairs by source, share corrected."""
 
 from __future__ import annotations
 
@@ -23,22 +24,27 @@ class StatsPanel(Static):
 def render_stats(stats: dict[str, Any]) -> Group:
     parts = [
         Text(f"{stats['sessions']} sessions · {stats['tool_calls']} calls", style="bold"),
-        Text(f"{stats['error_rate']:.0%} of tool calls failed"),
+        Text(f"call errors: {stats['call_error_rate']:.0%} of calls"),
+        Text(f"{stats['failing_test_runs']} failing test runs", style="dim"),
     ]
-    by_tool = sorted(stats["error_rate_by_tool"].items(), key=lambda item: (-item[1]["error_rate"], item[0]))
+    if stats["graded_sessions"]:
+        parts.append(
+            Text(f"{stats['premature_finishes']} of {stats['graded_sessions']} tasks finished early", style="dim")
+        )
+    by_tool = sorted(stats["call_error_rate_by_tool"].items(), key=lambda item: (-item[1]["call_error_rate"], item[0]))
     if by_tool:
-        parts.append(_heading("Error rate by tool"))
+        parts.append(_heading("Call-error rate by tool"))
         parts.append(
             bar_chart(
-                ((name, e["error_rate"], f"{e['error_rate']:.0%}") for name, e in by_tool[:TOP]),
+                ((name, e["call_error_rate"], f"{e['call_error_rate']:.0%}") for name, e in by_tool[:TOP]),
                 label_width=LABEL,
                 bar_width=BAR,
             )
         )
-    by_kind = sorted(stats["errors_by_kind"].items(), key=lambda item: (-item[1]["count"], item[0]))
+    by_kind = sorted(stats["call_errors_by_kind"].items(), key=lambda item: (-item[1]["count"], item[0]))
     if by_kind:
         most = by_kind[0][1]["count"]
-        parts.append(_heading("Errors by kind"))
+        parts.append(_heading("Call errors by kind"))
         parts.append(
             bar_chart(
                 ((kind, e["count"] / most, str(e["count"])) for kind, e in by_kind[:TOP]),
