@@ -34,7 +34,7 @@ def main(command: str, argv: list[str]) -> int:
     add_arguments(parser)
     args = parser.parse_args(argv)
     missing = [name for name in TRAIN_STACK if importlib.util.find_spec(name) is None]
-    if missing and not getattr(args, "states", None):  # state replay runs on llama.cpp alone
+    if missing and not (command == "eval" and getattr(args, "states", None)):  # replay runs on llama.cpp
         print(f"teachback {command}: {', '.join(missing)} not installed; {INSTALL_HINT}.", file=sys.stderr)
         return EXIT_USAGE
     from trainer.data import TrainError
@@ -372,6 +372,14 @@ def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--min-pairs", type=int, default=4, help="new training pairs needed for a round (default 4)")
     parser.add_argument(
+        "--states",
+        type=Path,
+        metavar="DB",
+        help="held-out states to gate on (recorded task attempts the training never saw; default: the test "
+        "split of --db's own task attempts)",
+    )
+    parser.add_argument("--samples", type=int, default=4, metavar="K", help="replies per held-out state and side")
+    parser.add_argument(
         "--max-forgetting",
         type=float,
         default=0.05,
@@ -406,6 +414,8 @@ def learn_main(args: argparse.Namespace) -> int:
                 max_time=args.max_time,
                 parallel=args.parallel,
                 gate=learn.Gate(max_forgetting=args.max_forgetting),
+                states=args.states,
+                samples=args.samples,
                 train_options={"steps": args.train_steps, "lr": args.lr},
             )
             outcome = learn.learn(config, say=_say)

@@ -51,6 +51,7 @@ class Busy(LearnError):
 class Gate:
     max_forgetting: float = 0.05  # nats per token the log-likelihood may drop (general text, successful turns)
     min_call_ratio: float = 0.5  # tool calls per attempt, at least this share of the served model's
+    max_call_shift: float = 0.05  # state replay: replies with a call (and premature finishes) may move this much
 
 
 @dataclass
@@ -69,6 +70,8 @@ class LearnConfig:
     max_time: float | None = None
     parallel: int = 1
     gate: Gate = field(default_factory=Gate)
+    states: Path | None = None  # held-out states to gate on; None: the test split of db's task attempts
+    samples: int = 4  # replies per held-out state and side
     train_options: dict[str, Any] = field(default_factory=dict)  # more TrainConfig fields (steps, lr, ...)
 
 
@@ -195,6 +198,11 @@ def _round(
         ),
         say,
     )
+    if not forgot(evaluation, config.gate):
+        replayed = _replay_states(config, parent, adapter / "adapter.gguf", Path(entry.base or ""), say)
+        if replayed is not None:
+            evaluation["states"] = replayed
+            (folder / "eval.json").write_text(json.dumps(evaluation, indent=2, default=str), encoding="utf-8")
     promote, reason = decide(evaluation, config.gate)
     done = replace(
         entry,
@@ -208,6 +216,43 @@ def _round(
         write_pointer(done)
         return Outcome(EXIT_PROMOTED, f"promoted {done.adapter_id}: {reason}", done, evaluation)
     return Outcome(EXIT_KEPT, f"kept {parent.adapter_id if parent else 'the base model'}: {reason}", done, evaluation)
+
+
+def _replay_states(config: LearnConfig, parent: Round | None, served: Path, gguf: Path, say: Say) -> dict | None:
+    """The held-out states replayed with the served model and the new adapter (tasks.state_eval):
+    `config.states`, or the test split of the database's own task attempts; None when there are none."""
+    from feedback_store.export import split_of
+    from tasks.sample_suite import sample_suite_path
+    from tasks.state_eval import ReplayConfig, run_replay
+    from tasks.states import StateError, load_states, replayable
+
+    source = config.states or config.db
+    try:
+        found = [s for s in load_states(source) if replayable(s)]
+    except StateError as exc:
+        say(f"no held-out states: {exc}")
+        return None
+    held_out = {s.session_id for s in found if config.states or split_of(s.session_id, config.test_fraction) == "test"}
+    if not held_out:
+        say("no held-out states to replay: the held-out tasks decide")
+        return None
+    before = parent.adapter_dir if parent and parent.adapter_dir else "none"
+    if before != "none":
+        before = str(Path(before) / "adapter.gguf")
+    replay = ReplayConfig(
+        db=source,
+        arms={"before": f"local/{gguf}@{before}", "after": f"local/{gguf}@{served}"},
+        task_file=(config.tasks or sample_suite_path()).resolve(),
+        samples=config.samples,
+        sessions=frozenset(held_out),
+        seed=config.seed,
+    )
+    say(f"replaying {len(held_out)} held-out session(s) at their recorded states")
+    try:
+        return run_replay(replay, say)
+    except StateError as exc:
+        say(f"the held-out states could not be replayed: {exc}")
+        return None
 
 
 def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
@@ -227,10 +272,16 @@ def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
 
 
 def decide(evaluation: dict[str, Any], gate: Gate) -> tuple[bool, str]:
-    """Promote or not, and why, from an evaluation document."""
+    """Promote or not, and why, from an evaluation document: forgetting within bounds, and the
+    held-out states' change in call errors with an interval below zero (tasks.state_eval.gate), or,
+    where no states were replayed, the held-out tasks' interval below zero."""
     reason = forgot(evaluation, gate)
     if reason:
         return False, reason
+    if evaluation.get("states"):
+        from tasks.state_eval import gate as states_gate
+
+        return states_gate(evaluation["states"], max_shift=gate.max_call_shift)
     rates = (evaluation.get("behaviour") or {}).get("rates")
     if not rates:
         return False, "no held-out task results to judge by"
@@ -242,6 +293,13 @@ def decide(evaluation: dict[str, Any], gate: Gate) -> tuple[bool, str]:
         )
     if not errors["after"] < errors["before"]:
         return False, f"the call-error rate did not drop ({errors['before']:.3f} → {errors['after']:.3f})"
+    interval = errors.get("relative_ci")
+    if interval is None or not interval[1] < 0:
+        shown = "none" if interval is None else f"[{interval[0]:+.1%}, {interval[1]:+.1%}]"
+        return False, (
+            f"the call-error rate dropped ({errors['before']:.3f} → {errors['after']:.3f}), but its 95% interval "
+            f"{shown} does not lie below zero: too few held-out tasks to tell it from chance"
+        )
     return (
         True,
         f"call-error rate {errors['before']:.3f} → {errors['after']:.3f}, forgetting within {gate.max_forgetting:g}",
@@ -267,6 +325,7 @@ def summary(evaluation: dict[str, Any], path: Path) -> dict[str, Any]:
         "pairs": evaluation.get("pairs"),
         "forgetting": evaluation.get("forgetting"),
         "rates": (evaluation.get("behaviour") or {}).get("rates"),
+        "states": (evaluation.get("states") or {}).get("change"),
         "cpu_s": evaluation.get("cpu_s"),
         "eval": str(path),
     }

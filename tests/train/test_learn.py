@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -69,10 +70,16 @@ def promote(db: Path, folder: Path, name: str, base_dir: Path | None = None) -> 
     return entry
 
 
-def evaluation(errors: tuple[float, float], calls: tuple[float, float] = (5, 5), drop: float = 0.0) -> dict:
+def evaluation(
+    errors: tuple[float, float],
+    calls: tuple[float, float] = (5, 5),
+    drop: float = 0.0,
+    interval: tuple[float, float] | None = (-0.8, -0.2),
+) -> dict:
     rate = lambda pair: {"before": pair[0], "after": pair[1]}  # noqa: E731
+    error_rate = {**rate(errors), "relative_ci": None if interval is None else list(interval)}
     return {
-        "behaviour": {"rates": {"call_error_rate": rate(errors), "calls_per_attempt": rate(calls)}},
+        "behaviour": {"rates": {"call_error_rate": error_rate, "calls_per_attempt": rate(calls)}},
         "forgetting": {"general_text": {"drop": drop}, "successful_turns": {"tokens": 0}},
     }
 
@@ -87,6 +94,9 @@ def test_gate_promotes_only_fewer_call_errors_with_calls_kept_and_little_forgett
         "did not drop ": evaluation((0.2, 0.3)),
         "fewer tool calls": evaluation((0.4, 0.0), calls=(6, 1)),
         "forgot too much": evaluation((0.4, 0.1), drop=0.2),
+        # a lower point estimate whose interval reaches zero is not a drop (it was promoted before)
+        "does not lie below zero": evaluation((0.4, 0.3), interval=(-0.6, 0.4)),
+        "does not lie below zero ": evaluation((0.4, 0.3), interval=None),
     }
     for words, doc in refused.items():
         promoted, reason = decide(doc, gate)
@@ -95,6 +105,30 @@ def test_gate_promotes_only_fewer_call_errors_with_calls_kept_and_little_forgett
         False,
         "no held-out task results to judge by",
     )
+
+
+def test_held_out_states_decide_when_they_were_replayed() -> None:
+    from tasks.state_eval import compare, summarize
+    from tasks.states import Label
+    from trainer.learn import Gate, decide
+
+    states = [SimpleNamespace(cluster=f"task{t}") for t in range(8) for _ in range(3)]
+    error, ok = Label("not_found", ("read_file",)), Label("ok", ("read_file",))
+    before = [[error if (i + k) % 2 == 0 else ok for k in range(4)] for i in range(len(states))]
+    after = [[error if (i + k) % 6 == 0 else ok for k in range(4)] for i in range(len(states))]
+
+    def replayed(arm: list) -> dict:
+        change = compare(states, before, arm, seed=0)
+        arms = {"before": summarize(before), "after": summarize(arm)}
+        return {"states": len(states), "clusters": 8, "arms": arms, "change": change}
+
+    gate = Gate(max_forgetting=0.05)
+    promoted, reason = decide({"states": replayed(after), "forgetting": {}}, gate)
+    assert promoted and "held-out states" in reason
+    promoted, reason = decide({"states": replayed(before), "forgetting": {}}, gate)  # the base again
+    assert not promoted and "does not lie below zero" in reason
+    # the held-out states decide even where the task runs look better
+    assert not decide({**evaluation((0.4, 0.1)), "states": replayed(before)}, gate)[0]
 
 
 def test_learn_refuses_to_promote_a_broken_adapter(embedded_model_dir: Path, tmp_path: Path) -> None:
