@@ -20,6 +20,80 @@ from tests.conftest import call, turn
 THEN = (turn(call("read_file", {"path": "app.py"})), turn(call("finish", {"summary": "done"})))
 
 
+# Each hostile turn of the first hardening round (tests/store/test_hostile_session.py runs them all in one
+# recorded session).
+LONG_NAME = "n" * 300 + ".py"
+OVERLONG_PATHS = turn(
+    call("read_file", {"path": LONG_NAME}),
+    call("create_file", {"path": f"pkg/{LONG_NAME}", "content": "x = 1\n"}),
+    call("edit_file", {"path": "a/" * 2100 + "b.py", "old_text": "x", "new_text": "y"}),
+    call("read_file", {"path": "p" * (1 << 20)}),
+)
+
+LONG_COMMAND = turn(call("run_command", {"command": "echo " + "x" * 200_000}))
+
+DEEP_ARGUMENTS = turn(
+    call("read_file", "[" * 100_000),
+    call("read_file", "[" * 5_000 + "]" * 5_000),
+    call("edit_file", '{"path": "app.py", "old_text": ' + '{"a": ' * 5_000 + "1" + "}" * 5_001),
+    call("read_file", '{"path": "app.py", "start_line": ' + "9" * 5_000 + "}"),
+)
+
+SURROGATES = turn(
+    call("create_file", '{"path": "a\\ud800.py", "content": "x = 1\\n"}'),
+    call("create_file", '{"path": "b.py", "content": "s = \'\\udc80\'\\n"}'),
+    call("search", '{"pattern": "\\ud800"}'),
+)
+
+WRONG_TYPES = turn(
+    call("read_file", {"path": 5}),
+    call("read_file", {"path": "app.py", "start_line": "2"}),
+    call("read_file", {"path": "app.py", "start_line": 10**20}),
+    call("edit_file", {"path": "app.py", "old_text": "a", "new_text": "b", "replace_all": "yes"}),
+    call("run_command", {"command": "true", "timeout": 10**30}),
+    call("read_file", "null"),
+    call("x" * 10_000, {}),
+)
+
+HUGE_READS = turn(
+    call("read_file", {"path": "huge.js"}),
+    call("read_file", {"path": "min.js"}),
+    call("read_file", {"path": "wide.txt"}),
+    call("read_file", {"path": "wide.txt", "start_line": 101}),
+)
+
+BACKTRACKING = turn(
+    call("search", {"pattern": "(a|aa)+$"}),
+    call("search", {"pattern": "(a+)+$"}),
+    call("search", {"pattern": "(?:(?:a{1000}){1000}){1000}"}),
+    call("search", {"pattern": "x" * 1_001}),
+)
+
+ODD_LINE_ENDS = turn(
+    call("read_file", {"path": "odd.txt", "start_line": 3}),
+    call("search", {"pattern": "six", "path": "odd.txt"}),
+    call("edit_file", {"path": "odd.txt", "old_text": "sixx", "new_text": "6"}),
+    call("edit_file", {"path": "odd.txt", "old_text": "six", "new_text": "6"}),
+)
+
+SPECIAL_FILES = turn(
+    call("read_file", {"path": "pipe"}),
+    call("edit_file", {"path": "pipe", "old_text": "a", "new_text": "b"}),
+    call("search", {"pattern": "a", "path": "pipe"}),
+)
+ROUND_ONE = (
+    OVERLONG_PATHS,
+    LONG_COMMAND,
+    DEEP_ARGUMENTS,
+    SURROGATES,
+    WRONG_TYPES,
+    HUGE_READS,
+    BACKTRACKING,
+    ODD_LINE_ENDS,
+    SPECIAL_FILES,
+)
+
+
 async def run_hostile(run_agent, root, script, *hostile, **settings):
     """Run the hostile turns, then a good read and finish; the turn must reach both."""
     run = await run_agent(root, script(*hostile, *THEN), **settings)
@@ -30,17 +104,11 @@ async def run_hostile(run_agent, root, script, *hostile, **settings):
 
 
 async def test_overlong_paths_are_refused_with_the_limit(git_repo, script, run_agent):
-    name = "n" * 300 + ".py"
     results = await run_hostile(
         run_agent,
         git_repo,
         script,
-        turn(
-            call("read_file", {"path": name}),
-            call("create_file", {"path": f"pkg/{name}", "content": "x = 1\n"}),
-            call("edit_file", {"path": "a/" * 2100 + "b.py", "old_text": "x", "new_text": "y"}),
-            call("read_file", {"path": "p" * (1 << 20)}),
-        ),
+        OVERLONG_PATHS,
     )
     long_name, created, long_path, megabyte = results
     assert long_name.error_kind == "bad_arguments"
@@ -54,9 +122,7 @@ async def test_overlong_paths_are_refused_with_the_limit(git_repo, script, run_a
 
 
 async def test_a_200_kb_command_line_is_refused_before_it_runs(git_repo, script, run_agent):
-    (result,) = await run_hostile(
-        run_agent, git_repo, script, turn(call("run_command", {"command": "echo " + "x" * 200_000}))
-    )
+    (result,) = await run_hostile(run_agent, git_repo, script, LONG_COMMAND)
     assert result.error_kind == "bad_arguments"
     assert "The command line is 200,005 bytes, over the 100,000-byte limit" in result.result
     assert "in a file with create_file" in result.result
@@ -67,12 +133,7 @@ async def test_deeply_nested_arguments_are_malformed_json_not_a_crash(git_repo, 
         run_agent,
         git_repo,
         script,
-        turn(
-            call("read_file", "[" * 100_000),
-            call("read_file", "[" * 5_000 + "]" * 5_000),
-            call("edit_file", '{"path": "app.py", "old_text": ' + '{"a": ' * 5_000 + "1" + "}" * 5_001),
-            call("read_file", '{"path": "app.py", "start_line": ' + "9" * 5_000 + "}"),
-        ),
+        DEEP_ARGUMENTS,
     )
     assert [r.error_kind for r in results] == ["malformed_json"] * 4
     for result in results[:3]:
@@ -86,11 +147,7 @@ async def test_lone_surrogates_in_paths_and_content_are_named(git_repo, script, 
         run_agent,
         git_repo,
         script,
-        turn(
-            call("create_file", '{"path": "a\\ud800.py", "content": "x = 1\\n"}'),
-            call("create_file", '{"path": "b.py", "content": "s = \'\\udc80\'\\n"}'),
-            call("search", '{"pattern": "\\ud800"}'),
-        ),
+        SURROGATES,
     )
     assert [r.error_kind for r in results] == ["bad_arguments"] * 3
     assert "'path' holds a lone UTF-16 surrogate (\\ud800 at character 1)" in results[0].result
@@ -105,15 +162,7 @@ async def test_wrong_types_and_unknown_tools_are_schema_errors(git_repo, script,
         run_agent,
         git_repo,
         script,
-        turn(
-            call("read_file", {"path": 5}),
-            call("read_file", {"path": "app.py", "start_line": "2"}),
-            call("read_file", {"path": "app.py", "start_line": 10**20}),
-            call("edit_file", {"path": "app.py", "old_text": "a", "new_text": "b", "replace_all": "yes"}),
-            call("run_command", {"command": "true", "timeout": 10**30}),
-            call("read_file", "null"),
-            call("x" * 10_000, {}),
-        ),
+        WRONG_TYPES,
     )
     kinds = [r.error_kind for r in results]
     assert kinds == ["bad_arguments"] * 5 + ["malformed_json", "unknown_tool"]
@@ -135,12 +184,7 @@ async def test_read_file_caps_huge_lines_and_pages(git_repo, script, run_agent):
         run_agent,
         git_repo,
         script,
-        turn(
-            call("read_file", {"path": "huge.js"}),
-            call("read_file", {"path": "min.js"}),
-            call("read_file", {"path": "wide.txt"}),
-            call("read_file", {"path": "wide.txt", "start_line": 101}),
-        ),
+        HUGE_READS,
     )
     assert time.monotonic() - clock < 10
     huge, minified, wide, wide_on = results
@@ -163,12 +207,7 @@ async def test_search_stops_a_backtracking_pattern_and_the_turn_goes_on(git_repo
         run_agent,
         git_repo,
         script,
-        turn(
-            call("search", {"pattern": "(a|aa)+$"}),
-            call("search", {"pattern": "(a+)+$"}),
-            call("search", {"pattern": "(?:(?:a{1000}){1000}){1000}"}),
-            call("search", {"pattern": "x" * 1_001}),
-        ),
+        BACKTRACKING,
     )
     assert time.monotonic() - clock < 8
     slow, nested, expanding, long = results
@@ -193,12 +232,7 @@ async def test_line_numbers_count_newlines_only(git_repo, script, run_agent):
         run_agent,
         git_repo,
         script,
-        turn(
-            call("read_file", {"path": "odd.txt", "start_line": 3}),
-            call("search", {"pattern": "six", "path": "odd.txt"}),
-            call("edit_file", {"path": "odd.txt", "old_text": "sixx", "new_text": "6"}),
-            call("edit_file", {"path": "odd.txt", "old_text": "six", "new_text": "6"}),
-        ),
+        ODD_LINE_ENDS,
     )
     read, found, missed, edited = results
     assert read.result == "odd.txt (lines 3-3 of 3)\n3| six\n"
@@ -213,11 +247,7 @@ async def test_special_files_are_named_and_never_opened(git_repo, script, run_ag
         run_agent,
         git_repo,
         script,
-        turn(
-            call("read_file", {"path": "pipe"}),
-            call("edit_file", {"path": "pipe", "old_text": "a", "new_text": "b"}),
-            call("search", {"pattern": "a", "path": "pipe"}),
-        ),
+        SPECIAL_FILES,
     )
     read, edit, searched = results
     assert read.error_kind == "failed"

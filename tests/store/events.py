@@ -300,3 +300,17 @@ def mixed_session(
     s.call("run_command", {"command": "pytest -q"}, target="pytest -q", result="1 passed")
     s.call("finish", {"summary": "done"}, result="Finished.")
     return s.finish()
+
+
+def with_altered_edit(**changes: Any) -> tuple[list[Event], Event]:
+    """A session with one edit, a copy of that edit with `changes` right after it, then the rest of
+    the session: (its events, the altered copy)."""
+    import dataclasses
+
+    fake = FakeSession().start().user("edit")
+    fake.call("edit_file", {"path": "a.py"}, edits=[{"path": "a.py", "before": "a", "after": "b"}])
+    edit = next(e for e in fake.events if isinstance(e, EditApplied))
+    altered = dataclasses.replace(edit, **changes)
+    events = [*fake.events, altered]
+    fake.call("read_file", {"path": "missing.py"}, ok=False, error_kind="not_found", target="missing.py")
+    return events + fake.finish().events[len(events) - 1 :], altered

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -13,57 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent.test_hostile_inputs import ROUND_ONE
 from tests.conftest import call, turn
 
 ROOT = Path(__file__).resolve().parents[2]
-NAME = "n" * 300 + ".py"
 SURROGATE = "\ud800"  # a real lone surrogate in the argument text, not an escape
 
 HOSTILE_TURNS = [
-    # round one: sizes
-    turn(
-        call("read_file", {"path": NAME}),
-        call("create_file", {"path": f"pkg/{NAME}", "content": "x = 1\n"}),
-        call("edit_file", {"path": "a/" * 2100 + "b.py", "old_text": "x", "new_text": "y"}),
-        call("read_file", {"path": "p" * (1 << 20)}),
-    ),
-    turn(call("run_command", {"command": "echo " + "x" * 200_000})),
-    # nesting and numbers
-    turn(
-        call("read_file", "[" * 100_000),
-        call("read_file", "[" * 5_000 + "]" * 5_000),
-        call("edit_file", '{"path": "app.py", "old_text": ' + '{"a": ' * 5_000 + "1" + "}" * 5_001),
-        call("read_file", '{"path": "app.py", "start_line": ' + "9" * 5_000 + "}"),
-    ),
-    # escaped lone surrogates
-    turn(
-        call("create_file", '{"path": "a\\ud800.py", "content": "x = 1\\n"}'),
-        call("create_file", '{"path": "b.py", "content": "s = \'\\udc80\'\\n"}'),
-        call("search", '{"pattern": "\\ud800"}'),
-    ),
-    # wrong types, unknown tools
-    turn(
-        call("read_file", {"path": 5}),
-        call("read_file", {"path": "app.py", "start_line": "2"}),
-        call("read_file", {"path": "app.py", "start_line": 10**20}),
-        call("edit_file", {"path": "app.py", "old_text": "a", "new_text": "b", "replace_all": "yes"}),
-        call("run_command", {"command": "true", "timeout": 10**30}),
-        call("read_file", "null"),
-        call("x" * 10_000, {}),
-    ),
-    # huge lines, backtracking patterns, odd line ends, special files
-    turn(call("read_file", {"path": "huge.js"}), call("read_file", {"path": "min.js"})),
-    turn(
-        call("search", {"pattern": "(a|aa)+$"}),
-        call("search", {"pattern": "(a+)+$"}),
-        call("search", {"pattern": "(?:(?:a{1000}){1000}){1000}"}),
-        call("search", {"pattern": "x" * 1_001}),
-    ),
-    turn(
-        call("read_file", {"path": "odd.txt", "start_line": 3}),
-        call("edit_file", {"path": "odd.txt", "old_text": "sixx", "new_text": "6"}),
-    ),
-    turn(call("read_file", {"path": "pipe"}), call("search", {"pattern": "a", "path": "pipe"})),
+    *ROUND_ONE,
     # round two: the session that silenced the recorder, and its class
     turn(
         call("read_file", {"path": "m" * 300}),
@@ -93,6 +51,7 @@ def uneven(text: str, n: int) -> str:
 def hostile_files(root: Path) -> None:
     (root / "huge.js").write_bytes(b"x" * 5_000_000)  # one 5 MB line
     (root / "min.js").write_text("var a=1;" * 375_000)
+    (root / "wide.txt").write_text("".join(f"{i:03} " + "y" * 996 + "\n" for i in range(1, 301)))
     (root / "slow.txt").write_text(("a" * 40 + "b\n") * 3)
     (root / "odd.txt").write_text("one\ftwo\u2028three\x1cfour\x85\nfive\u2029\nsix\n")
     os.mkfifo(root / "pipe")
@@ -121,7 +80,7 @@ def test_every_hostile_input_in_one_session_leaves_every_event_recorded(git_repo
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]  # answered: the documented exit 0
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
-    printed = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    printed = [json.loads(line) for line in run.stdout.split("\n") if line.strip()]  # JSON lines end at \n only
     stored = [p for p in printed if p["type"] != "assistant_delta"]
     calls = sum(len(t["tool_calls"]) for t in HOSTILE_TURNS + ORDINARY)
     assert sum(p["type"] == "tool_call_finished" for p in printed) == calls
@@ -143,6 +102,7 @@ def test_every_hostile_input_in_one_session_leaves_every_event_recorded(git_repo
     assert ("fetches_network",) in conn.execute("SELECT rule FROM flags").fetchall()
     schema_pairs = conn.execute("SELECT count(*) FROM pairs WHERE source = 'schema'").fetchone()[0]
     assert schema_pairs >= 10
+    all_pairs = conn.execute("SELECT count(*) FROM pairs").fetchone()[0]
 
     # Nothing failed on the way; only the text SQLite cannot store (the lone surrogates) is noted.
     notes = conn.execute("SELECT stage, problem FROM recording_notes").fetchall()
@@ -153,6 +113,7 @@ def test_every_hostile_input_in_one_session_leaves_every_event_recorded(git_repo
 
     # What was recorded exports and counts, with nothing re-parsed without bounds (the curl call
     # flagged the session, so it is asked for).
+    said = {}
     for kind in ("sdpo", "trl-sdpo", "dpo", "sft", "kto"):
         out = tmp_path / f"{kind}.jsonl"
         exported = teachback(
@@ -161,8 +122,10 @@ def test_every_hostile_input_in_one_session_leaves_every_event_recorded(git_repo
         assert "Traceback" not in exported.stderr, exported.stderr[-3000:]
         assert exported.returncode == 0 or kind in ("dpo", "sft", "kto"), exported.stderr[-3000:]
         assert exported.returncode == 0 or "no pair" in exported.stderr.lower(), exported.stderr[-3000:]
-    records = [json.loads(line) for line in (tmp_path / "sdpo.jsonl").read_text().splitlines()]
-    assert len(records) == schema_pairs + 3  # schema pairs, the tool pairs (missing.py, odd.txt) and the flag
+        said[kind] = exported.stdout + exported.stderr
+    records = [json.loads(line) for line in (tmp_path / "sdpo.jsonl").read_text().split("\n") if line]
+    duplicates = re.search(r"Left out: (\d+) duplicates", said["sdpo"])
+    assert len(records) + (int(duplicates.group(1)) if duplicates else 0) == all_pairs  # every pair, each once
     stats = teachback("stats", "--db", str(db), timeout=120)
     assert stats.returncode == 0 and "Traceback" not in stats.stderr, stats.stderr[-3000:]
 
@@ -192,7 +155,7 @@ def test_text_mode_hostile_replies_leave_every_event_recorded(git_repo, script, 
         timeout=100, TEACHBACK_TOOL_MODE="text",
     )  # fmt: skip
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr[-3000:]
-    printed = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
+    printed = [json.loads(line) for line in run.stdout.split("\n") if line.strip()]  # JSON lines end at \n only
     conn = sqlite3.connect(db)
     recorded = {row[0] for row in conn.execute("SELECT id FROM events")}
     assert {p["id"] for p in printed if p["type"] != "assistant_delta"} == recorded

@@ -4,7 +4,6 @@ what is committed, and a database that takes no writes stops the run before it a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -19,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.protocol import EditApplied
 from feedback_store import Recorder, StoreError, open_store
 from tests.conftest import call, turn
-from tests.store.events import FakeSession
+from tests.store.events import FakeSession, with_altered_edit
 
 ROOT = Path(__file__).resolve().parents[2]
 TEACHBACK = [sys.executable, "-m", "agent.cli"]
@@ -189,43 +187,34 @@ def test_without_on_error_the_failure_is_raised_once_and_nothing_is_dropped(db):
     store.close()
 
 
-def test_a_step_the_database_refuses_is_noted_and_keeps_nothing_else_out(db):
-    fake = FakeSession().start().user("edit")
-    fake.call("edit_file", {"path": "a.py"}, edits=[{"path": "a.py", "before": "a", "after": "b"}])
-    edit = next(e for e in fake.events if isinstance(e, EditApplied))
-    twin = dataclasses.replace(edit, id="same-edit-id-again")  # the edits table refuses a second row
-    events = [*fake.events, twin]
-    events += fake.finish().events[len(events) - 1 :]
+def record_each(db: Path, events: list) -> tuple[Recorder, list[StoreError]]:
     store = open_store(db)
     errors: list[StoreError] = []
     recorder = Recorder(store, on_error=errors.append)
     for event in events:
         recorder(event)
+    store.close()
+    return recorder, errors
+
+
+def test_a_step_the_database_refuses_is_noted_and_keeps_nothing_else_out(db):
+    events, twin = with_altered_edit(id="same-edit-id-again")  # the edits table refuses a second row
+    recorder, errors = record_each(db, events)
     assert recorder.lost == [] and recorder.pending == [] and errors == []
     assert recorded_ids(db) == {e.id for e in events}  # the twin itself is recorded, with a note
     conn = sqlite3.connect(db)
     notes = conn.execute("SELECT event_id, stage, problem FROM recording_notes").fetchall()
     assert notes == [(twin.id, "edit_applied", "IntegrityError: UNIQUE constraint failed: edits.id")]
     assert conn.execute("SELECT count(*) FROM edits").fetchone()[0] == 1
-    store.close()
+    conn.close()
 
 
 def test_an_event_that_cannot_be_written_at_all_does_not_keep_the_others_out(db):
-    fake = FakeSession().start().user("edit")
-    fake.call("edit_file", {"path": "a.py"}, edits=[{"path": "a.py", "before": "a", "after": "b"}])
-    edit = next(e for e in fake.events if isinstance(e, EditApplied))
-    broken = dataclasses.replace(edit, id="not-json", before={1, 2})  # a set: the event has no JSON form
-    events = [*fake.events, broken]
-    events += fake.finish().events[len(events) - 1 :]
-    store = open_store(db)
-    errors: list[StoreError] = []
-    recorder = Recorder(store, on_error=errors.append)
-    for event in events:
-        recorder(event)
+    events, broken = with_altered_edit(id="not-json", before={1, 2})  # a set: the event has no JSON form
+    recorder, errors = record_each(db, events)
     assert recorder.lost == [broken] and recorder.pending == []
     assert "refused 1 event(s) (edit_applied)" in str(errors[0])
     assert recorded_ids(db) == {e.id for e in events} - {broken.id}
-    store.close()
 
 
 # -- `teachback run` -----------------------------------------------------------------------------

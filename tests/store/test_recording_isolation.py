@@ -4,16 +4,15 @@ one event, text SQLite cannot store."""
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from pathlib import Path
 
 from agent.config import Settings
-from agent.protocol import EditApplied, ErrorEvent, Event, ToolCallStarted, UserInput
+from agent.protocol import ErrorEvent, Event, ToolCallStarted, UserInput
 from agent.runtime import open_session
 from feedback_store import Recorder, attach, open_store
 from tests.conftest import call, turn
-from tests.store.events import FakeSession
+from tests.store.events import FakeSession, with_altered_edit
 
 
 def stored(db: Path, sql: str, *params) -> list[tuple]:
@@ -55,13 +54,7 @@ async def test_a_listener_that_raises_does_not_stop_the_recording(git_repo, scri
 
 def test_a_check_that_fails_on_one_event_is_noted_and_the_next_events_are_recorded(tmp_path):
     db = tmp_path / "feedback.db"
-    fake = FakeSession().start().user("edit")
-    fake.call("edit_file", {"path": "a.py"}, edits=[{"path": "a.py", "before": "a", "after": "b"}])
-    edit = next(e for e in fake.events if isinstance(e, EditApplied))
-    odd = dataclasses.replace(edit, id="edit-without-diff", edit_id="e2", diff=None)  # the monitor reads the diff
-    events = [*fake.events, odd]
-    fake.call("read_file", {"path": "missing.py"}, ok=False, error_kind="not_found", target="missing.py")
-    events += fake.finish().events[len(events) - 1 :]
+    events, odd = with_altered_edit(id="edit-without-diff", edit_id="e2", diff=None)  # the monitor reads the diff
     store = open_store(db)
     recorder = Recorder(store)
     for event in events:
