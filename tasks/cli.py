@@ -1,4 +1,4 @@
-"""`teachback tasks synth|run` and `teachback bench`: their own argument parsers, so that the
+"""`teachback tasks synth|run|branch` and `teachback bench`: their own argument parsers, so that the
 `teachback` command imports this package only when one of them runs."""
 
 from __future__ import annotations
@@ -66,6 +66,20 @@ def _tasks_parser() -> argparse.ArgumentParser:
         "(default: <tasks>.<model>.results.jsonl in the current folder)",
     )
     run.set_defaults(handler=_run)
+
+    branch = sub.add_parser(
+        "branch",
+        help="sample K replies at every recorded state of a database's task attempts, label each by running "
+        "it, and write SFT, DPO and SDPO records",
+    )
+    branch.add_argument("db", type=Path, help="a feedback database with task attempts of the embedded model")
+    branch.add_argument("--out", type=Path, required=True, help="folder for sft.jsonl, dpo.jsonl and sdpo.jsonl")
+    branch.add_argument("--samples", type=int, default=4, help="replies per state, seeds 0..K-1 (default 4)")
+    branch.add_argument("--tasks", type=Path, help="the attempts' task file (default: the sample suite)")
+    branch.add_argument("--max-tokens", type=int, help="tokens per reply (default: each session's max_tokens)")
+    branch.add_argument("--model", default="local/smollm2@none", help="the served model (default local/smollm2@none)")
+    branch.add_argument("--no-redact", action="store_true", help="keep secrets in the records (default: redacted)")
+    branch.set_defaults(handler=_branch)
     return parser
 
 
@@ -154,6 +168,32 @@ def _run(args: argparse.Namespace) -> int:
         f"flagged {s['flagged']}, harness errors {s['harness_errors']}. Results: {out}"
     )
     return EXIT_OK if not s["harness_errors"] else EXIT_FAILED
+
+
+def _branch(args: argparse.Namespace) -> int:
+    from agent.providers.llama_engine import LocalModelError
+    from tasks.branches import BranchConfig, render_summary, run_branches
+    from tasks.sample_suite import sample_suite_path
+    from tasks.states import StateError
+
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise ValueError(f"--max-tokens {args.max_tokens}: give a positive number of tokens")
+    config = BranchConfig(
+        db=args.db,
+        out=args.out,
+        task_file=(args.tasks or sample_suite_path()).resolve(),
+        model=args.model,
+        samples=args.samples,
+        cap=args.max_tokens,
+        redact=not args.no_redact,
+    )
+    try:
+        result = run_branches(config, say=lambda line: print(line, file=sys.stderr, flush=True))
+    except (StateError, LocalModelError) as exc:
+        print(f"teachback tasks branch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(render_summary(result))
+    return EXIT_OK
 
 
 def _bench(args: argparse.Namespace) -> int:
