@@ -98,7 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     # `tasks` and `bench` parse the rest of the line with their own parser (tasks.cli), imported only
     # when one of them runs; prefix_chars keeps argparse from reading their options here.
     for name, summary in (
-        ("tasks", "make graded tasks from a repository (synth) and run attempts at them (run)"),
+        (
+            "tasks",
+            "make graded tasks from a repository (synth), run attempts at them (run), sample training data at their recorded states (branch)",
+        ),
         ("bench", "score a model on a task suite, or compare two bench runs"),
     ):
         command = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")

@@ -52,6 +52,7 @@ class ReplayConfig:
     samples: int = 4
     cap: int = DEFAULT_CAP
     temperature: float | None = None  # None: each session's own
+    threads: int | None = None  # the embedded model's threads; None: each session's own
     max_per_session: int | None = 6
     sessions: frozenset[str] | None = None  # only these (e.g. a held-out split); None: all
     seed: int = 0  # the bootstrap's
@@ -80,7 +81,7 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
     scratches = {id(s): Scratch(s, tasks[s.task_id], config.task_file) for s in states}
     try:
         for arm, model in config.arms.items():
-            sampler = Sampler(model, cap=config.cap, temperature=config.temperature)
+            sampler = Sampler(model, cap=config.cap, temperature=config.temperature, threads=config.threads)
             labels[arm] = asyncio.run(
                 _sample_arm(
                     config, arm, sampler, states, scratches, tasks, say, reproduced if arm == "before" else None

@@ -249,12 +249,13 @@ async def label_reply(
     from agent.tools.context import ToolContext
     from agent.workspace import Workspace
 
+    calls = reply.tool_calls
+    if not calls and cap is not None and reply.completion_tokens >= cap:
+        return Label(CUT_OFF)  # stopped at the cap before its call was complete (in any tool mode)
     if reply.format_error:
         return Label("malformed_call")
-    calls = reply.tool_calls
     if not calls:
-        cut = cap is not None and reply.completion_tokens >= cap
-        return Label(CUT_OFF if cut else ANSWER)
+        return Label(ANSWER)
     settings = recorded_settings(state.config).replace(command_timeout=COMMAND_TIMEOUT)
     toolbox = default_toolbox()
     context = ToolContext(workspace=Workspace(workspace), settings=settings)
@@ -338,6 +339,7 @@ class Sampler:
     model: str
     cap: int = DEFAULT_CAP
     temperature: float | None = None  # None: the session's own
+    threads: int | None = None  # None: the session's own (local_threads)
 
     async def sample(self, state: State, seed: int) -> Any:
         from agent.model import LiteLLMModel
@@ -348,7 +350,7 @@ class Sampler:
             "seed": seed,
             "max_tokens": self.cap,
             "temperature": temperature,
-            "n_threads": config.get("local_threads") or None,
+            "n_threads": self.threads or config.get("local_threads") or None,
         }
         model = LiteLLMModel(
             self.model,

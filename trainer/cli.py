@@ -216,6 +216,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-tokens", type=int, default=256, metavar="N", help="tokens per sampled reply (default 256)"
     )
     parser.add_argument("--temperature", type=float, help="sampling temperature (default: each session's own)")
+    parser.add_argument("--threads", type=int, help="the embedded model's threads (default: each session's own)")
     parser.add_argument(
         "--per-session", type=int, default=6, metavar="N", help="states per session at most (default 6)"
     )
@@ -306,6 +307,7 @@ def _eval_states(args: argparse.Namespace) -> int:
             samples=args.samples,
             cap=args.max_tokens,
             temperature=args.temperature,
+            threads=args.threads,
             max_per_session=args.per_session,
             seed=args.seed,
         )

@@ -94,7 +94,11 @@ def test_a_reply_without_a_call_is_an_answer_or_cut_off(solved) -> None:
     scratch = Scratch(state, task, sample_suite_path())
     try:
         text = ModelReply(message={"role": "assistant", "content": "I cannot"}, completion_tokens=3)
-        cut = ModelReply(message={"role": "assistant", "content": '{"name": "read'}, completion_tokens=64)
+        cut = ModelReply(
+            message={"role": "assistant", "content": '{"name": "read'},
+            completion_tokens=64,
+            format_error="the reply ends inside a string",  # as a reply cut mid-call is read
+        )
         found = [
             asyncio.run(label_reply(state, r, scratch.copy(n), task, sample_suite_path(), cap=64))
             for n, r in (("a", text), ("b", cut))
