@@ -13,8 +13,8 @@ token alike for every completion).
   state's successes (taken in turn), sharing the prompt;
 - sdpo: the same failures with their success as a demonstration and what the labeller found.
 
-A reply that stopped at the token cap is neither, whatever its label (cut_off, or malformed_call
-for a call cut off mid-JSON): it did not end its turn, so as a completion it would end with an
+A reply that stopped at the token cap is neither, whatever its label (a malformed call when cut
+off mid-JSON, an answer when it began none): it did not end its turn, so as a completion it would end with an
 end-of-turn token the model never sampled. Answers without a call and commands that ran
 and failed are left out too.
 """
@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from tasks.states import (
-    CUT_OFF,
     FINISHED,
     OK,
     PREMATURE,
@@ -76,7 +75,7 @@ class Branch:
     def failure(self) -> bool:
         if not self.ended:  # whatever it was labelled (a call cut off mid-JSON reads as malformed)
             return False
-        return self.label.kind == PREMATURE or (self.label.call_error and self.label.kind != CUT_OFF)
+        return self.label.kind == PREMATURE or self.label.call_error
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from tasks.states import (
-    CUT_OFF,
     DEFAULT_CAP,
     PREMATURE,
     Label,
@@ -172,7 +171,7 @@ def summarize(labels: list[list[Label]]) -> dict[str, Any]:
         "call_error_rate": len(errors) / n,
         "by_kind": {kind: count / n for kind, count in sorted(Counter(errors).items())},
         "premature_finish_rate": sum(label.kind == PREMATURE for label in flat) / n,
-        "cut_off_rate": sum(label.kind == CUT_OFF for label in flat) / n,
+        "cut_off_rate": sum(label.cut_off for label in flat) / n,
         "call_rate": sum(bool(label.tools) for label in flat) / n,
         "tool_mix": {tool: count / total_calls for tool, count in sorted(calls.items())},
     }

@@ -26,15 +26,15 @@ from agent.protocol import CALL_ERRORS, FAILING_COMMAND, event_from_dict, is_cal
 from agent.protocol.arguments import read_arguments
 from agent.toolkit import ToolResult
 
-DEFAULT_CAP = 256  # tokens per sampled reply: a call needs a few dozen; a reply cut here is `cut_off`
+DEFAULT_CAP = 256  # tokens per sampled reply: a call needs a few dozen; a reply cut here is flagged cut_off
 COMMAND_TIMEOUT = 20.0  # seconds for a sampled command (the session's own limit is longer)
 SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
 # Labels that are not call errors: a finished or continuing reply, an answer without a call, a
 # command that ran and failed (tests failing), `finish` while the tests fail.
 OK, FINISHED, PREMATURE, ANSWER, FAILING_TEST = "ok", "finished", "premature_finish", "answer", "failing_test"
-# Call errors only a replay names: a reply cut at the cap before it made a call, and a command the
-# shell could not run at all (exit status 126 or 127: not found, not executable).
-CUT_OFF, CANNOT_RUN = "cut_off", "cannot_run"
+# A call error only a replay names: a command the shell could not run at all (exit status 126 or
+# 127: not found, not executable); the session records it as a failing command.
+CANNOT_RUN = "cannot_run"
 
 
 class StateError(Exception):
@@ -43,15 +43,17 @@ class StateError(Exception):
 
 @dataclass(frozen=True)
 class Label:
-    """What one reply did at its state. `kind` is a call-error kind (or `cut_off`: the reply ran
-    past the cap before it made a call), or ok / finished / premature_finish / answer / failing_test."""
+    """What one reply did at its state, as the session would record it. `kind` is a call-error kind,
+    or ok / finished / premature_finish / answer / failing_test. `cut_off`: the reply reached the
+    cap before it made a whole call (then a malformed call, or an answer when it began none)."""
 
     kind: str
     tools: tuple[str, ...] = ()
+    cut_off: bool = field(default=False, compare=False)  # not something the session records
 
     @property
     def call_error(self) -> bool:
-        return self.kind in CALL_ERRORS or self.kind in (CUT_OFF, CANNOT_RUN)
+        return self.kind in CALL_ERRORS or self.kind == CANNOT_RUN
 
 
 @dataclass
@@ -250,12 +252,11 @@ async def label_reply(
     from agent.workspace import Workspace
 
     calls = reply.tool_calls
-    if not calls and cap is not None and reply.completion_tokens >= cap:
-        return Label(CUT_OFF)  # stopped at the cap before its call was complete (in any tool mode)
+    cut = not calls and cap is not None and reply.completion_tokens >= cap  # stopped before a whole call
     if reply.format_error:
-        return Label("malformed_call")
+        return Label("malformed_call", cut_off=cut)
     if not calls:
-        return Label(ANSWER)
+        return Label(ANSWER, cut_off=cut)
     settings = recorded_settings(state.config).replace(command_timeout=COMMAND_TIMEOUT)
     toolbox = default_toolbox()
     context = ToolContext(workspace=Workspace(workspace), settings=settings)

@@ -87,7 +87,8 @@ def test_the_detectable_change_shrinks_with_more_tasks() -> None:
 
 
 def test_rates_by_kind_and_the_tool_mix() -> None:
-    summary = summarize([[ERROR, OK], [FINISH_EARLY, Label("cut_off")]])
-    assert summary["call_error_rate"] == 0.5 and summary["by_kind"] == {"cut_off": 0.25, "not_found": 0.25}
+    summary = summarize([[ERROR, OK], [FINISH_EARLY, Label("malformed_call", cut_off=True)]])
+    assert summary["call_error_rate"] == 0.5 and summary["by_kind"] == {"malformed_call": 0.25, "not_found": 0.25}
+    assert summary["cut_off_rate"] == 0.25
     assert summary["premature_finish_rate"] == 0.25 and summary["call_rate"] == 0.75
     assert summary["tool_mix"] == {"finish": 1 / 3, "read_file": 2 / 3}

@@ -105,7 +105,8 @@ def test_a_reply_without_a_call_is_an_answer_or_cut_off(solved) -> None:
         ]
     finally:
         scratch.close()
-    assert [label.kind for label in found] == ["answer", "cut_off"]
+    assert found == [Label("answer"), Label("malformed_call")]  # as the session records them
+    assert [label.cut_off for label in found] == [False, True]
     assert not found[0].call_error and found[1].call_error
 
 
