@@ -2,8 +2,9 @@
 the same losses, a killed run resumes to the same losses, every objective trains, and the cached
 prefix is exact where the trainer relies on it.
 
-The data is one recorded session of local/smollm2 (three pairs, one with a correction; the ids the
-model was fed and sampled and their log-probabilities), exported as sdpo records. Windows and
+The data is one recorded session of local/smollm2 (two pairs, one with a correction: a call that
+succeeded after the failure; the ids the model was fed and sampled and their log-probabilities),
+exported as sdpo records by bench/record_demo_pairs.py. Windows and
 completions are kept short so that a step runs in seconds on two cores. The loss going down is
 shown on the embedded model itself; the mechanics (seeds, resume, processes, objectives, caches) on
 a two-layer model with its tokenizer (`tiny_model_dir`).
