@@ -4,9 +4,12 @@ embedded model (local/smollm2, grammar mode, seeded) on a two-module project, ex
 The project is small (textkit/slug.py, textkit/words.py and their tests) and slugify does not
 lowercase, so the model has something to look for. The file needs at least one pair with a
 correction (a call that succeeded after the failure) for the dpo and sft objectives to train on;
-the script says so and exits 1 when the seed gave none (try another --seed).
+the script says so and exits 1 when the seed gave none (try another --seed). The model mostly calls
+finish at once: of seeds 0-19 at temperature 0.8, only 11 (the default) gave a corrected pair. Seeded
+requests sample the same replies again, so the default run writes the same records (ids and times
+aside).
 
-    .venv/bin/python bench/record_demo_pairs.py [--seed 0] [--out tests/train/data/demo_pairs.jsonl]
+    .venv/bin/python bench/record_demo_pairs.py [--seed 11] [--out tests/train/data/demo_pairs.jsonl]
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ async def record(project: Path, db: Path, args: argparse.Namespace) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--max-steps", type=int, default=8)
     parser.add_argument("--temperature", type=float, default=0.8, help="as the learning bench samples")
     parser.add_argument("--out", type=Path, default=ROOT / "tests" / "train" / "data" / "demo_pairs.jsonl")
