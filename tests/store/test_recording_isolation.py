@@ -23,6 +23,16 @@ def stored(db: Path, sql: str, *params) -> list[tuple]:
         conn.close()
 
 
+def record_all(db: Path, events: list[Event]) -> None:
+    """Record `events` one by one, as a session emits them; every one must be in the database."""
+    with open_store(db) as store:
+        recorder = Recorder(store)
+        for event in events:
+            recorder(event)
+        assert recorder.pending == [] and recorder.lost == []
+    assert {row[0] for row in stored(db, "SELECT id FROM events")} == {e.id for e in events}
+
+
 async def test_a_listener_that_raises_does_not_stop_the_recording(git_repo, script, tmp_path):
     db = tmp_path / "feedback.db"
     model = script(
@@ -55,18 +65,12 @@ async def test_a_listener_that_raises_does_not_stop_the_recording(git_repo, scri
 def test_a_check_that_fails_on_one_event_is_noted_and_the_next_events_are_recorded(tmp_path):
     db = tmp_path / "feedback.db"
     events, odd = with_altered_edit(id="edit-without-diff", edit_id="e2", diff=None)  # the monitor reads the diff
-    store = open_store(db)
-    recorder = Recorder(store)
-    for event in events:
-        recorder(event)
-    assert recorder.pending == [] and recorder.lost == []
-    assert {row[0] for row in stored(db, "SELECT id FROM events")} == {e.id for e in events}
+    record_all(db, events)
     (note,) = stored(db, "SELECT event_id, stage, problem FROM recording_notes")
     assert note[:2] == (odd.id, "monitor") and note[2].startswith("TypeError")
     assert ("e2",) in stored(db, "SELECT id FROM edits")  # the edit's own row is kept
     assert stored(db, "SELECT error_kind FROM pairs WHERE target = 'missing.py'") == [("not_found",)]
     assert stored(db, "SELECT count(*) FROM turns WHERE finished_at IS NOT NULL") == [(1,)]
-    store.close()
 
 
 def test_text_sqlite_cannot_store_is_kept_with_replacement_characters(tmp_path):
@@ -74,15 +78,8 @@ def test_text_sqlite_cannot_store_is_kept_with_replacement_characters(tmp_path):
     fake = FakeSession().start().user("go")
     fake.say("partly \ud800 broken")
     fake.call("read_file", {"path": "\udc80.py"}, ok=False, error_kind="not_found", target="\udc80.py")
-    events = fake.finish().events
-    store = open_store(db)
-    recorder = Recorder(store)
-    for event in events:
-        recorder(event)
-    assert recorder.pending == [] and recorder.lost == []
-    assert {row[0] for row in stored(db, "SELECT id FROM events")} == {e.id for e in events}
+    record_all(db, fake.finish().events)
     notes = stored(db, "SELECT stage, problem FROM recording_notes")
     assert notes and {stage for stage, _ in notes} == {"text"}
     assert any("\ufffd" in row[0] for row in stored(db, "SELECT message FROM messages"))
     assert stored(db, "SELECT target FROM pairs") == [("\ufffd.py",)]
-    store.close()
