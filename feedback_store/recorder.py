@@ -22,7 +22,6 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
 
 from agent.protocol import (
     LONE_SURROGATE,
@@ -240,22 +239,10 @@ def _record(conn: sqlite3.Connection, event: Event) -> bool:
 
 
 def _without_surrogates(event: Event) -> tuple[Event, int]:
-    """`event` with every lone surrogate in its text replaced by U+FFFD, and how many there were."""
-    count = 0
-
-    def clean(value: Any) -> Any:
-        nonlocal count
-        if isinstance(value, str):
-            fixed, n = LONE_SURROGATE.subn("\ufffd", value)
-            count += n
-            return fixed
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        if isinstance(value, dict):
-            return {clean(k): clean(v) for k, v in value.items()}
-        return value
-
-    return event_from_dict({k: clean(v) for k, v in event.to_dict().items()}), count
+    """`event` with every lone surrogate in its text replaced by U+FFFD (as exports write them), and
+    how many there were."""
+    text, count = LONE_SURROGATE.subn("\ufffd", json.dumps(event.to_dict(), ensure_ascii=False))
+    return event_from_dict(json.loads(text)), count
 
 
 def _stored(conn: sqlite3.Connection, data: dict) -> str:

@@ -327,11 +327,11 @@ def state_arms(adapter: Path | None, against: Path | None, serve: str | None) ->
     from tasks.states import StateError
 
     model = (serve or "smollm2").removeprefix("local/")
+    if not Path(model).suffix and model != "smollm2":  # before converting an adapter for it
+        raise StateError(f"--serve {serve}: give smollm2 or a .gguf file")
     arms = {"before": f"local/{model}@{_served(against, model) if against else 'none'}"}
     if adapter is not None and str(adapter) != "none":
         arms["after"] = f"local/{model}@{_served(adapter, model)}"
-    if not Path(model).suffix and model != "smollm2":
-        raise StateError(f"--serve {serve}: give smollm2 or a .gguf file")
     return arms
 
 
