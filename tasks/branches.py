@@ -202,6 +202,8 @@ class BranchConfig:
     samples: int = 4
     cap: int | None = None  # tokens per reply; None: each session's own max_tokens
     redact: bool = True
+    sessions: frozenset[str] | None = None  # only these sessions' states (e.g. a training split); None: all
+    max_per_session: int | None = None  # states per session, the first ones; None: all
 
 
 @dataclass
@@ -280,10 +282,13 @@ def _replayable(config: BranchConfig) -> tuple[list[State], dict[str, Any]]:
         )
     if config.samples < 1:
         raise StateError(f"--samples {config.samples}: give at least 1")
-    states = [s for s in load_states(config.db) if replayable(s)]
+    states = [s for s in load_states(config.db, max_per_session=config.max_per_session) if replayable(s)]
+    if config.sessions is not None:
+        states = [s for s in states if s.session_id in config.sessions]
     if not states:
         raise StateError(
-            f"{config.db} holds no replayable states: record task attempts of the embedded model first "
+            f"{config.db} holds no replayable states{' in the sessions asked for' if config.sessions else ''}: "
+            "record task attempts of the embedded model first "
             "(teachback tasks run --model local/smollm2), which store each call's prompt tokens"
         )
     tasks = {t.instance_id: t for t in load_tasks(config.task_file)}

@@ -58,7 +58,14 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "several GPUs: accelerate launch --multi_gpu --num_processes N -m trainer train ...; "
         "several CPU processes: ACCELERATE_USE_CPU=1 torchrun --nproc_per_node N -m trainer train ..."
     )
-    parser.add_argument("--data", type=Path, nargs="+", required=True, metavar="FILE", help="sdpo export files (JSONL)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="sdpo export files, or the sft/dpo/sdpo files of `teachback tasks branch` (JSONL)",
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -69,8 +76,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--objective",
         choices=("sdpo", "sft", "dpo", "mix"),
-        help="sdpo: self-distillation on the failed reply (default); sft: learn the corrections; "
-        "dpo: correction over failed reply; mix: sdpo plus sft where there is a correction",
+        help="sdpo: self-distillation on the failed reply (default); sft: learn the corrections (or a "
+        "branch file's verified successes); dpo: correction over failed reply, plus --dpo-nll on the "
+        "correction; mix: sdpo plus sft where there is a correction",
     )
     parser.add_argument("--base", help="local/smollm2 (default), a .gguf file, or a local Hugging Face model folder")
     parser.add_argument("--seed", type=int)
@@ -80,7 +88,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lora-r", type=int)
     parser.add_argument("--lora-alpha", type=int)
     parser.add_argument("--top-k", type=int, help="the student's top tokens the divergence runs over")
-    parser.add_argument("--alpha", type=float, help="0 forward KL, 0.5 Jensen-Shannon, 1 reverse KL")
+    parser.add_argument("--alpha", type=float, help="0 forward KL (default), 0.5 Jensen-Shannon, 1 reverse KL")
     parser.add_argument(
         "--teacher",
         choices=("base", "ema"),
@@ -113,6 +121,13 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-resume", dest="resume", action="store_false", help="start over instead of resuming from DIR's checkpoints"
     )
     parser.add_argument("--dpo-beta", type=float)
+    parser.add_argument("--dpo-nll", type=float, help="weight of the correction's NLL added to dpo (0: plain DPO)")
+    parser.add_argument(
+        "--no-gap-filter",
+        dest="gap_filter",
+        action="store_false",
+        help="sdpo, mix: train pairs whose teacher finds the failed reply as likely as the student does",
+    )
     parser.add_argument("--mix-sft", type=float, help="weight of sft in --objective mix")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     from trainer.train import TrainConfig  # imports no torch

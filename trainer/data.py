@@ -1,6 +1,8 @@
-"""Training examples from `sdpo` export files, and the order they are trained in.
+"""Training examples from `sdpo` export files and branch records, and the order they are trained in.
 
-Each `teachback-sdpo-*` record is rendered once (trainer.render) into the token ids the model saw.
+Each `teachback-sdpo-*` record (`teachback export --format sdpo`) and each `teachback-branch-*`
+record (`teachback tasks branch`: replies sampled at recorded states and labelled by running them)
+is rendered once (trainer.render) into the token ids the model saw.
 The order is seeded: the sessions are shuffled, and the pairs of a session stay together in their
 recorded order, because consecutive pairs of a session share their prompt up to the last turn and
 the frozen teacher's keys and values for it are computed only once (trainer.scoring.PrefixCache).
@@ -18,12 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainer.render import Rendered, RenderError, render
+from trainer.render import BRANCH_PREFIX, Rendered, RenderError, is_branch, render, render_branch
 
 log = logging.getLogger(__name__)
 
 FORMAT_PREFIX = "teachback-sdpo-"
 NEEDS_CORRECTION = ("sft", "dpo")
+NEEDS_FAILURE = ("sdpo", "dpo", "mix")
 
 
 class TrainError(Exception):
@@ -35,7 +38,7 @@ class Example:
     id: str
     session_id: str
     rendered: Rendered
-    completion: list[int]  # the failed reply's tokens, cut to the completion limit
+    completion: list[int]  # the failed reply's tokens, cut to the completion limit (none for an sft branch)
     sampler_logprobs: list[float] | None  # the sampler's log-probabilities of those tokens
     chosen: list[int] | None  # the correction's tokens, cut to the completion limit
     rejected: list[int] | None = None  # the failed reply's tokens as `chosen`'s were made, cut likewise
@@ -48,7 +51,7 @@ class Loaded:
 
 
 def read_records(paths: list[Path]) -> list[dict[str, Any]]:
-    """The records of JSONL export files, refusing any that is not an `sdpo` record."""
+    """The records of JSONL files, refusing any that is neither an `sdpo` export nor a branch record."""
     records = []
     for path in paths:
         if not path.is_file():
@@ -64,10 +67,11 @@ def read_records(paths: list[Path]) -> list[dict[str, Any]]:
                         f"{path}:{number} is not JSON ({exc}); pass the JSONL file an export wrote."
                     ) from exc
                 kind = str(record.get("format", ""))
-                if not kind.startswith(FORMAT_PREFIX):
+                if not kind.startswith((FORMAT_PREFIX, BRANCH_PREFIX)):
                     raise TrainError(
                         f"{path}:{number} is a {kind or 'record without a format'}, not an sdpo record: "
-                        "the trainer reads `teachback export --format sdpo` files (every objective does)."
+                        "the trainer reads `teachback export --format sdpo` files (every objective does) "
+                        "and the files `teachback tasks branch` writes."
                     )
                 records.append(record)
     if not records:
@@ -88,15 +92,15 @@ def load_examples(
     loaded = Loaded([])
     for record in records:
         try:
-            rendered = render(record, tokenizer, hint)
+            rendered = render_branch(record, tokenizer) if is_branch(record) else render(record, tokenizer, hint)
         except RenderError as exc:
             loaded.left_out[str(exc)] += 1
             continue
         if objective in NEEDS_CORRECTION and rendered.chosen is None:
             loaded.left_out["no correction that fits the prompt"] += 1
             continue
-        if not rendered.completion:
-            loaded.left_out["an empty failed reply"] += 1
+        if objective in NEEDS_FAILURE and not rendered.completion:
+            loaded.left_out["no failed reply (a verified success: train it with --objective sft)"] += 1
             continue
         logprobs = rendered.sampler_logprobs
         loaded.examples.append(

@@ -291,6 +291,47 @@ def _loglik(model: Any, pieces: list[tuple[list[int], list[int]]]) -> float:
     return total / max(1, count)
 
 
+def state_pieces(db: Path, sessions: frozenset[str] | None, limit: int = 60) -> list[Turn]:
+    """Held-out states as (prompt, recorded reply) token ids: the ids llama.cpp was fed and
+    sampled, in the vocabulary of the model the sessions ran (give the model trained on it)."""
+    from tasks.states import load_states, replayable
+
+    turns = []
+    for state in load_states(db):
+        if len(turns) >= limit:
+            break
+        if replayable(state) and state.reply_ids and (sessions is None or state.session_id in sessions):
+            turns.append(Turn(state.session_id, list(state.prompt_ids or []), list(state.reply_ids)))
+    return turns
+
+
+def shift(before: Any, after: Any, turns: list[Turn]) -> dict[str, Any]:
+    """How far the adapter moved the model where it acts: the mean per-token KL(before || after)
+    of the next-token distributions along each held-out state's recorded reply."""
+    import torch
+
+    from trainer.losses import divergence
+    from trainer.scoring import PrefixCache, completion_logits
+
+    if not turns:
+        return {"tokens": 0, "note": "no held-out states with recorded token ids in this vocabulary"}
+    caches = {name: PrefixCache(model, adapted=True) for name, model in (("before", before), ("after", after))}
+    total, count = 0.0, 0
+    for turn in turns:
+        held = len(turn.prompt) - 1
+        logp = {}
+        for name, model in (("before", before), ("after", after)):
+            caches[name].extend(turn.prompt[:held])
+            with torch.no_grad():
+                logits = completion_logits(
+                    model, turn.prompt + turn.completion, len(turn.completion), caches[name].view(held), held
+                )
+            logp[name] = logits.float().log_softmax(-1)
+        total += float(divergence(logp["after"], logp["before"], 0.0).sum())  # alpha 0: KL(before || after)
+        count += len(turn.completion)
+    return {"states": len(turns), "tokens": count, "mean_kl": total / max(1, count)}
+
+
 # ---------------------------------------------------------------------------------------------
 # the table
 

@@ -5,7 +5,9 @@
   reply: top-k divergence with a tail bucket, each token weighted by the clipped importance ratio
   against the sampler's recorded log-probabilities.
 - sft: the negative log-likelihood of the correction after the prompt.
-- dpo: the correction preferred to the failed reply, against the frozen base as reference.
+- dpo: the correction preferred to the failed reply, against the frozen base as reference, plus
+  `dpo_nll` times the correction's mean negative log-likelihood (as RPO: plain DPO on a small model
+  tends to lower the chosen reply's likelihood along with the rejected one's).
 - mix: sdpo on every pair, plus sft (weighted `mix_sft`) where there is a correction.
 
 Speed on a CPU: the frozen base's keys and values of the prompt are computed once per session
@@ -42,6 +44,7 @@ class Options:
     window: int | None
     dpo_beta: float
     mix_sft: float
+    dpo_nll: float = 0.0
 
 
 class Objective:
@@ -98,9 +101,42 @@ class Objective:
 
     def dpo(self, example: Example) -> torch.Tensor:
         chosen, rejected = example.chosen or [], example.rejected or example.completion
-        policy = [self._sequence_logp(self._student(example, reply), reply) for reply in (chosen, rejected)]
+        logits = [self._student(example, reply) for reply in (chosen, rejected)]
+        policy = [self._sequence_logp(lg, reply) for lg, reply in zip(logits, (chosen, rejected), strict=True)]
         reference = [self._sequence_logp(self._reference(example, reply), reply) for reply in (chosen, rejected)]
-        return dpo_loss(policy[0], policy[1], reference[0], reference[1], beta=self.options.dpo_beta)
+        loss = dpo_loss(policy[0], policy[1], reference[0], reference[1], beta=self.options.dpo_beta)
+        if self.options.dpo_nll:
+            loss = loss + self.options.dpo_nll * sft_loss(logits[0], self._ids(chosen, logits[0]))
+        return loss
+
+    def base_gap(self, example: Example) -> float:
+        """The frozen base's teacher-minus-student gap on the failed reply (log-probability): what
+        the pair would teach before any step. Negative: the teacher, told what it is told, finds the
+        failure less likely, and distillation moves the student away from it; zero or positive: it
+        would pull the student toward the mistake. Without a demonstration, the mean over the
+        failure's tokens. With one, the gap at the token where the failure parts from it: before
+        that token the two are the same text, and after it a teacher shown a call finds any call
+        of that shape likelier (measured on the embedded model: +0.5 to +3.9 nats on the format
+        tokens of a failure, whatever it makes of the wrong argument). A failure that is the
+        demonstration itself has no such token, and gap 0."""
+        import torch
+
+        rendered, completion = example.rendered, example.completion
+        if rendered.decides is not None and rendered.decides >= len(completion):
+            return 0.0
+        teacher = teacher_logits(self.model, self.prefix, rendered, completion)
+        self.prefix.extend(rendered.prompt[: rendered.shared])
+        with torch.no_grad(), base_weights(self.model):
+            student = completion_logits(
+                self.model,
+                rendered.prompt + completion,
+                len(completion),
+                self.prefix.view(rendered.shared),
+                rendered.shared,
+            )
+            ids = self._ids(completion, student)
+            gap = token_logprobs(teacher, ids) - token_logprobs(student, ids)
+            return float(gap.mean() if rendered.decides is None else gap[rendered.decides])
 
     def _student(self, example: Example, reply: list[int]) -> torch.Tensor:
         """The trained model's logits for `reply` after the prompt: gradients on the window only."""

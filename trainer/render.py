@@ -47,6 +47,9 @@ class Rendered:
     # The failed reply's tokens as `chosen`'s were made (both the sampled ids, or both this
     # tokenizer's encoding of the text), for comparing the two: None without a correction.
     rejected: list[int] | None = None
+    # Where the failed reply parts from the teacher's demonstration (tokens of `completion` they
+    # share): the teacher's verdict on the failure is read at that token. None without one.
+    decides: int | None = None
 
 
 def render(record: dict[str, Any], tokenizer: Any, hint: str = "feedback") -> Rendered:
@@ -248,3 +251,61 @@ def common_prefix(a: list[int], b: list[int]) -> int:
             break
         n += 1
     return n
+
+
+# ---------------------------------------------------------------------------------------------
+# Branch records (tasks.branches): replies sampled at a recorded state, labelled by running them
+
+BRANCH_PREFIX = "teachback-branch-"
+
+
+def is_branch(record: dict[str, Any]) -> bool:
+    return str(record.get("format", "")).startswith(BRANCH_PREFIX)
+
+
+def render_branch(record: dict[str, Any], tokenizer: Any) -> Rendered:
+    """A branch record's ids: the prompt the model was given, and its sampled replies, as
+    sampled when the ids spell them in this tokenizer's vocabulary, else as its template writes
+    them. sft: `chosen` is the verified success (no failed reply); dpo: `chosen` and `rejected`
+    are a success and a failure at the same state; sdpo: `completion` is the failure, and the
+    teacher sees a verified success at that state as its demonstration, with what running the
+    failure found (the failed reply itself is not quoted: a small model copies it)."""
+    messages = [_plain(m) for m in record.get("prompt") or []]
+    if not messages:
+        raise RenderError("a branch record without a prompt; write it again with `teachback tasks branch`")
+    ids = record.get("token_ids") or {}
+    opened = template_ids(tokenizer, messages, None, generation=True)
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    given = ids.get("prompt")
+    recorded = bool(given) and tokenizer.decode(given) == text
+    prompt = list(given) if recorded else opened
+
+    def reply(field_name: str) -> list[int] | None:
+        message = record.get(field_name)
+        if not message:
+            return None
+        content = _plain(message[-1] if isinstance(message, list) else message)["content"]
+        sampled = ids.get(field_name)
+        if recorded and sampled and tokenizer.decode(sampled) == content:
+            return list(sampled)
+        return _reply_ids(tokenizer, messages, None, opened, {"role": "assistant", "content": content}, False)
+
+    kind = record["format"].removeprefix(BRANCH_PREFIX).rsplit("-", 1)[0]
+    if kind == "sft":
+        chosen, failed = reply("completion"), []
+    elif kind == "dpo":
+        chosen, failed = reply("chosen"), reply("rejected") or []
+    elif kind == "sdpo":
+        chosen, failed = None, reply("completion") or []
+    else:
+        raise RenderError(f"unknown branch record {record['format']!r}: write it again with `teachback tasks branch`")
+    decides = None
+    if kind == "sdpo" and record.get("demonstration"):
+        shown = _plain(record["demonstration"][-1])["content"]
+        hint = _hint_template("demonstration").substitute(example=shown, feedback=record.get("feedback", ""))
+        decides = common_prefix(failed, reply("demonstration") or [])
+    else:
+        hint = _hint_template("feedback").substitute(feedback=record.get("feedback", ""))
+    teacher, shared = _teacher(tokenizer, messages, None, prompt, opened, hint)
+    rejected = failed if chosen is not None and failed else None
+    return Rendered(prompt, teacher, shared, failed, None, chosen, recorded, rejected, decides)

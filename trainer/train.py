@@ -49,7 +49,8 @@ class TrainConfig:
     lora_r: int = 16
     lora_alpha: int = 32
     top_k: int = 20
-    alpha: float = 0.5  # 0 forward KL, 0.5 Jensen-Shannon, 1 reverse KL
+    # 0 forward KL (the default: top-k reverse KL collapses sub-1B students), 0.5 Jensen-Shannon, 1 reverse KL
+    alpha: float = 0.0
     teacher: str = "base"  # base (frozen) | ema (of the student)
     ema_decay: float = 0.95  # EMA teacher: teacher <- decay * teacher + (1 - decay) * student, each step
     is_clip: float | None = 2.0  # importance ratio cap; None: no importance weights
@@ -61,7 +62,9 @@ class TrainConfig:
     checkpoint_every: int = 10
     hint: str = "feedback"  # what the teacher is told: feedback | demonstration | hindsight
     dpo_beta: float = 0.1
+    dpo_nll: float = 1.0  # weight of the chosen reply's mean NLL added to the DPO loss (0: plain DPO)
     mix_sft: float = 0.5
+    gap_filter: bool = True  # sdpo, mix: leave out pairs whose base teacher-student gap is not negative
 
     def fingerprint(self, data: str) -> str:
         kept = {k: v for k, v in self.jsonable().items() if k not in _RUN_FIELDS}
@@ -119,6 +122,9 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
         max_completion_tokens=config.max_completion_tokens,
     )
     examples = loaded.examples
+    gap_filter: dict[str, Any] = {}
+    if config.gap_filter and config.objective in ("sdpo", "mix"):
+        examples, gap_filter = _filter_by_gap(Objective(model, _options(config)), examples, loaded.left_out)
     per_step = config.batch_size * config.grad_accum * accelerator.num_processes
     total = config.steps or max(1, math.ceil(config.epochs * len(examples) / per_step))
     optimizer = torch.optim.AdamW(list(trainable(model).values()), lr=config.lr, weight_decay=0.0)
@@ -150,6 +156,7 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
     metrics = {
         "pairs": len(examples),
         "left_out": dict(loaded.left_out),
+        **({"gap_filter": gap_filter} if gap_filter else {}),
         "tokens": state["tokens"],
         "student_tokens_computed": objective.computed,
         "prefix_tokens_computed": objective.prefix.computed,
@@ -168,6 +175,36 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
         _save(model, config, digest, fingerprint, result)
         checkpoints.remove(out)
     return result
+
+
+def _filter_by_gap(objective: Objective, examples: list, left_out: Any) -> tuple[list, dict[str, Any]]:
+    """The pairs whose teacher (the frozen base, told the feedback) finds the failed reply less
+    likely than the student does, before any step; the others would teach the mistake."""
+    kept, gaps, dropped_ids = [], [], []
+    for example in examples:
+        gap = objective.base_gap(example)
+        gaps.append(gap)
+        if gap < 0:
+            kept.append(example)
+        else:
+            dropped_ids.append(example.id)
+    dropped = len(dropped_ids)
+    if dropped:
+        left_out["a teacher-student gap of the wrong sign (the teacher finds the failure as likely)"] += dropped
+        log.warning("%d of %d pairs left out: their teacher-student gap is not negative", dropped, len(examples))
+    if not kept:
+        raise TrainError(
+            f"every one of the {len(examples)} pairs has a teacher-student gap of the wrong sign: told the "
+            "feedback, the teacher still finds the failed replies as likely, so distillation would teach them. "
+            "Try --hint demonstration, --objective sft or dpo, or --no-gap-filter to train them anyway."
+        )
+    summary = {
+        "checked": len(examples),
+        "dropped": dropped,
+        "mean_base_gap": sum(gaps) / len(gaps),
+        "dropped_ids": dropped_ids[:100],
+    }
+    return kept, summary
 
 
 def _gap(gaps: list[float], hint: str) -> dict[str, float]:
@@ -232,6 +269,7 @@ def _options(config: TrainConfig) -> Options:
         window=config.max_tokens,
         dpo_beta=config.dpo_beta,
         mix_sft=config.mix_sft,
+        dpo_nll=config.dpo_nll,
     )
 
 
@@ -259,6 +297,8 @@ def _check(config: TrainConfig) -> None:
         problems.append(f"--hint must be one of {', '.join(HINTS)}, got {config.hint!r}")
     if not 0.0 <= config.alpha <= 1.0:
         problems.append(f"--alpha must be between 0 (forward KL) and 1 (reverse KL), got {config.alpha}")
+    if config.dpo_nll < 0:
+        problems.append(f"--dpo-nll must be at least 0, got {config.dpo_nll}")
     if not 0.0 <= config.mix_sft <= 1.0 or not 0.0 <= config.ema_decay < 1.0:
         problems.append("--mix-sft must be in [0, 1] and --ema-decay in [0, 1)")
     for name in ("top_k", "lora_r", "batch_size", "grad_accum", "checkpoint_every", "max_completion_tokens"):
