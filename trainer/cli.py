@@ -369,8 +369,10 @@ def _served(adapter: Path, model: str) -> Path:
 
 def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "One round of the loop: export the pairs recorded since the served adapter was promoted, "
-        "train, evaluate on held-out tasks, promote only if the call-error rate drops and "
+        "One round of the loop: sample and label replies at the states of the database's task attempts "
+        "(or, without any, export the pairs recorded since the served adapter was promoted), train, "
+        "replay held-out states with the served model and the adapter, promote only if the call-error "
+        "change's interval lies below zero, the tool mix, finish share and no-tool probes hold, and "
         "forgetting stays within --max-forgetting. Asks nothing; safe from cron. Exit codes: "
         "0 promoted (or rolled back), 1 kept the served model, 2 usage, 3 another learn is "
         "running, 4 the round failed."
@@ -385,8 +387,21 @@ def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _shared_eval_arguments(parser)
     parser.add_argument("--objective", choices=("sdpo", "sft", "dpo", "mix"), default="sdpo")
-    parser.add_argument("--train-steps", type=int, help="optimizer steps (default: one pass over the pairs)")
-    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        help="optimizer steps (default: 24 in a branch round, else one pass over the pairs)",
+    )
+    parser.add_argument("--lr", type=float, help="learning rate (default: 5e-4 in a branch round, else 1e-4)")
+    parser.add_argument(
+        "--branch-samples", type=int, default=6, metavar="K", help="replies sampled at each training state (default 6)"
+    )
+    parser.add_argument(
+        "--no-branches",
+        dest="branches",
+        action="store_false",
+        help="train on the exported feedback pairs even where the database's task attempts could be branched",
+    )
     parser.add_argument("--min-pairs", type=int, default=4, help="new training pairs needed for a round (default 4)")
     parser.add_argument(
         "--states",
@@ -433,6 +448,8 @@ def learn_main(args: argparse.Namespace) -> int:
                 gate=learn.Gate(max_forgetting=args.max_forgetting),
                 states=args.states,
                 samples=args.samples,
+                branches=args.branches,
+                branch_samples=args.branch_samples,
                 train_options={"steps": args.train_steps, "lr": args.lr},
             )
             outcome = learn.learn(config, say=_say)

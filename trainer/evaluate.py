@@ -62,6 +62,10 @@ class EvalConfig:
     max_turns: int = 20
     max_completion_tokens: int | None = 256
     seed: int = 0
+    # Held-out states (a database of task attempts, and which of its sessions): how far the adapter
+    # moved there (`shift`, mean KL along their recorded replies).
+    states_db: Path | None = None
+    states_sessions: frozenset[str] | None = None
     # Judged after the pairs and forgetting: a reason to skip the slow task runs (learn's gate), or None.
     skip_tasks: Callable[[dict[str, Any]], str | None] | None = None
 
@@ -92,6 +96,10 @@ def evaluate(config: EvalConfig, progress: Progress | None = None) -> dict[str, 
         say("measuring forgetting")
         turns = successful_turns(config.db, config.test_fraction, config.max_turns, tokenizer)
         doc["forgetting"] = forgetting(before_model, after_model, tokenizer, turns)
+    if config.states_db is not None:
+        with _stage(doc, "shift"):
+            say("measuring how far the adapter moved at held-out states")
+            doc["shift"] = shift(before_model, after_model, state_pieces(config.states_db, config.states_sessions))
     del before_model, after_model
     skip = config.skip_tasks(doc) if config.skip_tasks else None
     if skip:

@@ -1,10 +1,15 @@
 """`teachback learn`: one round of the online loop, and `teachback learn --rollback`.
 
-A round exports the feedback pairs recorded since the adapter served now was promoted (split by
-session: the test side is held out), trains an adapter on the train side, evaluates it against the
-served model (trainer.evaluate: held-out pairs, held-out tasks, forgetting) and promotes it only if
-the call-error rate on the held-out tasks drops, it still makes tool calls, and forgetting stays
-within the threshold. Every round and rollback is a row in the store (feedback_store.rounds).
+Where the database holds task attempts of the embedded model (their states can be replayed), a
+round is a branch round: at the states of the training side of the split (by session) the served
+model draws K replies each, labelled by running them (tasks.branches); the objective's records
+(sft: verified successes; dpo: same-state success/failure; sdpo: failures with a same-state
+success as demonstration) train an adapter; the held-out side's states are replayed with the
+served model and the adapter (tasks.state_eval), and forgetting is measured (trainer.evaluate).
+Otherwise the round exports the feedback pairs recorded since the adapter served now was promoted
+(split by session: the test side is held out) and trains on those. Either way the adapter is
+promoted only if the call-error change's interval lies below zero, the tool mix, finish share and
+no-tool probes hold, and forgetting stays within the threshold. Every round and rollback is a row in the store (feedback_store.rounds).
 Promoting writes the pointer file the embedded provider reads at every model call, so the language
 server and the terminal app use the new adapter from their next model call on.
 
@@ -72,6 +77,8 @@ class LearnConfig:
     gate: Gate = field(default_factory=Gate)
     states: Path | None = None  # held-out states to gate on; None: the test split of db's task attempts
     samples: int = 4  # replies per held-out state and side
+    branches: bool = True  # train on replies sampled at the training states, where there are any
+    branch_samples: int = 6  # replies per training state
     train_options: dict[str, Any] = field(default_factory=dict)  # more TrainConfig fields (steps, lr, ...)
 
 
@@ -131,13 +138,25 @@ def learn(config: LearnConfig, say: Say | None = None) -> Outcome:
             action=LEARN, adapter_id=None, parent=parent.adapter_id if parent else None, since=since, base=str(gguf)
         )
         folder = adapters_dir() / entry.id
-        split = _export(config, since, folder) or {}
+        sessions = _training_sessions(config) if config.adapter is None and config.branches else None
+        if sessions:
+            served_now = (
+                "none" if parent is None or not parent.adapter_dir else str(Path(parent.adapter_dir) / "adapter.gguf")
+            )
+            split = _branch(config, sessions, f"local/{gguf}@{served_now}", folder, say)
+        else:
+            split = _export(config, since, folder) or {}
         found = _count(split["train"]) if "train" in split else 0
         if config.adapter is None and found < config.min_pairs:
             shutil.rmtree(folder, ignore_errors=True)
+            what = (
+                "training record(s) sampled at the training states"
+                if sessions
+                else "new training pair(s) since the last promotion"
+            )
             return Outcome(
                 EXIT_KEPT,
-                f"{found} new training pair(s) since the last promotion (need {config.min_pairs}); "
+                f"{found} {what} (need {config.min_pairs}); "
                 "nothing trained. Record more sessions, or lower --min-pairs.",
             )
         if config.adapter is not None:  # served from its own copy: later changes to the given folder do not leak in
@@ -176,6 +195,7 @@ def _round(
         say(f"round {entry.id}: training on {entry.records} pair(s) ({config.objective})")
         adapter = _train(config, split["train"], adapter, say)
     ensure_served(adapter, Path(entry.base or ""))
+    held = _held_out(config, say)
     say("evaluating against the served model")
     evaluation = evaluate(
         EvalConfig(
@@ -194,12 +214,15 @@ def _round(
             parallel=config.parallel,
             bench_cache=adapters_dir() / "bench-cache",
             seed=config.seed,
+            behaviour=held is None,  # held-out states decide; the slow task runs only without them
+            states_db=None if held is None else held[0],
+            states_sessions=None if held is None else held[1],
             skip_tasks=lambda doc: forgot(doc, config.gate),
         ),
         say,
     )
-    if not forgot(evaluation, config.gate):
-        replayed = _replay_states(config, parent, adapter / "adapter.gguf", Path(entry.base or ""), say)
+    if held is not None and not forgot(evaluation, config.gate):
+        replayed = _replay_states(config, held, parent, adapter / "adapter.gguf", Path(entry.base or ""), say)
         if replayed is not None:
             evaluation["states"] = replayed
             (folder / "eval.json").write_text(json.dumps(evaluation, indent=2, default=str), encoding="utf-8")
@@ -218,12 +241,10 @@ def _round(
     return Outcome(EXIT_KEPT, f"kept {parent.adapter_id if parent else 'the base model'}: {reason}", done, evaluation)
 
 
-def _replay_states(config: LearnConfig, parent: Round | None, served: Path, gguf: Path, say: Say) -> dict | None:
-    """The held-out states replayed with the served model and the new adapter (tasks.state_eval):
-    `config.states`, or the test split of the database's own task attempts; None when there are none."""
+def _held_out(config: LearnConfig, say: Say) -> tuple[Path, frozenset[str]] | None:
+    """The held-out states' database and sessions: `config.states`, or the test split of the
+    database's own task attempts; None when there are none."""
     from feedback_store.export import split_of
-    from tasks.sample_suite import sample_suite_path
-    from tasks.state_eval import ReplayConfig, run_replay
     from tasks.states import StateError, load_states, replayable
 
     source = config.states or config.db
@@ -236,6 +257,18 @@ def _replay_states(config: LearnConfig, parent: Round | None, served: Path, gguf
     if not held_out:
         say("no held-out states to replay: the held-out tasks decide")
         return None
+    return source, frozenset(held_out)
+
+
+def _replay_states(
+    config: LearnConfig, held: tuple[Path, frozenset[str]], parent: Round | None, served: Path, gguf: Path, say: Say
+) -> dict | None:
+    """The held-out states replayed with the served model and the new adapter (tasks.state_eval)."""
+    from tasks.sample_suite import sample_suite_path
+    from tasks.state_eval import ReplayConfig, run_replay
+    from tasks.states import StateError
+
+    source, sessions = held
     before = parent.adapter_dir if parent and parent.adapter_dir else "none"
     if before != "none":
         before = str(Path(before) / "adapter.gguf")
@@ -244,10 +277,10 @@ def _replay_states(config: LearnConfig, parent: Round | None, served: Path, gguf
         arms={"before": f"local/{gguf}@{before}", "after": f"local/{gguf}@{served}"},
         task_file=(config.tasks or sample_suite_path()).resolve(),
         samples=config.samples,
-        sessions=frozenset(held_out),
+        sessions=sessions,
         seed=config.seed,
     )
-    say(f"replaying {len(held_out)} held-out session(s) at their recorded states")
+    say(f"replaying {len(sessions)} held-out session(s) at their recorded states")
     try:
         return run_replay(replay, say)
     except StateError as exc:
@@ -255,15 +288,56 @@ def _replay_states(config: LearnConfig, parent: Round | None, served: Path, gguf
         return None
 
 
-def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
-    from trainer.train import TrainConfig, train
+def _training_sessions(config: LearnConfig) -> frozenset[str] | None:
+    """The task sessions whose states train: the train side of the split (all of them when the
+    held-out states come from another database)."""
+    from feedback_store.export import split_of
+    from tasks.states import StateError, load_states, replayable
 
+    try:
+        found = [s for s in load_states(config.db) if replayable(s)]
+    except StateError:
+        return None
+    sessions = {s.session_id for s in found if config.states or split_of(s.session_id, config.test_fraction) == "train"}
+    return frozenset(sessions) or None
+
+
+def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: Path, say: Say) -> dict[str, Path]:
+    """The branch records at the training states; {"train": the objective's file}."""
+    from tasks.branches import BranchConfig, render_summary, run_branches
+    from tasks.sample_suite import sample_suite_path
+    from tasks.states import StateError
+
+    say(f"sampling {config.branch_samples} replies at each state of {len(sessions)} training session(s)")
+    try:
+        result = run_branches(
+            BranchConfig(
+                db=config.db,
+                out=folder / "branches",
+                task_file=(config.tasks or sample_suite_path()).resolve(),
+                model=model,
+                samples=config.branch_samples,
+                sessions=sessions,
+            ),
+            say,
+        )
+    except StateError as exc:
+        raise LearnError(str(exc)) from exc
+    say(render_summary(result))
+    return {"train": result.paths["sdpo" if config.objective == "mix" else config.objective]}
+
+
+def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
+    from trainer.train import BRANCH_ROUND, TrainConfig, train
+
+    branch = _count_branch(data)
     options = {
         "data": [data],
         "out": out,
         "objective": config.objective,
         "base": config.base,
         "seed": config.seed,
+        **(BRANCH_ROUND if branch else {}),
         **{k: v for k, v in config.train_options.items() if v is not None},
     }
     result = train(TrainConfig(**options), progress=lambda r: say(f"step {r.step}/{r.total}: loss {r.loss:.4f}"))
@@ -326,6 +400,7 @@ def summary(evaluation: dict[str, Any], path: Path) -> dict[str, Any]:
         "forgetting": evaluation.get("forgetting"),
         "rates": (evaluation.get("behaviour") or {}).get("rates"),
         "states": (evaluation.get("states") or {}).get("change"),
+        "shift": evaluation.get("shift"),
         "cpu_s": evaluation.get("cpu_s"),
         "eval": str(path),
     }
@@ -412,6 +487,15 @@ def _export(config: LearnConfig, since: float | None, folder: Path) -> dict[str,
         return None
     found = {p.name.rsplit(".", 2)[-2]: p for p in result.paths}  # pairs.train.jsonl -> train
     return found if "train" in found else None
+
+
+def _count_branch(path: Path) -> bool:
+    """The file holds branch records (not an sdpo export)."""
+    from trainer.render import BRANCH_PREFIX
+
+    with path.open(encoding="utf-8") as lines:
+        first = next((line for line in lines if line.strip()), "{}")
+    return str(json.loads(first).get("format", "")).startswith(BRANCH_PREFIX)
 
 
 def _count(path: Path) -> int:
