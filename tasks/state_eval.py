@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
 import shutil
 import time
 from collections import Counter
@@ -23,6 +24,8 @@ from typing import Any
 
 from tasks.states import (
     DEFAULT_CAP,
+    FINISHED,
+    OK,
     PREMATURE,
     Label,
     Sampler,
@@ -55,6 +58,7 @@ class ReplayConfig:
     max_per_session: int | None = 6
     sessions: frozenset[str] | None = None  # only these (e.g. a held-out split); None: all
     seed: int = 0  # the bootstrap's
+    probes: bool = True  # also sample the no-tool probes (tasks.probes) of the sessions' first states
 
 
 def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
@@ -75,7 +79,11 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
     missing = sorted({s.task_id for s in states} - set(tasks))
     if missing:
         raise StateError(f"the tasks {', '.join(missing[:3])} are not in {config.task_file}: give their --tasks file")
+    from tasks.probes import build_probes, probe_label
+
+    probes = build_probes(states) if config.probes else []
     labels: dict[str, list[list[Label]]] = {}
+    probe_labels: dict[str, list[Label]] = {}
     reproduced = Counter()
     scratches = {id(s): Scratch(s, tasks[s.task_id], config.task_file) for s in states}
     try:
@@ -86,6 +94,9 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
                     config, arm, sampler, states, scratches, tasks, say, reproduced if arm == "before" else None
                 )
             )
+            probe_labels[arm] = asyncio.run(_sample_probes(config, sampler, probes, probe_label))
+            if probes:
+                say(f"{arm}: {len(probes)} no-tool probes: {', '.join(label.kind for label in probe_labels[arm])}")
     finally:
         for scratch in scratches.values():
             scratch.close()
@@ -102,8 +113,20 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
         "min_clusters": MIN_CLUSTERS,
         "rule": "shown: change <= -30% and upper < 0; refuted: lower > -30%; else inconclusive",
     }
-    if "after" in labels:
-        doc["change"] = compare(states, labels["before"], labels["after"], config.seed)
+    doc["changes"] = {
+        arm: compare(states, labels["before"], found, config.seed) for arm, found in labels.items() if arm != "before"
+    }
+    if "after" in doc["changes"]:
+        doc["change"] = doc["changes"]["after"]
+    doc["clean_states"] = clean_states(states, labels)
+    doc["cells"] = {arm: _clusters(states, found) for arm, found in labels.items()}  # task -> [call errors, samples]
+    doc["no_tool"] = {
+        "probes": len(probes),
+        **{
+            arm: {"success_rate": _success(found), "tool_mix": dict(Counter(t for x in found for t in x.tools))}
+            for arm, found in probe_labels.items()
+        },
+    }
     doc["wall_s"] = round(time.perf_counter() - started, 1)
     doc["cpu_s"] = round(time.process_time() - cpu, 1)
     return doc
@@ -134,6 +157,35 @@ async def _sample_arm(
                 _check_reproduced(reproduced, state, reply, label, sampler.cap)
         out.append(found)
         say(f"{arm}: state {number}/{len(states)}: {', '.join(label.kind for label in found)}")
+    return out
+
+
+async def _sample_probes(config: ReplayConfig, sampler: Sampler, probes: list[State], label: Any) -> list[Label]:
+    """The probes' labels, K samples each under the seeds of the states (no call is run)."""
+    found = []
+    for probe in probes:
+        for k in range(config.samples):
+            found.append(label(await sampler.sample(probe, k)))
+    return found
+
+
+def _success(labels: list[Label]) -> float | None:
+    """The share of replies that made no call error and did not finish early."""
+    if not labels:
+        return None
+    return sum(
+        not label.call_error and label.kind != PREMATURE and label.kind != "over_call" for label in labels
+    ) / len(labels)
+
+
+def clean_states(states: list[State], labels: dict[str, list[list[Label]]]) -> dict[str, Any]:
+    """Each arm's success rate at the states whose recorded call succeeded. They are chosen by the
+    recorded reply, not by the base's replay samples: choosing by the base's own samples would
+    bias the comparison against any adapter that changes them (regression to the mean)."""
+    picked = [i for i, state in enumerate(states) if state.recorded.kind in (OK, FINISHED)]
+    out: dict[str, Any] = {"states": len(picked)}
+    for arm, found in labels.items():
+        out[arm] = _success([label for i in picked for label in found[i]])
     return out
 
 
@@ -173,6 +225,7 @@ def summarize(labels: list[list[Label]]) -> dict[str, Any]:
         "premature_finish_rate": sum(label.kind == PREMATURE for label in flat) / n,
         "cut_off_rate": sum(label.cut_off for label in flat) / n,
         "call_rate": sum(bool(label.tools) for label in flat) / n,
+        "finish_share": sum("finish" in label.tools for label in flat) / n,
         "tool_mix": {tool: count / total_calls for tool, count in sorted(calls.items())},
     }
 
@@ -190,7 +243,11 @@ def _clusters(states: list[State], labels: list[list[Label]]) -> dict[str, list[
 def compare(states: list[State], before: list[list[Label]], after: list[list[Label]], seed: int) -> dict[str, Any]:
     """The relative change in call errors per sample (after / before - 1), with a percentile
     bootstrap interval that resamples tasks (clusters), both arms together (they share seeds)."""
-    b, a = _clusters(states, before), _clusters(states, after)
+    return compare_cells(_clusters(states, before), _clusters(states, after), seed)
+
+
+def compare_cells(b: dict[str, list[int]], a: dict[str, list[int]], seed: int) -> dict[str, Any]:
+    """`compare` on per-task [call errors, samples] cells (a subset of the tasks, e.g. one repository's)."""
     names = sorted(b)
     point = _ratio([b[c] for c in names], [a[c] for c in names])
     rng = random.Random(seed)
@@ -213,7 +270,33 @@ def compare(states: list[State], before: list[list[Label]], after: list[list[Lab
         "interval": interval,
         "resamples_used": len(draws),
         "verdict": verdict,
+        "tasks": len(names),
     }
+
+
+def repository(task_id: str) -> str:
+    """The repository of a synthesised task id (`<repository>.<8 hex of its base>.<strategy>__<name>`)."""
+    found = re.match(r"^(.*)\.[0-9a-f]{8}\.", task_id)
+    return found.group(1) if found else task_id
+
+
+def compare_arms(doc: dict[str, Any], seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Every arm's change against `before` (`doc["changes"]`), each with the same comparison per
+    repository of the held-out tasks (`by_repository`): what transfers to a repository the
+    training never saw."""
+    cells = doc.get("cells") or {}
+    base = cells.get("before") or {}
+    out = {}
+    for arm, change in (doc.get("changes") or {}).items():
+        groups: dict[str, list[str]] = {}
+        for task in base:
+            groups.setdefault(repository(task), []).append(task)
+        by_repository = {
+            name: compare_cells({t: base[t] for t in tasks}, {t: cells[arm][t] for t in tasks}, seed)
+            for name, tasks in sorted(groups.items())
+        }
+        out[arm] = {**change, "by_repository": by_repository}
+    return out
 
 
 def detectable_change(states: list[State], before: list[list[Label]], seed: int) -> float | None:
@@ -268,9 +351,23 @@ def render(doc: dict[str, Any]) -> str:
         ("call_error_rate", "call errors / sample"),
         ("premature_finish_rate", "premature finish"),
         ("call_rate", "replies with a call"),
+        ("finish_share", "replies calling finish"),
         ("cut_off_rate", "cut off at the cap"),
     ):
-        lines.append(f"{name:24}" + "".join(f"{arm[key]:>12.3f}" for arm in doc["arms"].values()))
+        lines.append(f"{name:24}" + "".join(f"{arm.get(key, 0.0):>12.3f}" for arm in doc["arms"].values()))
+    clean, probes = doc.get("clean_states") or {}, doc.get("no_tool") or {}
+    if clean.get("states"):
+        lines.append(
+            f"{'success, clean states':24}"
+            + "".join(f"{_cell(clean.get(arm)):>12}" for arm in doc["arms"])
+            + f"  ({clean['states']} states whose recorded call succeeded)"
+        )
+    if probes.get("probes"):
+        lines.append(
+            f"{'success, no-tool probes':24}"
+            + "".join(f"{_cell((probes.get(arm) or {}).get('success_rate')):>12}" for arm in doc["arms"])
+            + f"  ({probes['probes']} probes)"
+        )
     kinds = sorted({k for arm in doc["arms"].values() for k in arm["by_kind"]})
     for kind in kinds:
         lines.append(f"  {kind:22}" + "".join(f"{arm['by_kind'].get(kind, 0):>12.3f}" for arm in doc["arms"].values()))
@@ -300,20 +397,57 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def gate(doc: dict[str, Any], *, max_shift: float = 0.05, max_upper: float = 0.0) -> tuple[bool, str]:
-    """Promote an adapter on a state replay (`doc`), or not, and why: only when the 95% interval of
-    the relative change in call errors lies below `max_upper` (zero by default), and the adapter
-    still calls tools, and finishes early, at the base's rates (within `max_shift`)."""
-    before, after = doc["arms"]["before"], doc["arms"].get("after")
-    change = doc.get("change")
-    if after is None or change is None:
+def _cell(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def gate(
+    doc: dict[str, Any],
+    *,
+    after: str = "after",
+    max_shift: float = 0.05,
+    max_upper: float = 0.0,
+    max_premature_rise: float = 0.02,
+    max_drop: float = 0.05,
+) -> tuple[bool, str]:
+    """Promote an adapter (the arm `after`) on a state replay (`doc`), or not, and why: only when the
+    95% interval of the relative change in call errors lies below `max_upper` (zero by default);
+    the replies with a call, the finish share and each tool's share of the calls move by at most
+    `max_shift`; premature finishes rise by at most `max_premature_rise`; and the success rate at
+    the no-tool probes and at the states whose recorded call succeeded drops by at most
+    `max_drop`. Fine-tuning a small model on tool rows is known to teach over-calling: these see it."""
+    arms = doc["arms"]
+    before, found = arms["before"], arms.get(after)
+    change = (doc.get("changes") or {}).get(after) or (doc.get("change") if after == "after" else None)
+    if found is None or change is None:
         return False, "the held-out states were sampled with the base model only"
-    for key, what in (("call_rate", "replies with a tool call"), ("premature_finish_rate", "premature finishes")):
-        shift = after[key] - before[key]
+    for key, what in (("call_rate", "replies with a tool call"), ("finish_share", "replies that call finish")):
+        shift = found.get(key, 0.0) - before.get(key, 0.0)
         if abs(shift) > max_shift:
             return False, (
-                f"{what} moved from {before[key]:.0%} to {after[key]:.0%} of replies (allowed ±{max_shift:.0%}): "
-                "fewer call errors that way is not learning"
+                f"{what} moved from {before.get(key, 0.0):.0%} to {found.get(key, 0.0):.0%} of replies "
+                f"(allowed ±{max_shift:.0%}): fewer call errors that way is not learning"
+            )
+    for tool in sorted(set(before["tool_mix"]) | set(found["tool_mix"])):
+        a, b = before["tool_mix"].get(tool, 0.0), found["tool_mix"].get(tool, 0.0)
+        if abs(b - a) > max_shift:
+            return False, f"{tool}'s share of the calls moved from {a:.0%} to {b:.0%} (allowed ±{max_shift:.0%})"
+    rise = found["premature_finish_rate"] - before["premature_finish_rate"]
+    if rise > max_premature_rise:
+        return False, (
+            f"premature finishes rose from {before['premature_finish_rate']:.0%} to "
+            f"{found['premature_finish_rate']:.0%} of replies (allowed +{max_premature_rise:.0%})"
+        )
+    for key, what in (
+        ("no_tool", "the no-tool probes (questions that need no tool: it called one)"),
+        ("clean_states", "the states whose recorded call succeeded"),
+    ):
+        part = doc.get(key) or {}
+        base_rate = part.get("before", {}).get("success_rate") if key == "no_tool" else part.get("before")
+        rate = (part.get(after) or {}).get("success_rate") if key == "no_tool" else part.get(after)
+        if base_rate is not None and rate is not None and base_rate - rate > max_drop:
+            return False, (
+                f"its success rate at {what} fell from {base_rate:.0%} to {rate:.0%} (allowed -{max_drop:.0%})"
             )
     interval, point = change["interval"], change["relative_change"]
     if interval is None or point is None:

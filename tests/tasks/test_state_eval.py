@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tasks.state_eval import MIN_CLUSTERS, compare, detectable_change, gate, summarize
+from tasks.state_eval import MIN_CLUSTERS, _clusters, compare, compare_arms, detectable_change, gate, summarize
 from tasks.states import Label
 
 ERROR, OK, FINISH_EARLY = (
@@ -63,7 +63,62 @@ def test_fewer_errors_by_calling_less_or_finishing_early_is_refused() -> None:
     silent = [[Label("answer") if label.call_error else label for label in row] for row in before]
     early = [[FINISH_EARLY if label.call_error else label for label in row] for row in before]
     assert "replies with a tool call moved" in gate(doc(found, before, silent))[1]
-    assert "premature finishes moved" in gate(doc(found, before, early))[1]
+    assert "replies that call finish moved" in gate(doc(found, before, early))[1]
+
+
+FINISHED = Label("finished", ("finish",))
+
+
+def test_premature_finishes_that_replace_good_finishes_are_refused() -> None:
+    """The finish share stays; what rises is finishing while the tests still fail."""
+    found = states(10)
+    before = [[FINISHED if k == 0 else label for k, label in enumerate(row)] for row in labels(found, 2)]
+    after = [[FINISH_EARLY if label == FINISHED else label for label in row] for row in labels(found, 6)]
+    after = [[FINISH_EARLY if k == 0 else label for k, label in enumerate(row)] for row in after]
+    result = doc(found, before, after)
+    assert abs(result["arms"]["after"]["finish_share"] - result["arms"]["before"]["finish_share"]) <= 0.05
+    promoted, reason = gate(result)
+    assert not promoted and "premature finishes rose" in reason
+
+
+def test_a_shift_in_the_tool_mix_is_refused() -> None:
+    found = states(10)
+    before = labels(found, 2)
+    listed = Label("ok", ("list_files",))
+    after = [
+        [listed if label == OK and i % 3 == 0 else label for label in row] for i, row in enumerate(labels(found, 6))
+    ]
+    promoted, reason = gate(doc(found, before, after))
+    assert not promoted and "list_files's share of the calls moved from 0%" in reason
+
+
+def with_checks(result: dict, probes: tuple[float, float], clean: tuple[float, float]) -> dict:
+    return {
+        **result,
+        "no_tool": {"probes": 20, "before": {"success_rate": probes[0]}, "after": {"success_rate": probes[1]}},
+        "clean_states": {"states": 12, "before": clean[0], "after": clean[1]},
+    }
+
+
+def test_an_adapter_that_calls_a_tool_where_none_is_needed_is_refused() -> None:
+    """The adapter trained to always call a tool: its call errors at the task states fall with an
+    interval below zero, but at the no-tool probes it calls read_file instead of answering."""
+    found = states(10)
+    result = doc(found, labels(found, 2), labels(found, 6))
+    assert gate(with_checks(result, (0.9, 0.88), (0.8, 0.8)))[0]  # within bounds: promoted
+    promoted, reason = gate(with_checks(result, (0.9, 0.1), (0.8, 0.8)))
+    assert not promoted and "no-tool probes" in reason and "90% to 10%" in reason
+    promoted, reason = gate(with_checks(result, (0.9, 0.9), (0.8, 0.7)))
+    assert not promoted and "recorded call succeeded" in reason
+
+
+def test_the_gate_reads_the_arm_it_is_asked_about() -> None:
+    found = states(10)
+    before = labels(found, 2)
+    result = doc(found, before, before)
+    result["arms"]["good"] = summarize(labels(found, 6))
+    result["changes"] = {"after": result["change"], "good": compare(found, before, labels(found, 6), seed=0)}
+    assert not gate(result)[0] and gate(result, after="good")[0]
 
 
 def test_too_few_tasks_give_no_interval_and_no_promotion() -> None:
@@ -92,3 +147,26 @@ def test_rates_by_kind_and_the_tool_mix() -> None:
     assert summary["cut_off_rate"] == 0.25
     assert summary["premature_finish_rate"] == 0.25 and summary["call_rate"] == 0.75
     assert summary["tool_mix"] == {"finish": 1 / 3, "read_file": 2 / 3}
+
+
+def test_every_arm_is_compared_over_all_tasks_and_per_repository() -> None:
+    found = [
+        SimpleNamespace(cluster=f"{repo}.0123abcd.body__{repo}.f{t}")
+        for repo in ("textkit", "inflection-0.5.1")
+        for t in range(6)
+    ]
+    before, good = labels(found, 2, samples=4), labels(found, 6, samples=4)
+    mixed = [
+        row if state.cluster.startswith("textkit") else before[i] for i, (state, row) in enumerate(zip(found, good))
+    ]
+    cells = {arm: _clusters(found, rows) for arm, rows in (("before", before), ("good", good), ("mixed", mixed))}
+    result = {
+        "changes": {"good": compare(found, before, good, 0), "mixed": compare(found, before, mixed, 0)},
+        "cells": cells,
+    }
+    arms = compare_arms(result)
+    assert set(arms) == {"good", "mixed"}
+    assert set(arms["mixed"]["by_repository"]) == {"textkit", "inflection-0.5.1"}
+    assert arms["mixed"]["by_repository"]["inflection-0.5.1"]["relative_change"] == 0.0  # it learnt nothing there
+    assert arms["mixed"]["by_repository"]["textkit"]["relative_change"] < -0.3
+    assert arms["good"]["relative_change"] == result["changes"]["good"]["relative_change"]
