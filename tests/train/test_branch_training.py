@@ -124,6 +124,7 @@ def test_the_gap_filter_drops_exactly_the_pairs_of_the_wrong_sign() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_teacher_shown_the_failure_itself_as_its_demonstration_is_left_out(
     embedded_model_dir: Path, tmp_path: Path
 ) -> None:

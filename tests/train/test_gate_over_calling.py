@@ -1,0 +1,89 @@
+"""The gate sees over-calling, with a real adapter: the embedded model fine-tuned to answer every
+question with a `read_file` call, served by llama.cpp, calls a tool at the no-tool probes where the
+base answers with `finish`; the gate refuses it even where its call errors at the task states fall
+with an interval below zero."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from agent.protocol.textcalls import to_text_messages
+from agent.tools import default_toolbox
+from tasks.probes import build_probes, probe_label, questions
+from tasks.state_eval import compare, gate, summarize
+from tasks.states import Sampler, State
+from tests.tasks.test_state_eval import labels, states
+
+READ = '{ "name": "read_file", "arguments": { "path": "textkit/words.py" } }'
+
+
+def first_state(session: str, instruction: str) -> State:
+    template = resources.files("agent").joinpath("prompts/system.md").read_text(encoding="utf-8")
+    messages = [
+        {"role": "system", "content": template.format(workspace="textkit", repo_map="")},
+        {"role": "user", "content": instruction},
+    ]
+    config = {"tool_mode": "grammar", "temperature": 0.8, "max_tokens": 96}
+    tools = default_toolbox().schemas()
+    return State(session, 0, "t", messages, tools, config, {}, [1], None, [], [], {}, [])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_an_adapter_trained_to_always_call_a_tool_is_refused_at_the_no_tool_probes(
+    embedded_model_dir: Path, tmp_path: Path
+) -> None:
+    from agent.providers.llama_engine import model_path
+    from trainer.gguf_lora import ensure_served
+    from trainer.train import TrainConfig, train
+
+    held_out = [first_state(f"held-{i}", "Make the tests of textkit pass.") for i in range(6)]
+    probes = build_probes(held_out)
+    # Trained on every probe question but in other sessions' words: the answer is always a read_file call.
+    records = []
+    for number, question in enumerate(questions()):
+        state = first_state(f"train-{number}", question)
+        records.append(
+            {
+                "format": "teachback-branch-sft-1",
+                "id": f"train-{number}:0:0",
+                "session_id": f"train-{number}",
+                "step": 0,
+                "task_id": "t",
+                "prompt": to_text_messages(state.messages, state.tools),
+                "completion": [{"role": "assistant", "content": READ}],
+                "token_ids": {"prompt": None, "completion": None},
+            }
+        )
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = train(TrainConfig(data=[data], out=tmp_path / "always", objective="sft", steps=16, lr=2e-3, batch_size=4))
+    assert result.losses[-1] < result.losses[0]
+    gguf = model_path("smollm2")
+    served = ensure_served(result.adapter_dir, gguf)
+
+    async def success(model: str) -> float:
+        sampler = Sampler(model, cap=96)
+        found = [probe_label(await sampler.sample(probe, k)) for probe in probes for k in range(2)]
+        return sum(label.kind in ("finished", "answer") for label in found) / len(found)
+
+    base, adapted = asyncio.run(success(f"local/{gguf}@none")), asyncio.run(success(f"local/{gguf}@{served}"))
+    assert adapted < base - 0.05, (base, adapted)
+    # Its call errors at the task states fall with an interval below zero (made by hand): only the probes refuse it.
+    found = states(10)
+    before, after = labels(found, 2), labels(found, 6)
+    doc = {
+        "states": len(found),
+        "clusters": 10,
+        "arms": {"before": summarize(before), "after": summarize(after)},
+        "change": compare(found, before, after, seed=0),
+        "no_tool": {"probes": len(probes), "before": {"success_rate": base}, "after": {"success_rate": adapted}},
+    }
+    assert gate({**doc, "no_tool": {**doc["no_tool"], "after": {"success_rate": base}}})[0]
+    promoted, reason = gate(doc)
+    assert not promoted and "no-tool probes" in reason
