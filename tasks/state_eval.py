@@ -58,7 +58,7 @@ class ReplayConfig:
     max_per_session: int | None = 6
     sessions: frozenset[str] | None = None  # only these (e.g. a held-out split); None: all
     seed: int = 0  # the bootstrap's
-    probes: bool = True  # also sample the no-tool probes (tasks.probes) of the sessions' first states
+    probes: int | None = None  # no-tool probes (tasks.probes) from the first states of this many sessions; None: all
 
 
 def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
@@ -81,7 +81,9 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
         raise StateError(f"the tasks {', '.join(missing[:3])} are not in {config.task_file}: give their --tasks file")
     from tasks.probes import build_probes, probe_label
 
-    probes = build_probes(states) if config.probes else []
+    probes = build_probes(states)
+    if config.probes is not None and len(probes) > config.probes:  # spread over the sessions, every repository's
+        probes = [probes[i * len(probes) // config.probes] for i in range(config.probes)]
     labels: dict[str, list[list[Label]]] = {}
     probe_labels: dict[str, list[Label]] = {}
     reproduced = Counter()
