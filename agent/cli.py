@@ -93,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--dest", type=Path, default=None, help="where to put the sample project (default: a temp dir)")
     demo.add_argument("--model", default=None, help="model to use instead of the embedded one")
     demo.add_argument("--max-steps", type=int, default=12)
+    demo.add_argument(
+        "--learn",
+        action="store_true",
+        help="then one short learning round on the bundled task suite, and its before/after table (needs the train extra)",
+    )
     demo.set_defaults(handler=_demo)
 
     # `tasks` and `bench` parse the rest of the line with their own parser (tasks.cli), imported only
@@ -310,7 +315,17 @@ def _export(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from agent.demo import run_demo
 
-    return run_demo(DemoDatabase, args.dest, model=args.model, max_steps=args.max_steps)
+    dest = args.dest
+    if args.learn and dest is None:  # the round's files go beside the demo's
+        import tempfile
+
+        dest = Path(tempfile.mkdtemp(prefix="teachback-demo-"))
+    code = run_demo(DemoDatabase, dest, model=args.model, max_steps=args.max_steps)
+    if code or not args.learn:
+        return code
+    from trainer.demo_learn import run_learn
+
+    return run_learn(dest)
 
 
 class DemoDatabase:
