@@ -390,7 +390,7 @@ def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--train-steps",
         type=int,
-        help="optimizer steps (default: 24 in a branch round, else one pass over the pairs)",
+        help="optimizer steps (default: 12 in a branch round, else one pass over the pairs)",
     )
     parser.add_argument("--lr", type=float, help="learning rate (default: 5e-4 in a branch round, else 1e-4)")
     parser.add_argument(

@@ -35,7 +35,7 @@ _RUN_FIELDS = ("data", "out", "steps", "epochs", "resume", "checkpoint_every")
 
 # Settings that move a LoRA on a branch round's few hundred examples (the sample suite's measured
 # round, bench/learn_round.py); `teachback train` keeps its own defaults.
-BRANCH_ROUND: dict[str, Any] = {"lr": 5e-4, "steps": 24, "batch_size": 6}
+BRANCH_ROUND: dict[str, Any] = {"lr": 5e-4, "steps": 12, "batch_size": 6}
 
 __all__ = ["TrainConfig", "TrainError", "TrainResult", "StepReport", "train"]
 
