@@ -16,8 +16,6 @@ from agent.config import APPROVAL_MODES, ConfigError, Settings, load_settings
 # command, the configuration, the database or the model cannot be used as given; 3: the session
 # ran but some of its events are not in the feedback database.
 EXIT_OK, EXIT_STOPPED, EXIT_USAGE, EXIT_UNRECORDED = 0, 1, 2, 3
-# Model errors that no retry or later turn can fix: the model name, its key, or its provider set-up.
-MODEL_USAGE_ERRORS = ("setup", "auth", "not_found")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,6 +144,7 @@ def settings_for(args: argparse.Namespace) -> Settings:
 
 def _run(args: argparse.Namespace) -> int:
     from agent.approval_prompt import TerminalApprover
+    from agent.llm import MODEL_USAGE_ERRORS
     from agent.protocol import ErrorEvent, UserInput
     from agent.runtime import open_session
     from agent.transcript import JsonLines, Transcript

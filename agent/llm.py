@@ -84,6 +84,10 @@ def check_model(litellm: ModuleType, model: str, api_base: str | None) -> None:
         ) from exc
 
 
+# Model errors that no retry or later turn can fix: the model name, its key, or its provider set-up.
+MODEL_USAGE_ERRORS = ("setup", "auth", "not_found")
+
+
 def classify(litellm: ModuleType, exc: Exception, model: str, api_base: str | None) -> str | None:
     """The ModelError kind of a failed call; None for an exception that is not a model failure."""
     if _setup_error(exc) is not None:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.cli import MODEL_USAGE_ERRORS
 from agent.config import Settings, load_settings
+from agent.llm import MODEL_USAGE_ERRORS
 from agent.protocol import (
     ErrorEvent,
     Event,

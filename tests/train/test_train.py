@@ -161,8 +161,11 @@ def test_each_objective_and_the_ema_teacher_train_a_step(reference: Any, tiny_mo
         return train(config(tiny_model_dir, tmp_path / name, steps=1, **changes)).losses[0]
 
     # At the first step the adapter adds nothing: the policy is the reference, the margin is 0.
-    assert first_loss(objective="dpo") == pytest.approx(math.log(2), abs=1e-5)
-    assert first_loss(objective="sft") > 0
+    assert first_loss(objective="dpo", dpo_nll=0.0) == pytest.approx(math.log(2), abs=1e-5)
+    sft = first_loss(objective="sft")
+    assert sft > 0
+    # By default DPO adds the correction's NLL, which at the first step is the sft loss on the same batch.
+    assert first_loss(objective="dpo") == pytest.approx(math.log(2) + sft, rel=1e-4)
     # An EMA of the student starts where the student does, which is the base model.
     assert first_loss(teacher="ema") == pytest.approx(reference.losses[0], rel=1e-4)
     mixed = first_loss(objective="mix", mix_sft=0.5)
