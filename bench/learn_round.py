@@ -1,17 +1,26 @@
-"""One whole learning round on the embedded model, on a CPU: tasks -> rollouts -> pairs -> train ->
-eval. Prints the call-error rate before and after on held-out tasks (with the paired bootstrap
-interval), the forgetting figures, and CPU minutes per stage.
+"""One learning round on the embedded model, on a CPU, judged at held-out states: rollouts ->
+states -> branches -> train (sft, dpo, sdpo, in one run) -> state replay of every arm.
 
-The shipped sample suite is split by a seeded shuffle into training tasks (their rollouts, by the
-embedded model without an adapter, are recorded and their failures exported as sdpo pairs) and
-held-out tasks (never trained on; the agent runs them with and without the adapter). Lessons are
-off everywhere, so what changes between the two runs is the model alone. Nothing is promoted.
+The bundled sample suite is split by a seeded shuffle into training tasks and held-out tasks;
+`--heldout-tasks FILE` adds the tasks of other repositories (made with `teachback tasks synth`),
+never trained on. The base model (no adapter) attempts the training tasks; at their recorded
+states it draws K more replies each, labelled by running them (tasks.branches), which become the
+training data of every objective: sft on the verified successes, dpo on same-state success/failure
+pairs (with an NLL term on the chosen side), sdpo on the failures with a same-state success as the
+teacher's demonstration (pairs whose base teacher-student gap is not negative left out). The base
+also attempts the held-out tasks; their states, frozen before training, are replayed with the base
+and with each adapter under the same seeds (tasks.state_eval). Lessons are off everywhere.
 
-    .venv/bin/python bench/learn_round.py [--quick] [--work DIR] [--objective sdpo] [--hint feedback]
+The rule, fixed before the run and printed before the results: *shown* when the relative change
+in call errors per sample at held-out states is at most -30% and its 95% interval (tasks resampled)
+lies below zero; *refuted* when the interval's lower end is above -30%; otherwise *inconclusive*.
+Every arm is reported, with forgetting (general text, held-out successful turns), how far the
+adapter moved (mean KL between base and adapter along held-out recorded replies), the tool mix,
+the finish share, the no-tool probes and the gate's verdict.
 
-The default round took 38 minutes on 2 shared cores here (27 CPU minutes: rollouts 6.6, training
-2.2, evaluation 18.6, of which the held-out task runs 17.0); --quick (a handful of short attempts
-and two optimizer steps) checks that every stage runs, in about 13 minutes, and measures nothing.
+    .venv/bin/python bench/learn_round.py [--quick] [--work DIR] [--heldout-tasks FILE ...] [--json]
+
+--quick runs every stage at minimal sizes (it checks that the round runs, and measures nothing).
 """
 
 from __future__ import annotations
@@ -25,10 +34,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported (see tests/train/conftest.py)
 
 MODEL = "local/smollm2@none"
+OBJECTIVES = ("sft", "dpo", "sdpo")
 # What the embedded model needs to produce tool calls at all (as in `teachback demo`).
 SETTINGS = {
     "TEACHBACK_MAX_TOKENS": "256",
@@ -39,21 +50,37 @@ SETTINGS = {
 FULL = {
     "train_tasks": 6,
     "train_attempts": 3,
-    "heldout_tasks": 6,
-    "heldout_attempts": 2,
+    "heldout_attempts": 4,
+    "extra_attempts": 3,  # per task of a --heldout-tasks file
     "max_steps": 8,
-    "epochs": 1.0,
-    "steps": None,
+    "states_per_session": 6,
+    "eval_states_per_session": 3,
+    "probes": 12,
+    "branch_samples": 6,
+    "eval_samples": 1,
+    "steps": 12,
+    "batch_size": 6,
+    "lr": 5e-4,
 }
 QUICK = {
-    "train_tasks": 3,
+    "train_tasks": 2,
     "train_attempts": 1,
-    "heldout_tasks": 2,
     "heldout_attempts": 1,
-    "max_steps": 3,
-    "epochs": 1.0,
-    "steps": 2,
+    "extra_attempts": 1,
+    "max_steps": 2,
+    "states_per_session": 2,
+    "eval_states_per_session": 2,
+    "probes": 2,
+    "branch_samples": 2,
+    "eval_samples": 1,
+    "steps": 1,
+    "batch_size": 2,
+    "lr": 5e-4,
 }
+RULE = (
+    "shown: relative change in call errors per sample <= -30% and its 95% interval below zero; "
+    "refuted: the interval's lower end above -30%; otherwise inconclusive"
+)
 
 
 class Stages:
@@ -65,12 +92,12 @@ class Stages:
 
     def run(self, name: str, work, *args, **kwargs):
         cpu, wall = _cpu(), time.perf_counter()
-        print(f"== {name}", file=sys.stderr, flush=True)
+        say(f"== {name}")
         try:
             return work(*args, **kwargs)
         finally:
-            self.cpu[name] = _cpu() - cpu
-            self.wall[name] = time.perf_counter() - wall
+            self.cpu[name] = self.cpu.get(name, 0.0) + _cpu() - cpu
+            self.wall[name] = self.wall.get(name, 0.0) + time.perf_counter() - wall
 
 
 def _cpu() -> float:
@@ -78,70 +105,101 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every stage, minimal sizes (checks it runs)")
-    parser.add_argument("--work", type=Path, help="keep everything here (default: a temporary folder)")
-    parser.add_argument("--objective", default="sdpo", choices=("sdpo", "sft", "dpo", "mix"))
-    parser.add_argument("--hint", default="feedback", choices=("feedback", "demonstration", "hindsight"))
+    parser.add_argument(
+        "--work", type=Path, help="keep everything here, and resume there (default: a temporary folder)"
+    )
+    parser.add_argument(
+        "--heldout-tasks",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="tasks of another repository (teachback tasks synth output), held out with the suite's",
+    )
+    parser.add_argument("--objectives", default=",".join(OBJECTIVES), help="comma-separated, of sft,dpo,sdpo")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--parallel", type=int, default=1, help="attempts at once")
+    parser.add_argument("--parallel", type=int, default=2, help="task attempts at once")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
+    objectives = [o for o in args.objectives.split(",") if o]
+    if not objectives or set(objectives) - set(OBJECTIVES):
+        parser.error(f"--objectives takes some of {','.join(OBJECTIVES)}")
 
     from agent.providers.llama_engine import LocalModelError, check_runtime
 
     try:
-        check_runtime("smollm2")
+        gguf = check_runtime("smollm2")
     except LocalModelError as exc:
         print(f"learn round: the embedded model cannot run here: {exc}")
         return 1
-    work = args.work or Path(tempfile.mkdtemp(prefix="teachback-learn-round-"))
+    work = (args.work or Path(tempfile.mkdtemp(prefix="teachback-learn-round-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     os.environ.update(SETTINGS)
+    say(f"rule (fixed before the run): {RULE}")
     stages = Stages()
-    train_file, heldout_file = split_suite(work, sizes, args.seed)
-    db = work / "feedback.db"
-    records = stages.run("rollouts (training tasks)", rollouts, train_file, db, sizes, args.parallel)
-    split = stages.run("export pairs", export_pairs, db, work)
-    if "train" not in split:
-        print(f"no training pairs from {len(records)} attempts: nothing to train on")
-        return 1
-    result = stages.run("train", train, split["train"], work / "adapter", sizes, args)
-    doc = stages.run("eval", evaluate, work, result.adapter_dir, split.get("test"), db, heldout_file, sizes, args)
-    report(doc, records, split, result, stages, sizes, work)
+    train_file, heldout_files = split_suite(work, sizes, args.seed, args.heldout_tasks)
+    train_db, heldout_db = work / "train.db", work / "heldout.db"
+    stages.run("rollouts: training tasks", rollouts, train_file, train_db, sizes["train_attempts"], sizes, args)
+    for name, path in heldout_files.items():
+        attempts = sizes["heldout_attempts"] if name == "suite" else sizes["extra_attempts"]
+        stages.run("rollouts: held-out tasks", rollouts, path, heldout_db, attempts, sizes, args)
+    heldout_tasks = stages.run("held-out states", merge_tasks, heldout_files, work / "tasks" / "heldout-all.jsonl")
+    branches = stages.run("branches", branch, train_db, train_file, work / "branches", sizes)
+    adapters: dict[str, Any] = {}
+    for objective in objectives:
+        adapters[objective] = stages.run(
+            f"train {objective}", train, objective, branches.paths, work / f"adapter-{objective}", sizes, args
+        )
+    for result in adapters.values():
+        ensure_gguf(result.adapter_dir, gguf)
+    replay = stages.run("replay held-out states", replay_arms, heldout_db, heldout_tasks, adapters, gguf, sizes, args)
+    checks = stages.run("forgetting and shift", forgetting_and_shift, adapters, heldout_db)
+    doc = document(sizes, args, branches, adapters, replay, checks, stages, heldout_files)
+    (work / "round.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(report(doc))
+        print(f"\neverything is in {work}")
     return 0
 
 
-def split_suite(work: Path, sizes: dict, seed: int) -> tuple[Path, Path]:
-    """Two task files beside the suite's snapshots: training tasks and held-out tasks."""
+def split_suite(work: Path, sizes: dict, seed: int, extra: list[Path]) -> tuple[Path, dict[str, Path]]:
+    """The training tasks (a seeded share of the sample suite) and the held-out task files: the
+    suite's other tasks, and each --heldout-tasks file as it is."""
     from tasks.records import load_tasks
     from tasks.sample_suite import sample_suite_path
 
     tasks = load_tasks(sample_suite_path())
     random.Random(seed).shuffle(tasks)
-    picked = {
-        "train": tasks[: sizes["train_tasks"]],
-        "heldout": tasks[sizes["train_tasks"] : sizes["train_tasks"] + sizes["heldout_tasks"]],
-    }
     folder = work / "tasks"
     folder.mkdir(exist_ok=True)
     if not (folder / "snapshots").exists():
         (folder / "snapshots").symlink_to(sample_suite_path().parent / "snapshots")
-    paths = {}
-    for name, chosen in picked.items():
-        paths[name] = folder / f"{name}.jsonl"
-        paths[name].write_text("".join(task.to_json() + "\n" for task in chosen))
-    return paths["train"], paths["heldout"]
+    train_file, suite_file = folder / "train.jsonl", folder / "heldout.jsonl"
+    train_file.write_text("".join(t.to_json() + "\n" for t in tasks[: sizes["train_tasks"]]))
+    suite_file.write_text("".join(t.to_json() + "\n" for t in tasks[sizes["train_tasks"] :]))
+    files = {"suite": suite_file}
+    for path in extra:
+        files[path.resolve().parent.name or path.stem] = path.resolve()
+    return train_file, files
 
 
-def rollouts(task_file: Path, db: Path, sizes: dict, parallel: int) -> list[dict]:
+def rollouts(task_file: Path, db: Path, attempts: int, sizes: dict, args: argparse.Namespace) -> list[dict]:
     from tasks.executors import ResultsFile, run_all, specs_for
     from tasks.records import load_tasks
 
     specs = specs_for(
         load_tasks(task_file),
-        sizes["train_attempts"],
+        attempts,
         task_file=str(task_file),
         model=MODEL,
         db=str(db),
@@ -149,112 +207,237 @@ def rollouts(task_file: Path, db: Path, sizes: dict, parallel: int) -> list[dict
     )
     return run_all(
         specs,
-        ResultsFile(db.with_suffix(".attempts.jsonl")),
-        parallel=parallel,
-        on_result=lambda r, n, total: print(
-            f"[{n}/{total}] {r['instance_id']}: {r.get('call_errors')} call error(s) in {r.get('tool_calls')} call(s)",
-            file=sys.stderr,
-            flush=True,
+        ResultsFile(db.with_name(f"{db.stem}.{task_file.stem}.attempts.jsonl")),
+        parallel=args.parallel,
+        on_result=lambda r, n, total: say(
+            f"[{n}/{total}] {r['instance_id']}: {r.get('call_errors')} call error(s) in {r.get('tool_calls')} call(s)"
         ),
     )
 
 
-def export_pairs(db: Path, work: Path) -> dict[str, Path]:
-    """sdpo pairs split by session (a fifth held out); when every session with pairs hashed to the
-    held-out side (few sessions), all of them train and no pairs are held out."""
-    from feedback_store.export import EmptyExport, export
+def merge_tasks(files: dict[str, Path], out: Path) -> Path:
+    """One task file of every held-out task (the replay reads one); each task keeps its own
+    snapshot path, made absolute so that it resolves from here."""
+    from tasks.records import load_tasks
 
-    try:
-        result = export([db], "sdpo", work / "pairs.jsonl", test_fraction=0.2, command="bench/learn_round.py")
-    except EmptyExport:
-        return {}
-    split = {p.name.rsplit(".", 2)[-2]: p for p in result.paths}
-    if "train" not in split:
-        print(
-            "every session with pairs is on the held-out side; training on all of them, none held out", file=sys.stderr
+    lines = []
+    for path in files.values():
+        for task in load_tasks(path):
+            record = json.loads(task.to_json())
+            for key in ("snapshot", "gold_patch"):
+                if record.get(key) and not Path(record[key]).is_absolute():
+                    record[key] = str((path.parent / record[key]).resolve())
+            lines.append(json.dumps(record))
+    out.write_text("".join(line + "\n" for line in lines))
+    return out
+
+
+def branch(db: Path, task_file: Path, out: Path, sizes: dict):
+    """The branch records (kept in `out` with a summary: a rerun in the same --work reuses them)."""
+    from collections import Counter
+
+    from tasks.branches import BranchConfig, BranchResult, render_summary, run_branches
+
+    done = out / "summary.json"
+    if done.is_file():
+        saved = json.loads(done.read_text())
+        return BranchResult(
+            states=saved["states"],
+            samples=saved["samples"],
+            labels=Counter(saved["labels"]),
+            records=saved["records"],
+            paths={k: Path(v) for k, v in saved["paths"].items()},
+            wall_s=saved["wall_s"],
         )
-        split = {"train": export([db], "sdpo", work / "pairs.all.jsonl", command="bench/learn_round.py").paths[0]}
-    return split
+    result = run_branches(
+        BranchConfig(
+            db=db,
+            out=out,
+            task_file=task_file,
+            model=MODEL,
+            samples=sizes["branch_samples"],
+            max_per_session=sizes["states_per_session"],
+        ),
+        say,
+    )
+    say(render_summary(result))
+    summary = {
+        "states": result.states,
+        "samples": result.samples,
+        "labels": dict(result.labels),
+        "records": result.records,
+        "paths": {k: str(v) for k, v in result.paths.items()},
+        "wall_s": result.wall_s,
+    }
+    done.write_text(json.dumps(summary, indent=2))
+    return result
 
 
-def train(data: Path, out: Path, sizes: dict, args: argparse.Namespace):
+def train(objective: str, paths: dict[str, Path], out: Path, sizes: dict, args: argparse.Namespace):
     from trainer.train import TrainConfig
     from trainer.train import train as run
 
     config = TrainConfig(
-        data=[data],
+        data=[paths[objective]],
         out=out,
-        objective=args.objective,
-        hint=args.hint,
+        objective=objective,
         seed=args.seed,
         steps=sizes["steps"],
-        epochs=sizes["epochs"],
+        lr=sizes["lr"],
+        batch_size=sizes["batch_size"],
     )
     return run(
         config,
-        progress=lambda r: print(
-            f"step {r.step}/{r.total}: loss {r.loss:.4f}, {r.tokens_per_second:.0f} tokens/s",
-            file=sys.stderr,
-            flush=True,
+        progress=lambda r: say(
+            f"{objective} step {r.step}/{r.total}: loss {r.loss:.4f}, {r.tokens_per_second:.0f} tok/s"
         ),
     )
 
 
-def evaluate(
-    work: Path, adapter: Path, test: Path | None, db: Path, heldout: Path, sizes: dict, args: argparse.Namespace
-):
-    from trainer.evaluate import EvalConfig
-    from trainer.evaluate import evaluate as run
+def ensure_gguf(adapter_dir: Path, gguf: Path) -> Path:
+    from trainer.gguf_lora import ensure_served
 
-    config = EvalConfig(
-        adapter=adapter,
-        out=work / "eval.json",
-        pairs=[test] if test else [],
+    return ensure_served(adapter_dir, gguf)
+
+
+def replay_arms(db: Path, task_file: Path, adapters: dict[str, Any], gguf: Path, sizes: dict, args: argparse.Namespace):
+    from tasks.state_eval import ReplayConfig, run_replay
+
+    arms = {"before": f"local/{gguf}@none"}
+    arms |= {name: f"local/{gguf}@{result.adapter_dir / 'adapter.gguf'}" for name, result in adapters.items()}
+    config = ReplayConfig(
         db=db,
-        tasks=heldout,
-        attempts=sizes["heldout_attempts"],
-        max_steps=sizes["max_steps"],
-        parallel=args.parallel,
+        arms=arms,
+        task_file=task_file,
+        samples=sizes["eval_samples"],
+        max_per_session=sizes["eval_states_per_session"],
+        probes=sizes["probes"],
         seed=args.seed,
     )
-    return run(config, progress=lambda text: print(text, file=sys.stderr, flush=True))
+    return run_replay(config, say)
 
 
-def report(doc: dict, records: list[dict], split: dict, result, stages: Stages, sizes: dict, work: Path) -> None:
-    from trainer.evaluate import render_table
+def forgetting_and_shift(adapters: dict[str, Any], heldout_db: Path) -> dict[str, Any]:
+    from trainer import scoring
+    from trainer.evaluate import forgetting, shift, state_pieces, successful_turns
 
-    pairs = {name: sum(1 for _ in path.open()) for name, path in split.items()}
-    print(f"\nlearning round on the embedded model ({'quick' if sizes is QUICK else 'full'}): {sizes}")
-    print(f"rollouts: {len(records)} attempts on training tasks -> pairs {pairs}")
-    losses = result.losses
-    print(
-        f"training: {result.steps} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}, "
-        f"{result.tokens_per_second:.0f} tokens/s\n"
+    before, tokenizer = scoring.load(None, None)
+    turns = successful_turns(heldout_db, 1.0, 20, tokenizer)
+    pieces = state_pieces(heldout_db, None)
+    out = {}
+    for name, result in adapters.items():
+        after, _ = scoring.load(None, result.adapter_dir)
+        out[name] = {"forgetting": forgetting(before, after, tokenizer, turns), "shift": shift(before, after, pieces)}
+        del after
+    return out
+
+
+def document(sizes, args, branches, adapters, replay, checks, stages, heldout_files) -> dict[str, Any]:
+    from tasks.state_eval import compare_arms, gate
+
+    arms = {}
+    changes = compare_arms(replay)
+    for name, result in adapters.items():
+        promote, reason = gate(replay, after=name)
+        forgetting = checks[name]["forgetting"]
+        arms[name] = {
+            "rates": replay["arms"][name],
+            "change": changes.get(name),
+            "gate": {"promote": promote, "reason": reason},
+            "forgetting": {k: v.get("drop") for k, v in forgetting.items()},
+            "shift_mean_kl": checks[name]["shift"].get("mean_kl"),
+            "train": {
+                "steps": result.steps,
+                "loss_first": result.losses[0],
+                "loss_last": result.losses[-1],
+                "pairs": result.metrics.get("pairs"),
+                "left_out": result.metrics.get("left_out"),
+                "gap_filter": result.metrics.get("gap_filter"),
+                "seconds": round(result.seconds, 1),
+            },
+        }
+    return {
+        "rule": RULE,
+        "sizes": sizes,
+        "heldout_sets": {name: str(path) for name, path in heldout_files.items()},
+        "states": replay["states"],
+        "heldout_tasks": replay["clusters"],
+        "sessions": replay["sessions"],
+        "detectable_change": replay["detectable_change"],
+        "before": replay["arms"]["before"],
+        "arms": arms,
+        "no_tool": replay.get("no_tool"),
+        "clean_states": replay.get("clean_states"),
+        "branches": {
+            "states": branches.states,
+            "samples": branches.samples,
+            "labels": dict(branches.labels),
+            "records": branches.records,
+        },
+        "cpu_minutes": {k: round(v / 60, 2) for k, v in stages.cpu.items()},
+        "wall_minutes": {k: round(v / 60, 2) for k, v in stages.wall.items()},
+        "outcome": {name: (arm["change"] or {}).get("verdict") for name, arm in arms.items()},
+    }
+
+
+def report(doc: dict[str, Any]) -> str:
+    lines = [
+        f"rule: {doc['rule']}",
+        f"branches: {doc['branches']['samples']} samples at {doc['branches']['states']} training states -> "
+        f"records {doc['branches']['records']}; labels {doc['branches']['labels']}",
+        f"held-out: {doc['states']} states from {doc['sessions']} sessions of {doc['heldout_tasks']} tasks "
+        f"({', '.join(doc['heldout_sets'])}), {doc['sizes']['eval_samples']} samples per state and arm",
+        "smallest detectable change (80% power): "
+        + ("n/a" if doc["detectable_change"] is None else f"{doc['detectable_change']:+.1%}"),
+        "",
+        f"{'arm':8}{'errors/sample':>14}{'change':>9}{'95% interval':>20}{'verdict':>14}"
+        f"{'premature':>10}{'finish':>8}{'KL moved':>10}{'forget gen':>11}{'forget turns':>13}",
+    ]
+    before = doc["before"]
+    lines.append(
+        f"{'base':8}{before['call_error_rate']:>14.3f}{'':>9}{'':>20}{'':>14}"
+        f"{before['premature_finish_rate']:>10.3f}{before.get('finish_share', 0):>8.3f}"
     )
-    print(render_table(doc))
-    rate = (doc.get("behaviour") or {}).get("rates", {}).get("call_error_rate")
-    if rate and rate.get("relative") is not None:
-        low, high = rate["relative_ci"]
-        print(
-            f"\ncall-error rate on held-out tasks: {rate['before']:.3f} -> {rate['after']:.3f} "
-            f"({rate['relative']:+.0%}; 95% CI {low:+.0%} to {high:+.0%}; target: -30% or better)"
+    for name, arm in doc["arms"].items():
+        change, rates = arm["change"] or {}, arm["rates"]
+        point, interval = change.get("relative_change"), change.get("interval")
+        span = "n/a" if interval is None else f"[{interval[0]:+.0%}, {interval[1]:+.0%}]"
+        forget = arm["forgetting"]
+        kl = arm["shift_mean_kl"]
+        lines.append(
+            f"{name:8}{rates['call_error_rate']:>14.3f}{'n/a' if point is None else f'{point:+.0%}':>9}{span:>20}"
+            f"{str(change.get('verdict')):>14}{rates['premature_finish_rate']:>10.3f}{rates.get('finish_share', 0):>8.3f}"
+            f"{'n/a' if kl is None else f'{kl:.4f}':>10}{_num(forget.get('general_text')):>11}"
+            f"{_num(forget.get('successful_turns')):>13}"
         )
-    forgetting = doc.get("forgetting") or {}
-    for key, value in forgetting.items():
-        if "drop" in value:
-            print(f"forgetting, {key.replace('_', ' ')}: {value['drop']:+.4f} nats/token over {value['tokens']} tokens")
-    print("\nCPU minutes per stage (this process and its children; wall minutes in brackets):")
-    for name, seconds in stages.cpu.items():
-        print(f"  {name:28} {seconds / 60:6.1f}  ({stages.wall[name] / 60:.1f})")
-        if name == "eval":
-            for part, cpu in doc.get("cpu_s", {}).items():
-                print(f"    {part:26} {cpu / 60:6.1f}  ({doc['wall_s'][part] / 60:.1f})")
-    (work / "round.json").write_text(
-        json.dumps(
-            {"sizes": sizes, "pairs": pairs, "cpu_s": stages.cpu, "wall_s": stages.wall, "losses": losses}, indent=2
+    lines.append("")
+    for name, arm in doc["arms"].items():
+        t = arm["train"]
+        lines.append(
+            f"{name}: {t['pairs']} examples, {t['steps']} steps, loss {t['loss_first']:.3f} -> {t['loss_last']:.3f}"
+            + (f", gap filter {t['gap_filter']}" if t.get("gap_filter") else "")
         )
-    )
-    print(f"\neverything is in {work}")
+        lines.append(f"  gate: {'promote' if arm['gate']['promote'] else 'keep'}: {arm['gate']['reason']}")
+        lines.append(f"  tool mix: {arm['rates']['tool_mix']}")
+    lines.append(f"base tool mix: {doc['before']['tool_mix']}")
+    lines.append("\nby repository of the held-out tasks (training saw only the sample suite's textkit):")
+    for name, arm in doc["arms"].items():
+        for repo, change in ((arm["change"] or {}).get("by_repository") or {}).items():
+            point, interval = change.get("relative_change"), change.get("interval")
+            span = "no interval" if interval is None else f"[{interval[0]:+.0%}, {interval[1]:+.0%}]"
+            shown = "n/a" if point is None else f"{point:+.0%}"
+            lines.append(
+                f"  {name:6} {repo:18} {change['tasks']:3} tasks: {_num(change.get('before'))} -> "
+                f"{_num(change.get('after'))} errors/sample, {shown} {span}: {change.get('verdict')}"
+            )
+    lines.append("\nCPU minutes per stage (wall minutes in brackets):")
+    for name, minutes in doc["cpu_minutes"].items():
+        lines.append(f"  {name:28} {minutes:6.1f}  ({doc['wall_minutes'][name]:.1f})")
+    return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.4f}"
 
 
 if __name__ == "__main__":
