@@ -42,6 +42,7 @@ class Example:
     sampler_logprobs: list[float] | None  # the sampler's log-probabilities of those tokens
     chosen: list[int] | None  # the correction's tokens, cut to the completion limit
     rejected: list[int] | None = None  # the failed reply's tokens as `chosen`'s were made, cut likewise
+    distil: bool = True  # False: the gap filter left out its distillation term (mix keeps its sft term)
 
 
 @dataclass

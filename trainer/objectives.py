@@ -67,6 +67,8 @@ class Objective:
             return self.dpo(example)
         if example.chosen is None:  # mix
             return self.sdpo(example)
+        if not example.distil:
+            return self.sft(example)
         return (1 - self.options.mix_sft) * self.sdpo(example) + self.options.mix_sft * self.sft(example)
 
     def sdpo(self, example: Example) -> torch.Tensor:

@@ -183,15 +183,18 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
 
 def _filter_by_gap(objective: Objective, examples: list, left_out: Any) -> tuple[list, dict[str, Any]]:
     """The pairs whose teacher (the frozen base, told the feedback) finds the failed reply less
-    likely than the student does, before any step; the others would teach the mistake."""
+    likely than the student does, before any step; the others would teach the mistake. Under mix,
+    such a pair with a correction keeps its sft term and loses only its distillation term."""
     kept, gaps, dropped_ids = [], [], []
     for example in examples:
         gap = objective.base_gap(example)
         gaps.append(gap)
         if gap < 0:
             kept.append(example)
-        else:
-            dropped_ids.append(example.id)
+            continue
+        dropped_ids.append(example.id)
+        if objective.options.objective == "mix" and example.chosen is not None:
+            kept.append(dataclasses.replace(example, distil=False))
     dropped = len(dropped_ids)
     if dropped:
         left_out["a teacher-student gap of the wrong sign (the teacher finds the failure as likely)"] += dropped
