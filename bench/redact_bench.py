@@ -1,6 +1,6 @@
 """Redaction throughput (MB/s) beside one plain regex pass, with recall and false positives.
 
-    .venv/bin/python bench/redact_bench.py [--mb 4] [--repeat 5]
+    .venv/bin/python bench/redact_bench.py [--mb 4] [--repeat 5] [--json]
 
 Builds about --mb megabytes of transcript-like messages from this Python's standard library
 (`read_file` results with line numbers, search hits, diffs, `edit_file` arguments as JSON, test
@@ -9,6 +9,8 @@ and the median printed:
 - redact: `Redactor.redact` over every message;
 - plain re.sub: one `re.sub` of a single token pattern over the same messages (the floor any
   regex-based redaction pays once per rule);
+- without hyperscan: `Redactor.redact` with each rule's keywords looked for on their
+  own and every prefiltered rule tried (as on a text that is not ASCII, or without hyperscan);
 and, in the same run: recall over the generated corpus (every kind in every context; also per
 family: written plainly, name/value lists, encoded copies, passwords a person made up) and false
 positives per 10,000 lines over half the standard library and over hashes, UUIDs and base64 data.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from feedback_store import redact as redact_module  # noqa: E402
 from feedback_store.redact import Redactor  # noqa: E402
 from tests.store import secret_contexts  # noqa: E402
 from tests.store.secret_corpus import KINDS, cases  # noqa: E402
@@ -129,12 +132,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=4.0)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="end with one JSON object of the figures")
     args = parser.parse_args()
     messages = transcript(args.mb)
     megabytes = sum(map(len, messages)) / 1e6
     redactor = Redactor(env={})
     redact = timed(lambda: [redactor.redact(m) for m in messages], args.repeat)
     plain = timed(lambda: [PLAIN.sub("[REDACTED]", m) for m in messages], args.repeat)
+    hyperscan, redact_module.hyperscan = redact_module.hyperscan, None
+    alone = Redactor(env={})
+    redact_module.hyperscan = hyperscan
+    fallback = timed(lambda: [alone.redact(m) for m in messages], args.repeat)
     found = Redactor(env={})
     for m in messages:
         found.redact(m)
@@ -145,6 +153,7 @@ def main() -> None:
     print(f"  redact        {megabytes / redact:8.1f} MB/s")
     print(f"  plain re.sub  {megabytes / plain:8.1f} MB/s")
     print(f"  ratio         {redact / plain:8.1f}x the time of one plain pass")
+    print(f"  without hyperscan {megabytes / fallback:4.1f} MB/s ({fallback / redact:.1f}x the time)")
     rate, total, kinds, families = recall()
     print(f"recall: {rate:.2%} over {total} cases ({kinds} kinds, every context)")
     print("  " + ", ".join(f"{name} {value:.2%}" for name, value in families.items()))
@@ -153,6 +162,20 @@ def main() -> None:
         f"false positives: {code_rate:.2f} per 10,000 lines of standard library code ({lines} lines); "
         f"{data_rate:.2f} per 10,000 lines of hashes, UUIDs and base64 ({data_lines} lines)"
     )
+    if args.json:
+        figures = {
+            "mb_per_s": megabytes / redact,
+            "plain_mb_per_s": megabytes / plain,
+            "time_vs_plain": redact / plain,
+            "without_hyperscan_mb_per_s": megabytes / fallback,
+            "recall": rate,
+            "recall_cases": total,
+            "false_positives_per_10k_code_lines": code_rate,
+            "false_positives_per_10k_data_lines": data_rate,
+            "megabytes": megabytes,
+            "repeat": args.repeat,
+        }
+        print(json.dumps(figures))
 
 
 if __name__ == "__main__":

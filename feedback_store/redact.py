@@ -8,8 +8,9 @@ alike; under a name that says "password", a password a person made up counts too
 (base64, percent-encoding, `\\u` escapes) are decoded and read with the same rules, to a bounded
 depth (redact_decode), and a secret found in one is replaced in its encoded form. All rules look
 at the original text; their hits are merged (an earlier rule names the kind) and replaced in one
-pass. Speed comes from trying little: token rules and base64 only on the text's long words, the
-others only when one of their keywords occurs, the name rules only where a credential word starts.
+pass. Speed comes from trying little: a rule only on a text that holds one of its keywords or
+matches its prefilter (all found in one hyperscan pass over an ASCII text), token rules and base64
+only on the text's long words, the name rules only where a credential word starts.
 """
 
 from __future__ import annotations
@@ -17,12 +18,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
+
+try:  # one pass over a text for every rule's keywords and prefilter; without it, one check each
+    import hyperscan
+except ImportError:  # pragma: no cover - a platform without its wheel
+    hyperscan = None
 
 from feedback_store import redact_decode
 from feedback_store.redact_checks import CHECKS
@@ -72,6 +79,7 @@ class Rule:
     token: bool = False
     anchors: tuple[str, ...] = ()
     anchor_prefix: str | None = None
+    prefilter: str | None = None  # instead of keywords: a regex every text the rule matches matches
 
 
 def load_rules() -> list[Rule]:
@@ -81,6 +89,7 @@ def load_rules() -> list[Rule]:
             **{
                 **rule,
                 "regex": _expand(rule["regex"]),
+                **({"prefilter": _expand(rule["prefilter"])} if "prefilter" in rule else {}),
                 **{k: tuple(rule.get(k, ())) for k in ("keywords", "checks", "anchors")},
             }
         )
@@ -139,24 +148,109 @@ def _compile(rule: Rule) -> _Compiled:
 Span = tuple[int, int, str]  # start, end, kind
 
 
-class _KeywordIndex:
-    """The rules to try on a text: those with no keywords (or with anchors, which find their own
-    places) and those one of whose keywords the lower-cased text holds, in rule order."""
+class _Selection(NamedTuple):
+    """What to look for in one text: the rules to try (in rule order), and whether environment
+    values and base64 of text may occur in it."""
 
-    def __init__(self, rules: list[_Compiled]) -> None:
-        self.rules = rules
-        self.always = [i for i, c in enumerate(rules) if not c.rule.keywords]
+    tokens: list[_Compiled]
+    others: list[_Compiled]
+    env: bool
+    base64: bool
+
+
+NOTHING = _Selection([], [], False, False)
+
+
+class _Selector:
+    """The rules to try on a text: those with neither keywords nor a prefilter, and those one of
+    whose keywords the text holds (in any case) or whose prefilter matches it; base64 where a run
+    of it may decode to text. On an ASCII text hyperscan finds every keyword and prefilter in one
+    pass over its bytes (where their syntax means what it means to Python's re); on any other
+    text, or without hyperscan, each keyword is looked for alone and the prefiltered rules are
+    tried (they find their own places, as they did before prefilters)."""
+
+    def __init__(self, tokens: list[_Compiled], others: list[_Compiled], env_forms: list[str]) -> None:
+        self.rules = tokens + others
+        self.split = len(tokens)
+        self.always = [i for i, c in enumerate(self.rules) if not c.rule.keywords and not c.rule.prefilter]
         self.by_keyword: dict[str, list[int]] = {}
-        for i, compiled in enumerate(rules):
+        for i, compiled in enumerate(self.rules):
             for keyword in compiled.rule.keywords:
                 self.by_keyword.setdefault(keyword, []).append(i)
-        self.keywords = tuple(self.by_keyword)
+        self.keyword_rules = tuple(self.by_keyword.values())
+        self.prefiltered = [i for i, c in enumerate(self.rules) if c.rule.prefilter]
+        self.env_keywords = tuple(sorted({v.lower() for v in env_forms}))
+        prefilters = tuple(self.rules[i].rule.prefilter for i in self.prefiltered)
+        self._database = _database(tuple(self.by_keyword), prefilters, self.env_keywords)
+        self._lock = threading.Lock()  # a database has one scratch space
 
-    def active(self, lowered: str) -> list[_Compiled]:
+    def select(self, text: str) -> _Selection:
         chosen = set(self.always)
-        for keyword in filter(lowered.__contains__, self.keywords):
-            chosen.update(self.by_keyword[keyword])
-        return [self.rules[i] for i in sorted(chosen)]
+        env = base64 = False
+        if self._database is not None and text.isascii():
+            hits: set[int] = set()
+            with self._lock:
+                self._database.scan(text.encode("ascii"), match_event_handler=_collect, context=hits)
+            if not hits and not chosen:
+                return NOTHING
+            keywords, prefiltered = len(self.keyword_rules), len(self.prefiltered)
+            for hit in hits:
+                if hit < keywords:
+                    chosen.update(self.keyword_rules[hit])
+                elif hit < keywords + prefiltered:
+                    chosen.add(self.prefiltered[hit - keywords])
+                elif hit == keywords + prefiltered:
+                    base64 = True
+                else:
+                    env = True
+        else:
+            lowered = text.lower()
+            for keyword in filter(lowered.__contains__, self.by_keyword):
+                chosen.update(self.by_keyword[keyword])
+            chosen.update(self.prefiltered)  # a prefilter alone in re costs more than its rule tried
+            env = any(map(lowered.__contains__, self.env_keywords))
+            base64 = True
+        order = sorted(chosen)
+        return _Selection(
+            [self.rules[i] for i in order if i < self.split],
+            [self.rules[i] for i in order if i >= self.split],
+            env,
+            base64,
+        )
+
+
+def _collect(pattern: int, start: int, end: int, flags: int, hits: set[int]) -> None:
+    hits.add(pattern)
+
+
+_DATABASES: dict[tuple, Any] = {}
+
+
+def _database(keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywords: tuple[str, ...]) -> Any:
+    """One hyperscan database of the keywords (caseless literals), the prefilters, the base64
+    trigger and the environment values (caseless literals), numbered in that order; built once
+    per set."""
+    if hyperscan is None:
+        return None
+    key = (keywords, prefilters, env_keywords)
+    if key not in _DATABASES:
+        literal = [_hs_literal(k) for k in keywords]
+        patterns = [p.encode("utf-8") for p in (*prefilters, redact_decode.BASE64_TRIGGER)]
+        expressions = literal + patterns + [_hs_literal(v) for v in env_keywords]
+        flags = [hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS] * len(literal)
+        flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(patterns)
+        flags += [hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS] * len(env_keywords)
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
+        )
+        _DATABASES[key] = database
+    return _DATABASES[key]
+
+
+def _hs_literal(text: str) -> bytes:
+    """`text` as a hyperscan pattern that matches its UTF-8 bytes literally."""
+    return b"".join(b"\\x%02x" % byte for byte in text.encode("utf-8"))
 
 
 class Redactor:
@@ -168,17 +262,13 @@ class Redactor:
         compiled = [_compile(rule) for rule in self.rules]
         self._tokens = [c for c in compiled if c.rule.token]
         self._others = [c for c in compiled if not c.rule.token]
-        # Which keywords a text holds is found once per text (one C-level pass over each list);
-        # only the rules of those keywords are then tried.
-        self._token_index = _KeywordIndex(self._tokens)
-        self._other_index = _KeywordIndex(self._others)
         self._anchor_words = {w: re.compile(re.escape(w)) for c in self._others for w in c.rule.anchors}
         values = credential_env_values(os.environ if env is None else env)
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
         forms = set(values) | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}
         forms = sorted(forms, key=lambda v: (-len(v), v))
         self._env = re.compile("|".join(map(re.escape, forms))) if forms else None
-        self._env_keywords = tuple({v.lower() for v in forms})
+        self._selector = _Selector(self._tokens, self._others, forms)
 
     @property
     def total(self) -> int:
@@ -200,22 +290,25 @@ class Redactor:
         return self._find(text, MAX_DECODE_DEPTH, budget)
 
     def _find(self, text: str, depth: int, budget: list[int]) -> list[Span]:
-        lowered = text.lower()
-        if len(lowered) != len(text):  # a few characters lower-case to two; keep offsets true
-            lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-        words = [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64]
+        chosen = self._selector.select(text)
+        words = (
+            [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
+        )
         spans: list[Span] = []
-        if self._env is not None and any(map(lowered.__contains__, self._env_keywords)):
+        if self._env is not None and chosen.env:
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
-        spans += self._token_spans(text, words)
+        if chosen.tokens:
+            spans += self._token_spans(chosen.tokens, text, words)
         anchors: dict[str, list[int]] = {}  # where each anchor word occurs, shared by the rules
-        for compiled in self._other_index.active(lowered):
+        lowered = None
+        for compiled in chosen.others:
             if compiled.rule.anchors:
+                lowered = _lowered(text) if lowered is None else lowered
                 spans += self._anchored_spans(compiled, text, lowered, anchors)
             else:
                 spans += [_span(m, compiled) for m in compiled.pattern.finditer(text) if compiled.accepts(m)]
         if depth > 0:
-            spans += self._decoded_spans(text, words, depth, budget)
+            spans += self._decoded_spans(text, words if chosen.base64 else [], depth, budget)
         return _merge(spans)
 
     def _decoded_spans(self, text: str, words: list[str], depth: int, budget: list[int]) -> list[Span]:
@@ -228,7 +321,7 @@ class Redactor:
                 spans.append((*segment.span(start, end), kind))
         return spans
 
-    def _token_spans(self, text: str, words: list[str]) -> list[Span]:
+    def _token_spans(self, rules: list[_Compiled], text: str, words: list[str]) -> list[Span]:
         """Token rules run over the long words only (most text is short words), and each secret
         found is then located wherever it occurs in the whole text."""
         long_words = {w for w in words if len(w) >= MIN_TOKEN}
@@ -236,7 +329,7 @@ class Redactor:
             return []
         joined = "\n".join(sorted(long_words))
         found: dict[str, str] = {}
-        for compiled in self._token_index.active(joined.lower()):
+        for compiled in rules:
             for m in compiled.pattern.finditer(joined):
                 if compiled.accepts(m):
                     found.setdefault(m.group(compiled.rule.secret or 0), compiled.rule.id)
@@ -296,6 +389,13 @@ class Redactor:
         if isinstance(value, dict):
             return {k: self._walk(v) for k, v in value.items()}
         return value
+
+
+def _lowered(text: str) -> str:
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a few characters lower-case to two; keep offsets true
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return lowered
 
 
 def _replace(text: str, spans: list[Span]) -> str:

@@ -26,6 +26,8 @@ BASE64_ALPHABET_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
 # in code (`assert_called_once_with`, paths, hashes) fail within their first groups.
 _ASCII_GROUP = r"[A-Za-f][A-HQ-Xg-nw-z0-3][ABEFIJMNQRUVYZcdghklopstwx014589][A-Za-z0-9+/_\-]"
 BASE64_TEXT = re.compile(rf"(?:{_ASCII_GROUP}){{4,}}(?:[A-Za-z0-9+/_\-]{{2,3}}(?![A-Za-z0-9+/_\-]))?={{0,2}}")
+# Where base64 of text may start: what BASE64_TEXT needs, without lookarounds (redact's prefilter).
+BASE64_TRIGGER = f"(?:{_ASCII_GROUP}){{4}}"
 MIN_WRAPPED_LINE = 40
 BASE64_WRAPPED = re.compile(
     r"(?:(?<![A-Za-z0-9+/=\\])|(?<=\\[nrt]))(?:[A-Za-z0-9+/]{40,120}(?:\r?\n|(?:\\r)?\\n))+[A-Za-z0-9+/]{0,120}={0,2}"

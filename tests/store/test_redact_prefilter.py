@@ -1,0 +1,66 @@
+"""The one-pass rule selection of redaction: a rule's prefilter matches every text the rule
+matches, and redaction finds the same secrets whether hyperscan chooses the rules (ASCII texts)
+or each keyword is looked for on its own (other texts, or no hyperscan)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from feedback_store import redact
+from feedback_store.redact import Redactor, load_rules
+from tests.store.secret_corpus import cases
+from tests.store.test_secret_corpus import stdlib_sample
+
+
+def corpus_texts() -> list[str]:
+    texts = [case.text for case in cases(seed=3, samples=1)]
+    rng = random.Random(3)
+    # The same secrets inside ordinary code, and in texts that are not ASCII (the fallback path).
+    code = [p.read_text(encoding="utf-8", errors="replace")[:3000] for p in stdlib_sample()[:40]]
+    texts += [f"{rng.choice(code)}\n{text}\n{rng.choice(code)}" for text in texts[::7]]
+    texts += [f"résumé — {text} ✓" for text in texts[::5]]
+    return texts
+
+
+def test_each_prefilter_matches_every_text_its_rule_matches() -> None:
+    rules = [rule for rule in load_rules() if rule.prefilter]
+    assert len(rules) >= 8  # the anchored name rules and the keyword-less token rules
+    texts = corpus_texts()
+    matched = 0
+    for rule in rules:
+        pattern, prefilter = re.compile(rule.regex), re.compile(rule.prefilter)
+        for text in texts:
+            if pattern.search(text):
+                matched += 1
+                assert prefilter.search(text), f"{rule.id}: its prefilter misses {text[:200]!r}"
+    assert matched > 1000  # the corpus exercised the rules
+
+
+@pytest.mark.skipif(redact.hyperscan is None, reason="hyperscan is not installed")
+def test_hyperscan_selection_redacts_exactly_what_checking_each_rule_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = corpus_texts()
+    env = {"DEPLOY_TOKEN": "Zq8#mW2!pL5x-envvalue", "HOME": "/home/someone"}
+    texts += [f"echo {env['DEPLOY_TOKEN']} > out", 'log: {"token": "Zq8#mW2!pL5x-envvalue"}']
+    fast = Redactor(env=env)
+    fast_out = [fast.redact(text) for text in texts]
+    monkeypatch.setattr(redact, "hyperscan", None)
+    slow = Redactor(env=env)
+    assert slow._selector._database is None
+    slow_out = [slow.redact(text) for text in texts]
+    differ = [(a, b) for a, b in zip(fast_out, slow_out) if a != b]
+    assert not differ, differ[:3]
+    assert fast.counts == slow.counts and fast.counts["env_value"] == 2
+
+
+@pytest.mark.skipif(redact.hyperscan is None, reason="hyperscan is not installed")
+def test_a_text_with_nothing_to_look_for_tries_no_rule() -> None:
+    selector = Redactor(env={})._selector
+    assert selector.select("def add(a, b):\n    return a + b\n") is redact.NOTHING
+    chosen = selector.select("export GITHUB_TOKEN=ghp_" + "a1B2" * 9)
+    assert {c.rule.id for c in chosen.tokens} >= {"github_token"}
+    assert "generic_secret" in {c.rule.id for c in chosen.others}
+    # A credential word with no value after it is no reason to try the name rules.
+    assert "generic_secret" not in {c.rule.id for c in selector.select("the api_key argument").others}
