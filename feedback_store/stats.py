@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -28,9 +29,18 @@ def _rate(errors: int, calls: int) -> float:
 
 
 def secret_counts(store: Store, redactor: Redactor | None = None) -> dict[str, int]:
-    """How many values of each kind an export (with its default redaction) would redact."""
+    """How many values of each kind an export (with its default redaction) would redact. A text
+    stored many times (a system prompt, a tool result repeated across sessions) is read once."""
     redactor = Redactor() if redactor is None else redactor
     found: Counter[str] = Counter()
+    kinds_of: dict[bytes, tuple[str, ...]] = {}  # a text's digest -> the kinds found in it
+
+    def kinds(text: str) -> tuple[str, ...]:
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        if key not in kinds_of:
+            kinds_of[key] = tuple(kind for _, _, kind in redactor.find(text))
+        return kinds_of[key]
+
     for table, column in EXPORTED_TEXT:
         last = 0
         while rows := store.query(
@@ -43,7 +53,7 @@ def secret_counts(store: Store, redactor: Redactor | None = None) -> dict[str, i
                 for row in rows
                 for text in _strings(json.loads(row["text"]) if table == "messages" else row["text"])
             )
-            found.update(kind for text in texts for _, _, kind in redactor.find(text))
+            found.update(kind for text in texts for kind in kinds(text))
             last = rows[-1]["id"]
     return dict(sorted(found.items()))
 

@@ -297,6 +297,23 @@ def test_stats_count_what_an_export_would_redact(tmp_path: Path) -> None:
     assert "Secrets an export would redact: 4 (openai_api_key: 3, slack_token: 1)" in format_stats(stats)
 
 
+def test_stats_read_a_text_stored_many_times_once_and_count_each_time(tmp_path: Path) -> None:
+    class Counting(Redactor):
+        texts: list[str] = []
+
+        def find(self, text: str) -> list:
+            self.texts.append(text)
+            return super().find(text)
+
+    store = open_store(tmp_path / "f.db")
+    prompt = f"deploy with {SECRETS['slack']}"
+    for _ in range(3):  # three sessions that start with the same message
+        Recorder(store).record_many(FakeSession().start().user(prompt).finish().events)
+    redactor = Counting(env={})
+    assert secret_counts(store, redactor) == {"slack_token": 3}
+    assert redactor.texts.count(prompt) == 1
+
+
 def test_structured_values_are_redacted_through_their_json() -> None:
     password = chars(20, "dictpw", ALNUM + "!#%")
     quoted = 'p"w' + chars(12, "quoted")
