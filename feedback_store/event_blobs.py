@@ -39,9 +39,10 @@ def slim(conn: sqlite3.Connection, data: dict[str, Any], put_blob: PutBlob) -> d
         elif isinstance(value, (list, dict)) and not _marker(value):
             text = ordered_json(value)
             large = len(text) >= LARGE
-            out[key] = (
-                {JSON: put_blob(conn, KINDS.get(key, "json"), text)} if large else _strings(conn, value, put_blob)
-            )
+            if large:
+                out[key] = {JSON: put_blob(conn, KINDS.get(key, "json"), text)}
+            else:  # no string in it is large; only a dict that looks like a marker needs wrapping
+                out[key] = _strings(conn, value, put_blob) if "$" in text else value
         else:
             out[key] = _strings(conn, value, put_blob, KINDS.get(key, "text"))
     return out

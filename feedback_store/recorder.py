@@ -12,11 +12,14 @@ dropped while the process lives, and the failure is reported (raised, or passed 
 One event can never stop the recording of the next: each event, and each step derived from it (its
 table rows, the reward-hacking checks, its feedback pair), runs in its own savepoint. A step that
 fails on an event is undone and noted in `recording_notes` (which step, and why), the event row and
-its other steps are kept, and the events after it are written as usual.
+its other steps are kept, and the events after it are written as usual. Since almost nothing
+fails, a write first records its events with no savepoint at all; only when something fails is
+that write rolled back and done again with each event and step in a savepoint of its own.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import sqlite3
@@ -90,8 +93,7 @@ class Recorder:
 
     def _write(self, wait: float | None) -> None:
         try:
-            with self.store.write(wait=wait) as conn:
-                refused = _record_each(conn, self.pending)
+            refused = _write_events(self.store, self.pending, wait)
         except StoreError as exc:
             self._failed(exc)
             return
@@ -139,14 +141,49 @@ class Recorder:
     def record_many(self, events: Iterable[Event]) -> list[Event]:
         """Record a whole log in one transaction (imports and replays); return the events that
         could not be written at all."""
-        with self.store.write() as conn:
-            return _record_each(conn, [e for e in events if not isinstance(e, AssistantDelta)])
+        return _write_events(self.store, [e for e in events if not isinstance(e, AssistantDelta)])
 
 
 # The database itself failing (locked, read-only, full, I/O): the whole write waits and is retried.
 # Any other error comes from an event (a value of the wrong type, a constraint, a bug in a check)
 # and would fail again: that event, or the step of it that failed, is set aside and the rest goes on.
 DATABASE_DOWN = (sqlite3.OperationalError,)
+
+
+# False while a write records its events with no savepoint per event or step.
+_GUARDED = contextvars.ContextVar("recorder_guarded", default=True)
+
+
+class _Redo(Exception):
+    """Recording a write's events at once failed on one of them (not the database): roll the write
+    back and record each event and step in a savepoint of its own."""
+
+
+def _write_events(store: Store, events: Sequence[Event], wait: float | None = None) -> list[Event]:
+    """Record `events` in one write transaction; return those that could not be written at all.
+    First at once, with no savepoint (nearly always nothing fails: the same rows for a fraction
+    of the statements); should an event fail, the write is rolled back and done again guarded."""
+    try:
+        with store.write(wait=wait) as conn:
+            _record_at_once(conn, events)
+        return []
+    except _Redo:
+        log.debug("recording %d event(s) at once failed; recording each on its own", len(events), exc_info=True)
+    with store.write(wait=wait) as conn:
+        return _record_each(conn, events)
+
+
+def _record_at_once(conn: sqlite3.Connection, events: Sequence[Event]) -> None:
+    token = _GUARDED.set(False)
+    try:
+        for event in events:
+            record(conn, event)
+    except DATABASE_DOWN:
+        raise
+    except Exception as exc:
+        raise _Redo from exc
+    finally:
+        _GUARDED.reset(token)
 
 
 def _record_each(conn: sqlite3.Connection, events: Sequence[Event]) -> list[Event]:
@@ -169,6 +206,10 @@ def _record_each(conn: sqlite3.Connection, events: Sequence[Event]) -> list[Even
 
 @contextmanager
 def _savepoint(conn: sqlite3.Connection, name: str) -> Iterator[None]:
+    """A savepoint; none while unguarded (a failure then rolls back the whole write)."""
+    if not _GUARDED.get():
+        yield
+        return
     conn.execute(f"SAVEPOINT {name}")
     try:
         yield
@@ -183,6 +224,9 @@ def _step(conn: sqlite3.Connection, event: Event, stage: str, fn: Callable[[], o
     """One step of recording `event` (a table's rows, a check, a pair) in its own savepoint. A step
     that fails on this event is undone, noted in `recording_notes` and logged once; the event and
     its other steps are still written, and so is every event after it."""
+    if not _GUARDED.get():
+        fn()
+        return
     try:
         with _savepoint(conn, "recorder_step"):
             fn()
@@ -215,6 +259,8 @@ def record(conn: sqlite3.Connection, event: Event) -> bool:
         with _savepoint(conn, "recorder_text"):
             return _record(conn, event)
     except UnicodeEncodeError:
+        if not _GUARDED.get():  # what it wrote before is not undone: record it again, guarded
+            raise
         clean, replaced = _without_surrogates(event)
         inserted = _record(conn, clean)
         if inserted:

@@ -161,3 +161,26 @@ def test_large_texts_are_stored_once_by_hash_and_the_log_comes_back_exactly(tmp_
         == 1
     )
     assert sum(len(row["json"]) for row in rows) < len(big_file)  # the log itself is small
+
+
+def test_an_event_that_records_cleanly_takes_no_savepoint_and_a_failing_one_is_redone_step_by_step(
+    tmp_path: Path,
+) -> None:
+    store = open_store(tmp_path / "f.db")
+    statements: list[str] = []
+    store.db.conn.set_trace_callback(statements.append)
+    session = mixed_session()
+    record(store, session.events)
+    stored = [e for e in session.events if not isinstance(e, AssistantDelta)]
+    assert not [s for s in statements if s.startswith("SAVEPOINT")]
+    assert statements.count("COMMIT") == len(stored)
+    # An edit without its diff fails the monitor's check: the write is rolled back and done again
+    # with a savepoint per event and step, the check's failure noted and the edit's own row kept.
+    statements.clear()
+    broken = next(e for e in stored if e.type == "edit_applied")
+    record(store, [dataclasses.replace(broken, id="edit-without-diff", edit_id="e-new", diff=None)])
+    assert statements.count("ROLLBACK") == 1 and "SAVEPOINT recorder_step" in statements
+    assert store.query("SELECT stage FROM recording_notes WHERE event_id = 'edit-without-diff'") == [
+        {"stage": "monitor"}
+    ]
+    assert count(store, "edits") == sum(e.type == "edit_applied" for e in stored) + 1
