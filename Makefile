@@ -28,9 +28,9 @@ $(TRAIN_STAMP): $(STAMP)
 	touch $(TRAIN_STAMP)
 
 # One worker per core; each test file stays on one worker, so its fixtures (a recorded session, a
-# converted model) are built once.
+# converted model) are built once. The slowest tests are listed at the end.
 test: $(TRAIN_STAMP) lint
-	$(PY) -m pytest -q -n auto --dist loadfile
+	$(PY) -m pytest -q -n auto --dist loadfile --durations=25
 
 # ruff's lint rules and formatting, as pyproject.toml chooses them.
 lint: $(STAMP)
