@@ -181,8 +181,7 @@ class _Selector:
         self.prefiltered = [i for i, c in enumerate(self.rules) if c.rule.prefilter]
         self.env_keywords = tuple(sorted({v.lower() for v in env_forms}))
         prefilters = tuple(self.rules[i].rule.prefilter for i in self.prefiltered)
-        self._database = _database(tuple(self.by_keyword), prefilters, self.env_keywords)
-        self._lock = threading.Lock()  # a database has one scratch space
+        self._database, self._lock = _database(tuple(self.by_keyword), prefilters, self.env_keywords)
 
     def select(self, text: str) -> _Selection:
         chosen = set(self.always)
@@ -223,15 +222,17 @@ def _collect(pattern: int, start: int, end: int, flags: int, hits: set[int]) -> 
     hits.add(pattern)
 
 
-_DATABASES: dict[tuple, Any] = {}
+_DATABASES: dict[tuple, tuple[Any, threading.Lock]] = {}
 
 
-def _database(keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywords: tuple[str, ...]) -> Any:
+def _database(
+    keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywords: tuple[str, ...]
+) -> tuple[Any, threading.Lock]:
     """One hyperscan database of the keywords (caseless literals), the prefilters, the base64
     trigger and the environment values (caseless literals), numbered in that order; built once
-    per set."""
+    per set and shared, with the lock its one scratch space needs."""
     if hyperscan is None:
-        return None
+        return None, threading.Lock()
     key = (keywords, prefilters, env_keywords)
     if key not in _DATABASES:
         literal = [_hs_literal(k) for k in keywords]
@@ -244,7 +245,7 @@ def _database(keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywor
         database.compile(
             expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
         )
-        _DATABASES[key] = database
+        _DATABASES[key] = database, threading.Lock()
     return _DATABASES[key]
 
 
