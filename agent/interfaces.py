@@ -67,7 +67,9 @@ class LessonSource(Protocol):
     """Where a session finds lessons: a short block for the system prompt at the start, and a few
     lessons from similar past failures to follow a failing tool result."""
 
-    def session_block(self, workspace: str, model: str, budget_tokens: int, focus: str = "") -> Lessons: ...
+    def session_block(
+        self, workspace: str, model: str, budget_tokens: int, focus: str = "", *, repository: str | None = None
+    ) -> Lessons: ...
 
     def for_failure(
         self,
@@ -80,6 +82,7 @@ class LessonSource(Protocol):
         workspace: str,
         session_id: str,
         shown: frozenset[str],
+        repository: str | None = None,
     ) -> Lessons: ...
 
     def close(self) -> None: ...

@@ -51,6 +51,7 @@ def open_session(
         session_id=session_id,
         history=history,
         git_head=git_head(space.root),
+        repository=repository_identity(space.root),
         lessons=lessons,
     )
 
@@ -85,6 +86,22 @@ def git_head(root: Path) -> str | None:
             return repo.head.commit.hexsha
     except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError):
         return None  # not a repository, or one without commits
+
+
+def repository_identity(root: Path) -> str | None:
+    """What names the repository whatever folder holds it: its root commit (`git:<sha>`; of several
+    roots, the first in order), the same in every clone and at every path. None outside a
+    repository or before its first commit."""
+    try:
+        import git
+    except ImportError:
+        return None
+    try:
+        with git.Repo(root, search_parent_directories=True) as repo:
+            roots = repo.git.rev_list("--max-parents=0", "HEAD").split()
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError, ValueError):
+        return None
+    return f"git:{min(roots)}" if roots else None
 
 
 def _repo_map(root: Path) -> Any:

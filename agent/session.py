@@ -65,6 +65,7 @@ class Session:
         session_id: str | None = None,
         history: list[dict[str, Any]] | None = None,
         git_head: str | None = None,
+        repository: str | None = None,
         lessons: LessonSource | None = None,
     ) -> None:
         self.id = session_id or new_id()
@@ -76,6 +77,7 @@ class Session:
         self.policy = ApprovalPolicy.from_settings(self.settings)
         self.frontend = frontend
         self.git_head = git_head
+        self.repository = repository
         self.messages: list[dict[str, Any]] = list(history or [])
         self.turn = sum(1 for m in self.messages if m.get("role") == "user")
         self.review = Review(self.id, self.workspace, context, self.emit)
@@ -175,6 +177,7 @@ class Session:
                 system_prompt=prompt,
                 tools=self.toolbox.schemas(),
                 git_head=self.git_head,
+                repository=self.repository,
                 config=settings_dict(self.settings),
             )
         )
@@ -556,7 +559,13 @@ class Session:
             return None
         source, focus = self.lessons, " ".join([first.text, *(ref.path for ref in first.context)])
         return self._ask_lessons(
-            lambda: source.session_block(str(self.workspace.root), self.model.name, self.settings.lessons_tokens, focus)
+            lambda: source.session_block(
+                str(self.workspace.root),
+                self.model.name,
+                self.settings.lessons_tokens,
+                focus,
+                repository=self.repository,
+            )
         )
 
     def _failure_lessons(self, name: str, arguments: str, result: ToolResult) -> Lessons | None:
@@ -571,6 +580,7 @@ class Session:
                 call=arguments,
                 feedback=result.output,
                 workspace=str(self.workspace.root),
+                repository=self.repository,
                 session_id=self.id,
                 shown=frozenset(self._lessons_shown),
             )

@@ -104,8 +104,10 @@ def build(db: Path, pairs: int) -> int:
             f"CREATE TEMP TABLE nums AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
             f"WHERE i < {clones - 1}) SELECT printf('%07d', i) AS k, i FROM n"
         )
-        conn.execute("""INSERT INTO sessions SELECT s.id || '-' || k, workspace, model, frontend, git_head, config,
-            system_prompt_hash, tools_hash, protocol_version, started_at + i, title FROM sessions s, nums""")
+        conn.execute("""INSERT INTO sessions (id, workspace, model, frontend, git_head, config, system_prompt_hash,
+            tools_hash, protocol_version, started_at, title, repository)
+            SELECT s.id || '-' || k, workspace, model, frontend, git_head, config, system_prompt_hash, tools_hash,
+            protocol_version, started_at + i, title, repository FROM sessions s, nums""")
         conn.execute(
             """INSERT INTO messages SELECT m.session_id || '-' || k, seq, event_id || '-' || k, role,
             CASE WHEN role = 'user' THEN json_set(message, '$.content', 'task ' || k) ELSE message END

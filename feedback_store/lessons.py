@@ -221,6 +221,14 @@ class Shelf:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self.unusable: str | None = None  # why a team store is skipped (it is not tried again)
+        self._repositories: bool | None = None
+
+    def knows_repositories(self, read: Any) -> bool:
+        """Whether its sessions name their repository (a store of an older teachback does not)."""
+        if self._repositories is None:
+            rows = read(self, "SELECT 1 AS yes FROM pragma_table_info('sessions') WHERE name = 'repository'", ())
+            self._repositories = bool(rows)
+        return self._repositories
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         if self.store is not None:
@@ -247,7 +255,7 @@ LESSON_COLUMNS = (
 USABLE = """l.deleted = 0 AND (l.origin = 'user' OR (l.occurrences > 0
     AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = l.source_session)))"""
 LEARNED_HERE = """SELECT lp.lesson_id FROM sessions s JOIN lesson_pairs lp ON lp.session_id = s.id
-    WHERE s.workspace = ? AND lp.lesson_id IS NOT NULL"""
+    WHERE {here} AND lp.lesson_id IS NOT NULL"""
 
 
 class LessonBook:
@@ -272,7 +280,8 @@ class LessonBook:
             self.shelves += [Shelf("team", path=Path(p).expanduser()) for p in team]
         self.owns_store = owns_store
         self.refresh_limit = refresh_limit
-        self._here: dict[tuple[int, str], frozenset[str]] = {}  # (shelf, workspace) -> lessons learned there
+        # (shelf, workspace, repository) -> the lessons learned there
+        self._here: dict[tuple[int, str, str | None], frozenset[str]] = {}
 
     def close(self) -> None:
         for shelf in self.shelves[1:]:
@@ -282,21 +291,27 @@ class LessonBook:
 
     # -- the start of a session ------------------------------------------------------------------
 
-    def session_block(self, workspace: str, model: str, budget_tokens: int, focus: str = "") -> Lessons:
+    def session_block(
+        self, workspace: str, model: str, budget_tokens: int, focus: str = "", *, repository: str | None = None
+    ) -> Lessons:
         """Pinned lessons, then those about what `focus` (the first instruction) names, then those
-        learned in this workspace, then those about files that exist here or habits of this model."""
+        learned here (in this workspace, or in any clone of its `repository`), then those about
+        files that exist here or habits of this model."""
         self._refresh()
         self._here.clear()  # what this workspace taught: read once per session, here
         chosen: dict[str, tuple[tuple, Lesson]] = {}
         for rank, shelf in enumerate(self.shelves):
-            for order, lesson in self._block_candidates(shelf, workspace, model, focus):
+            for order, lesson in self._block_candidates(shelf, workspace, repository, model, focus):
                 if lesson.id not in chosen:
                     chosen[lesson.id] = ((*order[:3], rank, *order[3:]), lesson)
         ordered = [lesson for _, lesson in sorted(chosen.values(), key=lambda item: item[0])]
         return render(BLOCK_HEADER, ordered, budget_tokens)
 
-    def _block_candidates(self, shelf: Shelf, workspace: str, model: str, focus: str) -> list[tuple[tuple, Lesson]]:
+    def _block_candidates(
+        self, shelf: Shelf, workspace: str, repository: str | None, model: str, focus: str
+    ) -> list[tuple[tuple, Lesson]]:
         named = sorted(set(_PATHLIKE.findall(focus)))
+        here, here_params = self._here_clause(shelf, workspace, repository)
         rows = self._read(
             shelf,
             f"""SELECT {LESSON_COLUMNS}, s.model FROM lessons l
@@ -304,12 +319,12 @@ class LessonBook:
             WHERE {USABLE} AND (l.origin != 'user' OR l.workspace IS NULL OR l.workspace = ?)
               AND l.id IN (SELECT id FROM lessons WHERE pinned = 1
                 UNION SELECT * FROM (SELECT id FROM lessons ORDER BY occurrences DESC, id LIMIT ?)
-                UNION SELECT * FROM (SELECT id FROM lessons WHERE id IN ({LEARNED_HERE})
+                UNION SELECT * FROM (SELECT id FROM lessons WHERE id IN ({LEARNED_HERE.format(here=here)})
                                      ORDER BY occurrences DESC, id LIMIT ?)
                 UNION SELECT id FROM lessons WHERE target IN ({",".join("?" * len(named))}))""",
-            (workspace, BLOCK_CANDIDATES, workspace, BLOCK_CANDIDATES, *named),
+            (workspace, BLOCK_CANDIDATES, *here_params, BLOCK_CANDIDATES, *named),
         )
-        root, learned = Path(workspace), self._learned_here(shelf, workspace)
+        root, learned = Path(workspace), self._learned_here(shelf, workspace, repository)
         found = []
         for row in rows:
             mentioned = bool(row["target"]) and row["target"] in focus
@@ -345,21 +360,29 @@ class LessonBook:
         workspace: str,
         session_id: str,
         shown: frozenset[str] = frozenset(),
+        repository: str | None = None,
     ) -> Lessons:
         found: dict[str, Lesson] = {}
         for shelf in self.shelves:
-            for lesson in self._same_situation(shelf, tool, error_kind, target, workspace, session_id):
+            for lesson in self._same_situation(shelf, tool, error_kind, target, workspace, repository, session_id):
                 found.setdefault(lesson.id, lesson)
         if len(found) < MAX_FAILURE_LESSONS + len(shown):
             terms = [t for t in search_terms(target, call, feedback) if t not in (tool, error_kind)]
             for shelf in self.shelves:
-                for lesson in self._similar(shelf, tool, error_kind, terms, workspace, session_id):
+                for lesson in self._similar(shelf, tool, error_kind, terms, workspace, repository, session_id):
                     found.setdefault(lesson.id, lesson)
         picked = [lesson for lesson in found.values() if lesson.id not in shown][:MAX_FAILURE_LESSONS]
         return render(FAILURE_HEADER, picked)
 
     def _same_situation(
-        self, shelf: Shelf, tool: str, kind: str | None, target: str | None, workspace: str, session_id: str
+        self,
+        shelf: Shelf,
+        tool: str,
+        kind: str | None,
+        target: str | None,
+        workspace: str,
+        repository: str | None,
+        session_id: str,
     ) -> list[Lesson]:
         rows = self._read(
             shelf,
@@ -372,14 +395,21 @@ class LessonBook:
               AND (l.workspace IS NULL OR l.workspace = ?)""",
             (tool, kind, target, session_id, tool, target, workspace),
         )
-        learned = self._learned_here(shelf, workspace)
+        learned = self._learned_here(shelf, workspace, repository)
         if self.scope == "workspace":
             rows = [row for row in rows if row["origin"] == "user" or row["id"] in learned]
         rows.sort(key=lambda row: (row["origin"] != "user", row["id"]))
         return [_lesson(row, shelf, row["id"] in learned) for row in rows]
 
     def _similar(
-        self, shelf: Shelf, tool: str, kind: str | None, terms: list[str], workspace: str, session_id: str
+        self,
+        shelf: Shelf,
+        tool: str,
+        kind: str | None,
+        terms: list[str],
+        workspace: str,
+        repository: str | None,
+        session_id: str,
     ) -> list[Lesson]:
         if not terms:
             return []
@@ -389,18 +419,19 @@ class LessonBook:
             if value and _WORD.search(value)
         )
         match = (match + " AND " if match else "") + "(" + " OR ".join(_quote(term) for term in terms) + ")"
-        only_here = " AND s.workspace = ?" if self.scope == "workspace" else ""
+        here, here_params = self._here_clause(shelf, workspace, repository)
+        only_here = f" AND {here}" if self.scope == "workspace" else ""
         rows = self._read(
             shelf,
             f"""SELECT {LESSON_COLUMNS}, hit.target AS hit_target, hit.feedback AS hit_feedback,
-                s.workspace = ? AS here
+                {here} AS here
             FROM (SELECT rowid, target, substr(feedback, 1, 400) AS feedback FROM pair_search
                   WHERE pair_search MATCH ? ORDER BY rowid DESC LIMIT ?) hit
             JOIN lesson_pairs lp ON lp.id = hit.rowid JOIN lessons l ON l.id = lp.lesson_id
             JOIN sessions s ON s.id = lp.session_id
             WHERE lp.session_id != ? AND l.source_session IS NOT ? AND {USABLE}
               AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = lp.session_id){only_here}""",
-            (workspace, match, SIMILAR_CANDIDATES, session_id, session_id, *([workspace] if only_here else [])),
+            (*here_params, match, SIMILAR_CANDIDATES, session_id, session_id, *(here_params if only_here else ())),
         )
         wanted = set(terms)
         scored: dict[str, tuple[float, dict]] = {}
@@ -414,11 +445,20 @@ class LessonBook:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def _learned_here(self, shelf: Shelf, workspace: str) -> frozenset[str]:
-        key = (id(shelf), workspace)
+    def _learned_here(self, shelf: Shelf, workspace: str, repository: str | None) -> frozenset[str]:
+        key = (id(shelf), workspace, repository)
         if key not in self._here:
-            self._here[key] = frozenset(row["lesson_id"] for row in self._read(shelf, LEARNED_HERE, (workspace,)))
+            here, params = self._here_clause(shelf, workspace, repository)
+            rows = self._read(shelf, LEARNED_HERE.format(here=here), params)
+            self._here[key] = frozenset(row["lesson_id"] for row in rows)
         return self._here[key]
+
+    def _here_clause(self, shelf: Shelf, workspace: str, repository: str | None) -> tuple[str, tuple]:
+        """Where a session `s` ran "here": in this folder, or in a clone of this repository (a team
+        store from before sessions named their repository knows only folders)."""
+        if repository is None or not shelf.knows_repositories(self._read):
+            return "s.workspace = ?", (workspace,)
+        return "(s.workspace = ? OR s.repository = ?)", (workspace, repository)
 
     def _refresh(self) -> None:
         try:

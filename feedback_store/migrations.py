@@ -372,3 +372,13 @@ def m005_recording_notes(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS.append(("m005_recording_notes", m005_recording_notes))
+
+
+def m006_session_repository(db: sqlite_utils.Database) -> None:
+    # The repository's identity (agent.runtime.repository_identity: its root commit): lessons learned
+    # in one clone or task attempt of a repository apply in the next, whatever its folder.
+    db["sessions"].add_column("repository", str)
+    db["sessions"].create_index(["repository"], index_name="sessions_repository")
+
+
+MIGRATIONS.append(("m006_session_repository", m006_session_repository))

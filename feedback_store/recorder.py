@@ -330,10 +330,11 @@ def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
     conn.execute(
         """
         INSERT INTO sessions (id, workspace, model, frontend, git_head, config, system_prompt_hash,
-            tools_hash, protocol_version, started_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            tools_hash, protocol_version, started_at, repository)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (id) DO UPDATE SET workspace = excluded.workspace, model = excluded.model,
             frontend = excluded.frontend, git_head = excluded.git_head, config = excluded.config,
+            repository = excluded.repository,
             system_prompt_hash = excluded.system_prompt_hash, tools_hash = excluded.tools_hash,
             protocol_version = excluded.protocol_version,
             started_at = min(coalesce(sessions.started_at, excluded.started_at), excluded.started_at)
@@ -349,6 +350,7 @@ def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
             tools_hash,
             event.protocol_version,
             event.ts,
+            event.repository,
         ),
     )
     has_messages = conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (event.session_id,)).fetchone()

@@ -163,6 +163,7 @@ class SessionStarted(Event):
     system_prompt: str
     tools: list[dict[str, Any]]  # OpenAI function schemas, exactly as sent to the model
     git_head: str | None = None
+    repository: str | None = None  # the repository's identity (its root commit), whatever its path
     config: dict[str, Any] = field(default_factory=dict)
     protocol_version: int = PROTOCOL_VERSION
     type: ClassVar[str] = "session_started"

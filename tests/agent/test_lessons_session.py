@@ -114,7 +114,7 @@ async def test_a_lesson_is_shown_once_per_session(git_repo, script, tmp_path):
 class BrokenSource:
     """A lesson source whose database is gone: the session must go on without lessons."""
 
-    def session_block(self, workspace: str, model: str, budget_tokens: int, focus: str = "") -> Lessons:
+    def session_block(self, workspace: str, model: str, budget_tokens: int, focus: str = "", **where) -> Lessons:
         raise OSError("disk gone")
 
     def for_failure(self, **situation) -> Lessons:

@@ -11,7 +11,7 @@ import sqlite_utils
 from agent.cli import main
 from agent.config import Settings
 from agent.protocol import UserInput
-from agent.runtime import open_session
+from agent.runtime import open_session, repository_identity
 from feedback_store import Recorder, open_store
 from feedback_store.lessons import LessonBook, estimate_tokens, refresh
 from feedback_store.migrations import m001_initial_schema, m002_model_call_renders
@@ -226,3 +226,25 @@ def test_pairs_recorded_before_the_migration_are_indexed(tmp_path):
     assert store.query("SELECT rowid FROM pair_search WHERE pair_search MATCH 'guide'") == [{"rowid": 1}]
     assert refresh(store) == 1
     assert store.query("SELECT text FROM lessons")[0]["text"].startswith("read_file on docs/guide.md failed")
+
+
+async def test_a_lesson_learned_in_one_clone_is_learned_here_in_another_clone_at_another_path(
+    git_repo, script, tmp_path
+):
+    store = open_store(tmp_path / "f.db")
+    edits = [call("edit_file", BAD), call("edit_file", GOOD)]
+    await record(store, git_repo, script(*(turn(c) for c in edits)))
+    clone = tmp_path / "elsewhere" / "clone"
+    git(git_repo, "clone", "-q", str(git_repo), str(clone))
+    repository = repository_identity(clone)
+    assert repository is not None and repository == repository_identity(git_repo)
+    assert store.query("SELECT repository FROM sessions") == [{"repository": repository}]
+    here = LessonBook(store, scope="workspace")  # only what was learned here
+    block = here.session_block(str(clone.resolve()), "m", 1000, repository=repository)
+    assert [lesson.scope for lesson in block.lessons] == ["workspace"]
+    assert "app.py" in block.lessons[0].text
+    found = failure(here, clone, repository=repository)
+    assert [lesson.scope for lesson in found.lessons] == ["workspace"]
+    # Another repository at that path learned nothing there.
+    assert here.session_block(str(clone.resolve()), "m", 1000, repository="git:0000").lessons == ()
+    assert failure(here, clone, repository="git:0000").lessons == ()

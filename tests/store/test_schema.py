@@ -26,6 +26,7 @@ EXPECTED_COLUMNS = {
         "protocol_version",
         "started_at",
         "title",
+        "repository",
     ],
     "events": ["id", "session_id", "type", "ts", "cause_id", "json"],
     "messages": ["session_id", "seq", "event_id", "role", "message"],
