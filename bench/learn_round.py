@@ -18,7 +18,7 @@ Every arm is reported, with forgetting (general text, held-out successful turns)
 adapter moved (mean KL between base and adapter along held-out recorded replies), the tool mix,
 the finish share, the no-tool probes and the gate's verdict.
 
-    .venv/bin/python bench/learn_round.py [--quick] [--work DIR] [--heldout-tasks FILE ...] [--json]
+    .venv/bin/python bench/learn_round.py [--quick] [--work DIR] [--heldout-tasks FILE ...] [--size KEY=N ...] [--json]
 
 --quick runs every stage at minimal sizes (it checks that the round runs, and measures nothing).
 """
@@ -126,9 +126,24 @@ def main() -> int:
     parser.add_argument("--objectives", default=",".join(OBJECTIVES), help="comma-separated, of sft,dpo,sdpo")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--parallel", type=int, default=2, help="task attempts at once")
+    parser.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="KEY=N",
+        help=f"change one size of the round (of {', '.join(FULL)}); the report prints the sizes used",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON document")
     args = parser.parse_args()
-    sizes = QUICK if args.quick else FULL
+    sizes = dict(QUICK if args.quick else FULL)
+    for item in args.size:
+        key, _, value = item.partition("=")
+        if key not in FULL:
+            parser.error(f"--size {item}: the sizes are {', '.join(FULL)}")
+        try:
+            sizes[key] = type(FULL[key])(value)
+        except ValueError:
+            parser.error(f"--size {item}: {key} takes a {type(FULL[key]).__name__}")
     objectives = [o for o in args.objectives.split(",") if o]
     if not objectives or set(objectives) - set(OBJECTIVES):
         parser.error(f"--objectives takes some of {','.join(OBJECTIVES)}")
@@ -383,6 +398,7 @@ def document(sizes, args, branches, adapters, replay, checks, stages, heldout_fi
 def report(doc: dict[str, Any]) -> str:
     lines = [
         f"rule: {doc['rule']}",
+        "sizes: " + ", ".join(f"{k} {v}" for k, v in doc["sizes"].items()),
         f"branches: {doc['branches']['samples']} samples at {doc['branches']['states']} training states -> "
         f"records {doc['branches']['records']}; labels {doc['branches']['labels']}",
         f"held-out: {doc['states']} states from {doc['sessions']} sessions of {doc['heldout_tasks']} tasks "
