@@ -27,9 +27,15 @@ class LessonUsageError(Exception):
 
 
 def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
+    """`teachback lessons [ACTION]`: with no action it lists, as `list` does."""
+    db_help = "feedback database (default: $TEACHBACK_HOME/feedback.db)"
+    parser.description = "See and steer the lessons sessions are shown; with no ACTION, list them."
+    parser.add_argument("--db", metavar="PATH", help=db_help)
+    parser.set_defaults(action="list", limit=50, json=False)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", metavar="PATH", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    # SUPPRESS: `lessons --db X list` keeps X (a sub-command's default would replace it).
+    common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
     listing = sub.add_parser("list", parents=[common], help="lessons, pinned first, then the most frequent")
     listing.add_argument("--limit", type=int, default=50, help="how many (default 50; 0: all)")
     listing.add_argument("--json", action="store_true", help="print JSON lines")
@@ -62,7 +68,7 @@ def lessons_main(args: argparse.Namespace) -> int:
     try:
         with open_store(args.db) as store:
             refresh(store, limit=None)
-            return ACTIONS[args.action](store, args)
+            return ACTIONS[args.action or "list"](store, args)
     except LessonNotFound as exc:
         print(f"teachback lessons: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND

@@ -248,3 +248,18 @@ async def test_a_lesson_learned_in_one_clone_is_learned_here_in_another_clone_at
     # Another repository at that path learned nothing there.
     assert here.session_block(str(clone.resolve()), "m", 1000, repository="git:0000").lessons == ()
     assert failure(here, clone, repository="git:0000").lessons == ()
+
+
+async def test_lessons_alone_lists_as_list_does(git_repo, script, tmp_path, capsys):
+    db = tmp_path / "f.db"
+    store = open_store(db)
+    await record(store, git_repo, script(turn(call("edit_file", BAD)), turn(call("edit_file", GOOD))))
+    outputs = []
+    for argv in (
+        ["lessons", "--db", str(db)],
+        ["lessons", "list", "--db", str(db)],
+        ["lessons", "--db", str(db), "list"],
+    ):
+        assert main(argv) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] == outputs[2] and "edit_file on app.py" in outputs[0]
