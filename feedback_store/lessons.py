@@ -109,7 +109,7 @@ def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], re
     ).fetchone()
     tool, kind, target = situation
     feedback = redactor.redact(best[2][:2000])
-    fix = _fix(conn, best, tool, target, redactor)
+    fix = _fix(conn, best, tool, redactor)
     text = redactor.redact(lesson_text(tool, kind, target, count, gist(feedback), fix))  # the target too
     conn.execute(
         """INSERT INTO lessons (id, key, origin, tool, error_kind, target, text, feedback, correction,
@@ -139,7 +139,7 @@ def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], re
     )
 
 
-def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, target: str | None, redactor: Redactor) -> str | None:
+def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, redactor: Redactor) -> str | None:
     """What worked, in one line: the correcting call (arguments redacted and shortened)."""
     _, session_id, _, correction, correction_seq = best
     if correction is not None:
@@ -162,14 +162,11 @@ def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, target: str | 
             else one_line(redactor.redact(content), FIX_CHARS) or None
         )
     call = next((c for c in calls if c.get("name") == tool), calls[0])
-    arguments = _short_arguments(
-        call.get("arguments") or "", redactor, same=target if call.get("name") == tool else None
-    )
-    return one_line(f"{call.get('name')}({arguments})", FIX_CHARS)
+    return one_line(f"{call.get('name')}({_short_arguments(call.get('arguments') or '', redactor)})", FIX_CHARS)
 
 
-def _short_arguments(arguments: str, redactor: Redactor, same: str | None) -> str:
-    """`key="value", ...` with long values cut; a value equal to `same` (the lesson's target) is left out."""
+def _short_arguments(arguments: str, redactor: Redactor) -> str:
+    """`key="value", ...` as the call sent them (the concrete working form), long values cut."""
     value = read_arguments(arguments).value  # bounded: the model's text, never parsed unbounded
     if value is None:
         return redactor.redact(arguments)
@@ -177,16 +174,30 @@ def _short_arguments(arguments: str, redactor: Redactor, same: str | None) -> st
     shown = [
         (k, v if not isinstance(v, str) or len(v) <= VALUE_CHARS else v[: VALUE_CHARS - 1] + "…")
         for k, v in value.items()
-        if v != same
     ]
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
 
 
+# A wrong path the model guessed and then corrected: a habit of the model's, told at the start.
+PATH_HABITS = frozenset({"not_found", "outside_workspace"})
+# What to keep in mind with a fix, by the kind of failure it fixed (said as what to do).
+HABITS = {
+    "not_found": "paths are relative to the workspace root",
+    "outside_workspace": "paths are relative to the workspace root",
+    "no_match": "copy old_text exactly as read_file shows it",
+    "schema": "send the arguments the tool's schema names",
+}
+
+
 def lesson_text(tool: str | None, kind: str | None, target: str | None, count: int, what: str, fix: str | None) -> str:
-    where = f"{tool or 'a reply'} on {target}" if target else (tool or "a reply")
+    """Said as what to do, the working form first: a small model copies what a lesson quotes, so
+    the failed value comes last, and only where no fix says what to do instead."""
     times = f", {count} times" if count > 1 else ""
-    text = f"{where} failed ({kind or 'error'}{times}): {what}"
-    return text + (f" What worked: {fix}" if fix else " No fix was recorded.")
+    if fix:
+        habit = f"; {HABITS[kind]}" if kind in HABITS else ""
+        return f"Do this: {fix} (it worked where an earlier {tool or 'call'} failed: {kind or 'error'}{times}{habit})."
+    where = f"{tool or 'a reply'} on {target}" if target else (tool or "a reply")
+    return f"Check before calling {tool or 'it'} again: {where} failed ({kind or 'error'}{times}): {what}"
 
 
 def gist(feedback: str) -> str:
@@ -480,13 +491,15 @@ class LessonBook:
 
 def _tier(row: dict[str, Any], here: bool, root: Path, model: str) -> int | None:
     """0: pinned; 1: learned in this workspace; 2: about a file that exists here, or a habit of this
-    model (no target); None: about somewhere else."""
+    model (no target, or a path it guessed wrong and then corrected: the path never exists, the
+    habit is what to tell); None: about somewhere else."""
     if row["pinned"]:
         return 0
     if here:
         return 1
     target = row["target"]
-    if target is None:
+    habit = row["error_kind"] in PATH_HABITS and row["corrected"]
+    if target is None or habit:
         return 2 if row["model"] == model else None
     if row["tool"] != "run_command" and _exists(root, target):
         return 2

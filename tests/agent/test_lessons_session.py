@@ -56,8 +56,8 @@ async def test_a_recorded_mistake_brings_its_lesson_into_the_tool_result(git_rep
     session, events = await run(git_repo, settings, book)
     failed = next(e for e in events if isinstance(e, ToolCallFinished) and not e.ok)
     assert "Lessons from earlier sessions about failures like this one:" in failed.message["content"]
-    assert "edit_file on app.py failed (no_match)" in failed.message["content"]
-    assert "What worked: edit_file" in failed.message["content"] and "'Hello, ' + name" in failed.message["content"]
+    assert '- Do this: edit_file(path="app.py", old_text="return \'Hello, \' + name"' in failed.message["content"]
+    assert "an earlier edit_file failed: no_match; copy old_text exactly" in failed.message["content"]
     assert "Lessons from" not in failed.result  # the tool's own text: what the pair's feedback holds
     shown = [e for e in events if isinstance(e, LessonsShown) and e.moment == "tool_result"]
     assert [e.call_id for e in shown] == [failed.call_id] and failed.message["content"].endswith(shown[0].text)

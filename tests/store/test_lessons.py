@@ -55,8 +55,10 @@ async def test_a_failure_and_its_fix_become_one_short_lesson(git_repo, script, t
     lessons = store.query("SELECT * FROM lessons")
     assert len(lessons) == 1  # one situation, twice: deduplicated
     text = lessons[0]["text"]
-    assert text.startswith("edit_file on app.py failed (no_match, 2 times): old_text was not found in app.py.")
-    assert "What worked: edit_file" in text and "'Hello, ' + name" in text
+    # What to do first, in the working form; the failed value (the old_text that was not there) nowhere.
+    assert text.startswith('Do this: edit_file(path="app.py", old_text="return \'Hello, \' + name"')
+    assert "an earlier edit_file failed: no_match, 2 times; copy old_text exactly as read_file shows it" in text
+    assert "'Hi, '" not in text
     assert len(text) < 400 and lessons[0]["corrected"] == 2
 
 
@@ -66,7 +68,10 @@ async def test_lessons_are_redacted(git_repo, script, tmp_path, capsys):
     await record(
         store,
         git_repo,
-        script(turn(call("run_command", {"command": command})), turn(call("run_command", {"command": "true"}))),
+        # The fix, which the lesson shows as the working form, holds the token too.
+        script(
+            turn(call("run_command", {"command": command})), turn(call("run_command", {"command": f"true {TOKEN}"}))
+        ),
     )
     refresh(store)
     [lesson] = store.query("SELECT * FROM lessons")
@@ -225,7 +230,8 @@ def test_pairs_recorded_before_the_migration_are_indexed(tmp_path):
     store = open_store(path)
     assert store.query("SELECT rowid FROM pair_search WHERE pair_search MATCH 'guide'") == [{"rowid": 1}]
     assert refresh(store) == 1
-    assert store.query("SELECT text FROM lessons")[0]["text"].startswith("read_file on docs/guide.md failed")
+    text = store.query("SELECT text FROM lessons")[0]["text"]
+    assert text.startswith("Check before calling read_file again: read_file on docs/guide.md failed (not_found)")
 
 
 async def test_a_lesson_learned_in_one_clone_is_learned_here_in_another_clone_at_another_path(
@@ -262,4 +268,19 @@ async def test_lessons_alone_lists_as_list_does(git_repo, script, tmp_path, caps
     ):
         assert main(argv) == 0
         outputs.append(capsys.readouterr().out)
-    assert outputs[0] == outputs[1] == outputs[2] and "edit_file on app.py" in outputs[0]
+    assert outputs[0] == outputs[1] == outputs[2] and 'Do this: edit_file(path="app.py"' in outputs[0]
+
+
+async def test_a_corrected_wrong_path_reaches_the_next_start_block_as_a_habit(git_repo, script, tmp_path):
+    store = open_store(tmp_path / "f.db")
+    model = script(turn(call("read_file", {"path": "src/app.py"})), turn(call("read_file", {"path": "app.py"})))
+    await record(store, git_repo, model)
+    other = tmp_path / "other"  # another project, where no file of that name exists
+    git(git_repo, "clone", "-q", str(git_repo), str(other))
+    (other / "app.py").unlink()
+    book = LessonBook(store)
+    [lesson] = book.session_block(str(other.resolve()), model, 1000, repository="git:another").lessons
+    assert lesson.text.startswith('Do this: read_file(path="app.py")')
+    assert "paths are relative to the workspace root" in lesson.text and "src/app.py" not in lesson.text
+    # Another model's habits are its own.
+    assert book.session_block(str(other.resolve()), "another/model", 1000, repository="git:another").lessons == ()
