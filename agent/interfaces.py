@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent.model import ModelReply
-from agent.protocol import EditReviewed, Event, Lessons, Op, TurnFinished, UserInput
+from agent.protocol import EditReviewed, Event, Lesson, Lessons, Op, TurnFinished, UserInput
 
 
 class Model(Protocol):
@@ -84,6 +84,10 @@ class LessonSource(Protocol):
         shown: frozenset[str],
         repository: str | None = None,
     ) -> Lessons: ...
+
+    def known_failure(
+        self, *, tool: str, target: str | None, workspace: str, repository: str | None = None
+    ) -> Lesson | None: ...
 
     def close(self) -> None: ...
 

@@ -27,6 +27,7 @@ from agent.protocol import (
     ErrorEvent,
     Event,
     Interrupt,
+    Lesson,
     Lessons,
     LessonsShown,
     ModelUsage,
@@ -361,6 +362,13 @@ class Session:
             )
         elif period is not None:
             result = error(cycle_feedback(name, period), "repeated_cycle", target=target)
+        elif (known := self._known_failure(name, target)) is not None:
+            result = error(
+                f"Not run: {name} on {target} failed before in this repository because it does not exist, "
+                f"and it still does not. {known.text}",
+                "not_found",
+                target=target,
+            )
         else:
             tool, kwargs = prepared
             try:
@@ -567,6 +575,21 @@ class Session:
                 repository=self.repository,
             )
         )
+
+    def _known_failure(self, name: str, target: str | None) -> Lesson | None:
+        """A lesson of this repository that says this call fails (its path does not exist) and what
+        worked instead: the call is answered with it before it runs, a guard like the loop's."""
+        if target is None or self.lessons is None or not self.settings.lessons:
+            return None
+        source = self.lessons
+        known = self._ask_lessons(
+            lambda: source.known_failure(
+                tool=name, target=target, workspace=str(self.workspace.root), repository=self.repository
+            )
+        )
+        if known is not None:
+            self._lessons_shown.add(known.id)  # its text is in the answer: not shown again after it
+        return known
 
     def _failure_lessons(self, name: str, arguments: str, result: ToolResult) -> Lessons | None:
         if result.ok or self.lessons is None or not self.settings.lessons or result.error_kind in NO_LESSONS:

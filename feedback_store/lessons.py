@@ -178,6 +178,8 @@ def _short_arguments(arguments: str, redactor: Redactor) -> str:
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
 
 
+# Failures a lesson of this repository answers before the call runs (the path still does not exist).
+ENFORCED = frozenset({"not_found"})
 # A wrong path the model guessed and then corrected: a habit of the model's, told at the start.
 PATH_HABITS = frozenset({"not_found", "outside_workspace"})
 # What to keep in mind with a fix, by the kind of failure it fixed (said as what to do).
@@ -454,6 +456,30 @@ class LessonBook:
         ranked = sorted(scored.values(), key=lambda item: (-item[0], item[1]["id"]))
         return [_lesson(row, shelf, bool(row["here"])) for _, row in ranked]
 
+    # -- before a call --------------------------------------------------------------------------
+
+    def known_failure(
+        self, *, tool: str, target: str | None, workspace: str, repository: str | None = None
+    ) -> Lesson | None:
+        """The lesson learned here (this folder or a clone of this repository) that this very call
+        failed because its path does not exist, when the path still does not exist and a fix was
+        recorded: the call need not run, the lesson says what worked."""
+        if not target or _exists(Path(workspace), target) or not _plain_path(target):
+            return None
+        for shelf in self.shelves:
+            rows = self._read(
+                shelf,
+                f"""SELECT {LESSON_COLUMNS} FROM lessons l WHERE l.tool = ? AND l.target = ?
+                AND l.error_kind IN ({",".join("?" * len(ENFORCED))}) AND l.origin = 'distilled'
+                AND l.corrected > 0 AND {USABLE} ORDER BY l.id""",
+                (tool, target, *sorted(ENFORCED)),
+            )
+            learned = self._learned_here(shelf, workspace, repository)
+            for row in rows:
+                if row["id"] in learned:
+                    return _lesson(row, shelf, True)
+        return None
+
     # -- reading ---------------------------------------------------------------------------------
 
     def _learned_here(self, shelf: Shelf, workspace: str, repository: str | None) -> frozenset[str]:
@@ -504,6 +530,11 @@ def _tier(row: dict[str, Any], here: bool, root: Path, model: str) -> int | None
     if row["tool"] != "run_command" and _exists(root, target):
         return 2
     return None
+
+
+def _plain_path(target: str) -> bool:
+    """A relative path inside the workspace, as a file tool's target is (not a command)."""
+    return not target.startswith(("/", "~", "..")) and "\0" not in target and "\n" not in target
 
 
 def _exists(root: Path, target: str) -> bool:

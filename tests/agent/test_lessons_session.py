@@ -120,6 +120,9 @@ class BrokenSource:
     def for_failure(self, **situation) -> Lessons:
         raise OSError("disk gone")
 
+    def known_failure(self, **call) -> None:
+        raise OSError("disk gone")
+
     def close(self) -> None:
         return None
 
@@ -200,3 +203,30 @@ async def test_the_terminal_tool_log_shows_lessons_under_their_call():
         texts = [str(s.render()) for s in app.query(".tool-lessons")]
         assert len(texts) == 2 and "[L123] edit_file on app.py failed" in texts[0]
         assert "tool-lessons" in [c for s in log.entries[0].query(".tool-lessons") for c in s.classes]
+
+
+async def test_a_call_this_repository_knows_fails_is_answered_by_its_lesson_before_it_runs(git_repo, script, tmp_path):
+    wrong, right = call("read_file", {"path": "src/app.py"}), call("read_file", {"path": "app.py"})
+    await run(git_repo, settings_for(script(turn(wrong), turn(right), name="first.json"), tmp_path))
+    clone = tmp_path / "clone"  # the same repository at another path
+    git(git_repo, "clone", "-q", str(git_repo), str(clone))
+    settings = settings_for(script(turn(wrong), turn(right), name="second.json"), tmp_path)
+    book = open_lessons(settings)
+    _, events = await run(clone, settings, book)
+    answered = next(e for e in events if isinstance(e, ToolCallFinished) and not e.ok)
+    assert answered.result.startswith("Not run: read_file on src/app.py failed before in this repository")
+    assert 'Do this: read_file(path="app.py")' in answered.result and answered.error_kind == "not_found"
+    assert answered.message["content"].count("Do this:") == 1  # not shown again under the answer
+    store = open_store(settings.db_path())
+    [pair] = store.query("SELECT error_kind, feedback FROM pairs WHERE session_id = ?", (answered.session_id,))
+    assert pair["error_kind"] == "not_found" and pair["feedback"].startswith("Not run:")
+    store.close()
+    # Once the path exists the call runs.
+    (clone / "src").mkdir()
+    (clone / "src" / "app.py").write_text("print('here')\n")
+    third = settings_for(script(turn(wrong), name="third.json"), tmp_path)
+    again = open_lessons(third)
+    _, events = await run(clone, third, again)
+    assert next(e for e in events if isinstance(e, ToolCallFinished)).ok
+    again.close()
+    book.close()
