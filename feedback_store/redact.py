@@ -156,6 +156,7 @@ class _Selection(NamedTuple):
     others: list[_Compiled]
     env: bool
     base64: bool
+    lowered: str | None = None  # the text lower-cased, where choosing needed it
 
 
 NOTHING = _Selection([], [], False, False)
@@ -174,9 +175,12 @@ class _Selector:
         self.split = len(tokens)
         self.always = [i for i, c in enumerate(self.rules) if not c.rule.keywords and not c.rule.prefilter]
         self.by_keyword: dict[str, list[int]] = {}
+        self.token_keywords: dict[str, list[int]] = {}  # the fallback looks for these in the long words only
+        self.other_keywords: dict[str, list[int]] = {}
         for i, compiled in enumerate(self.rules):
             for keyword in compiled.rule.keywords:
                 self.by_keyword.setdefault(keyword, []).append(i)
+                (self.token_keywords if i < self.split else self.other_keywords).setdefault(keyword, []).append(i)
         self.keyword_rules = tuple(self.by_keyword.values())
         self.prefiltered = [i for i, c in enumerate(self.rules) if c.rule.prefilter]
         self.env_keywords = tuple(sorted({v.lower() for v in env_forms}))
@@ -204,8 +208,11 @@ class _Selector:
                     env = True
         else:
             lowered = text.lower()
-            for keyword in filter(lowered.__contains__, self.by_keyword):
-                chosen.update(self.by_keyword[keyword])
+            for keyword in filter(lowered.__contains__, self.other_keywords):
+                chosen.update(self.other_keywords[keyword])
+            long_words = "\n".join({w for w in text.split() if len(w) >= MIN_TOKEN}).lower()
+            for keyword in filter(long_words.__contains__, self.token_keywords):
+                chosen.update(self.token_keywords[keyword])
             chosen.update(self.prefiltered)  # a prefilter alone in re costs more than its rule tried
             env = any(map(lowered.__contains__, self.env_keywords))
             base64 = True
@@ -215,6 +222,7 @@ class _Selector:
             [self.rules[i] for i in order if i >= self.split],
             env,
             base64,
+            None if self._database is not None and text.isascii() else lowered,
         )
 
 
@@ -301,7 +309,7 @@ class Redactor:
         if chosen.tokens:
             spans += self._token_spans(chosen.tokens, text, words)
         anchors: dict[str, list[int]] = {}  # where each anchor word occurs, shared by the rules
-        lowered = None
+        lowered = chosen.lowered if chosen.lowered is not None and len(chosen.lowered) == len(text) else None
         for compiled in chosen.others:
             if compiled.rule.anchors:
                 lowered = _lowered(text) if lowered is None else lowered
