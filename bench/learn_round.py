@@ -58,6 +58,7 @@ FULL = {
     "probes": 12,
     "branch_samples": 6,
     "eval_samples": 1,
+    "eval_sessions": 0,  # held-out sessions replayed, one per task in turn (seeded); 0: all
     "steps": 12,
     "batch_size": 6,
     "lr": 5e-4,
@@ -73,6 +74,7 @@ QUICK = {
     "probes": 2,
     "branch_samples": 2,
     "eval_samples": 1,
+    "eval_sessions": 0,
     "steps": 1,
     "batch_size": 2,
     "lr": 5e-4,
@@ -328,8 +330,29 @@ def replay_arms(db: Path, task_file: Path, adapters: dict[str, Any], gguf: Path,
         max_per_session=sizes["eval_states_per_session"],
         probes=sizes["probes"],
         seed=args.seed,
+        sessions=spread_sessions(db, sizes["eval_sessions"], args.seed),
     )
     return run_replay(config, say)
+
+
+def spread_sessions(db: Path, count: int, seed: int) -> frozenset[str] | None:
+    """`count` held-out sessions taken one per task in turn (each task's in a seeded order), so every
+    task is replayed before any is replayed twice; None (all) for 0."""
+    if count <= 0:
+        return None
+    from tasks.states import load_states
+
+    by_task: dict[str, list[str]] = {}
+    for state in load_states(db, max_per_session=1):
+        by_task.setdefault(state.task_id, []).append(state.session_id)
+    rng = random.Random(seed)
+    queues = [rng.sample(sorted(ids), len(ids)) for _, ids in sorted(by_task.items())]
+    chosen: list[str] = []
+    while len(chosen) < count and any(queues):
+        for queue in queues:
+            if queue and len(chosen) < count:
+                chosen.append(queue.pop())
+    return frozenset(chosen)
 
 
 def forgetting_and_shift(adapters: dict[str, Any], heldout_db: Path) -> dict[str, Any]:
