@@ -386,7 +386,12 @@ def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
         help="gate and promote an adapter trained elsewhere (e.g. on a GPU box) instead of training",
     )
     _shared_eval_arguments(parser)
-    parser.add_argument("--objective", choices=("sdpo", "sft", "dpo", "mix"), default="sft")
+    parser.add_argument(
+        "--objective",
+        choices=("sdpo", "sft", "dpo", "mix"),
+        default=None,
+        help="default: sft on branch records (the measured round's choice), sdpo on exported pairs",
+    )
     parser.add_argument(
         "--train-steps",
         type=int,

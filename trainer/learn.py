@@ -66,7 +66,9 @@ class LearnConfig:
     base: str | None = None  # None: the embedded model
     serve: str | None = None  # the GGUF model the adapter is served on; default: the base's own
     adapter: Path | None = None  # an adapter trained elsewhere (a GPU box): gate and promote it, no training
-    objective: str = "sft"  # chosen from bench/learn_round.py: no objective was shown to help; sft is the lowest risk
+    # None: sft on branch records (chosen from bench/learn_round.py: no objective was shown to help, and
+    # sft is the lowest risk), sdpo on exported pairs (most carry no correction sft could learn).
+    objective: str | None = None
     seed: int = 0
     test_fraction: float = 0.2
     min_pairs: int = 4  # train records needed to start a round
@@ -192,7 +194,7 @@ def _round(
 
     adapter = folder / "adapter"
     if config.adapter is None:
-        say(f"round {entry.id}: training on {entry.records} pair(s) ({config.objective})")
+        say(f"round {entry.id}: training on {entry.records} pair(s) ({config.objective or 'default objective'})")
         adapter = _train(config, split["train"], adapter, say)
     ensure_served(adapter, Path(entry.base or ""))
     held = _held_out(config, say)
@@ -324,7 +326,8 @@ def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: P
     except StateError as exc:
         raise LearnError(str(exc)) from exc
     say(render_summary(result))
-    return {"train": result.paths["sdpo" if config.objective == "mix" else config.objective]}
+    objective = config.objective or "sft"
+    return {"train": result.paths["sdpo" if objective == "mix" else objective]}
 
 
 def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
@@ -334,7 +337,7 @@ def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
     options = {
         "data": [data],
         "out": out,
-        "objective": config.objective,
+        "objective": config.objective or ("sft" if branch else "sdpo"),
         "base": config.base,
         "seed": config.seed,
         **(BRANCH_ROUND if branch else {}),
