@@ -27,6 +27,7 @@ from agent.protocol import Lesson, Lessons
 from agent.protocol.arguments import read_arguments
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
+from feedback_store.pairs import COMMAND_TOOL
 from feedback_store.redact import Redactor
 from feedback_store.store import Store, open_store
 
@@ -234,14 +235,7 @@ class Shelf:
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self.unusable: str | None = None  # why a team store is skipped (it is not tried again)
-        self._repositories: bool | None = None
-
-    def knows_repositories(self, read: Any) -> bool:
-        """Whether its sessions name their repository (a store of an older teachback does not)."""
-        if self._repositories is None:
-            rows = read(self, "SELECT 1 AS yes FROM pragma_table_info('sessions') WHERE name = 'repository'", ())
-            self._repositories = bool(rows)
-        return self._repositories
+        self.knows_repositories: bool | None = None  # whether its sessions name their repository
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         if self.store is not None:
@@ -464,8 +458,8 @@ class LessonBook:
         """The lesson learned here (this folder or a clone of this repository) that this very call
         failed because its path does not exist, when the path still does not exist and a fix was
         recorded: the call need not run, the lesson says what worked."""
-        if not target or _exists(Path(workspace), target) or not _plain_path(target):
-            return None
+        if not target or tool == COMMAND_TOOL or not _plain_path(target) or _exists(Path(workspace), target):
+            return None  # a command's target is no path: nothing to look up on every command
         for shelf in self.shelves:
             rows = self._read(
                 shelf,
@@ -493,7 +487,10 @@ class LessonBook:
     def _here_clause(self, shelf: Shelf, workspace: str, repository: str | None) -> tuple[str, tuple]:
         """Where a session `s` ran "here": in this folder, or in a clone of this repository (a team
         store from before sessions named their repository knows only folders)."""
-        if repository is None or not shelf.knows_repositories(self._read):
+        if repository is not None and shelf.knows_repositories is None:  # an older store has no column
+            column = "SELECT 1 AS yes FROM pragma_table_info('sessions') WHERE name = 'repository'"
+            shelf.knows_repositories = bool(self._read(shelf, column, ()))
+        if repository is None or not shelf.knows_repositories:
             return "s.workspace = ?", (workspace,)
         return "(s.workspace = ? OR s.repository = ?)", (workspace, repository)
 
@@ -527,7 +524,7 @@ def _tier(row: dict[str, Any], here: bool, root: Path, model: str) -> int | None
     habit = row["error_kind"] in PATH_HABITS and row["corrected"]
     if target is None or habit:
         return 2 if row["model"] == model else None
-    if row["tool"] != "run_command" and _exists(root, target):
+    if row["tool"] != COMMAND_TOOL and _exists(root, target):
         return 2
     return None
 

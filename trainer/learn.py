@@ -66,9 +66,7 @@ class LearnConfig:
     base: str | None = None  # None: the embedded model
     serve: str | None = None  # the GGUF model the adapter is served on; default: the base's own
     adapter: Path | None = None  # an adapter trained elsewhere (a GPU box): gate and promote it, no training
-    # None: sft on branch records (chosen from bench/learn_round.py: no objective was shown to help, and
-    # sft is the lowest risk), sdpo on exported pairs (most carry no correction sft could learn).
-    objective: str | None = None
+    objective: str | None = None  # None: by what the round trains on (objective_for)
     seed: int = 0
     test_fraction: float = 0.2
     min_pairs: int = 4  # train records needed to start a round
@@ -326,8 +324,14 @@ def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: P
     except StateError as exc:
         raise LearnError(str(exc)) from exc
     say(render_summary(result))
-    objective = config.objective or "sft"
+    objective = objective_for(config, branch=True)
     return {"train": result.paths["sdpo" if objective == "mix" else objective]}
+
+
+def objective_for(config: LearnConfig, branch: bool) -> str:
+    """The round's objective: the one asked for, else sft on branch records (chosen from
+    bench/learn_round.py) and sdpo on exported pairs (most carry no correction sft could learn)."""
+    return config.objective or ("sft" if branch else "sdpo")
 
 
 def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
@@ -337,7 +341,7 @@ def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
     options = {
         "data": [data],
         "out": out,
-        "objective": config.objective or ("sft" if branch else "sdpo"),
+        "objective": objective_for(config, branch),
         "base": config.base,
         "seed": config.seed,
         **(BRANCH_ROUND if branch else {}),
