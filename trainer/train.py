@@ -128,7 +128,9 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
     examples = loaded.examples
     gap_filter: dict[str, Any] = {}
     if config.gap_filter and config.objective in ("sdpo", "mix"):
-        examples, gap_filter = _filter_by_gap(Objective(model, _options(config)), examples, loaded.left_out)
+        examples, gap_filter = _filter_by_gap(
+            Objective(model, _options(config)), examples, loaded.left_out, mix=config.objective == "mix"
+        )
     per_step = config.batch_size * config.grad_accum * accelerator.num_processes
     total = config.steps or max(1, math.ceil(config.epochs * len(examples) / per_step))
     optimizer = torch.optim.AdamW(list(trainable(model).values()), lr=config.lr, weight_decay=0.0)
@@ -181,7 +183,9 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
     return result
 
 
-def _filter_by_gap(objective: Objective, examples: list, left_out: Any) -> tuple[list, dict[str, Any]]:
+def _filter_by_gap(
+    objective: Objective, examples: list, left_out: Any, *, mix: bool = False
+) -> tuple[list, dict[str, Any]]:
     """The pairs whose teacher (the frozen base, told the feedback) finds the failed reply less
     likely than the student does, before any step; the others would teach the mistake. Under mix,
     such a pair with a correction keeps its sft term and loses only its distillation term."""
@@ -193,7 +197,7 @@ def _filter_by_gap(objective: Objective, examples: list, left_out: Any) -> tuple
             kept.append(example)
             continue
         dropped_ids.append(example.id)
-        if objective.options.objective == "mix" and example.chosen is not None:
+        if mix and example.chosen is not None:
             kept.append(dataclasses.replace(example, distil=False))
     dropped = len(dropped_ids)
     if dropped:

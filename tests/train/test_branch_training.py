@@ -99,6 +99,8 @@ def test_dpo_with_its_nll_term_raises_the_chosen_replies_likelihood(tiny_model_d
 @dataclass(frozen=True)
 class Pair:
     id: str
+    chosen: str | None = None
+    distil: bool = True
 
 
 class Gaps:
@@ -121,6 +123,16 @@ def test_the_gap_filter_drops_exactly_the_pairs_of_the_wrong_sign() -> None:
     assert sum(left_out.values()) == 2 and "wrong sign" in next(iter(left_out))
     with pytest.raises(TrainError, match="wrong sign.*--objective sft"):
         _filter_by_gap(Gaps({"x": 0.2}), [Pair("x")], Counter())
+
+
+def test_under_mix_a_left_out_pair_with_a_correction_keeps_only_its_sft_term() -> None:
+    pairs = [Pair("a", chosen="fix"), Pair("b", chosen="fix"), Pair("c")]
+    gaps = Gaps({"a": -0.3, "b": 0.5, "c": 0.5})
+    kept, summary = _filter_by_gap(gaps, pairs, Counter(), mix=True)
+    assert [(p.id, p.distil) for p in kept] == [("a", True), ("b", False)]
+    assert summary["dropped_ids"] == ["b", "c"]
+    kept, _ = _filter_by_gap(gaps, pairs, Counter())
+    assert [p.id for p in kept] == ["a"]
 
 
 @pytest.mark.slow
