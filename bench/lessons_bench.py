@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -49,7 +50,7 @@ from agent.session import Session
 from agent.tools import ToolContext, default_toolbox
 from agent.workspace import Workspace
 from feedback_store import Recorder, open_store
-from feedback_store.lessons import LessonBook, estimate_tokens, refresh
+from feedback_store.lessons import LessonBook, estimate_tokens, lesson_id, refresh
 
 P_MISTAKE, P_AGAIN, COMPLIANCE = 0.6, 0.5, 0.8
 FILES = 10
@@ -70,15 +71,15 @@ class Tally:
         # naming the situation in the model's context by the end of that step (start block or result).
         self.repeat_moments = self.hits = 0
         self._lessons_in_context = 0
-        self._told: set[str] = set()
-        self._waiting: dict[str, str] = {}  # call id -> situation marker not yet matched by a lesson
+        self._told: set[str] = set()  # ids of the lessons shown so far
+        self._waiting: dict[str, str] = {}  # call id -> the id of the lesson of its situation, not yet shown
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, LessonsShown):
             self._lessons_in_context += event.tokens
-            self._told.update(lesson["text"] for lesson in event.lessons)
-            marker = self._waiting.pop(event.call_id or "", None)
-            if marker is not None and any(marker in lesson["text"] for lesson in event.lessons):
+            self._told.update(lesson["id"] for lesson in event.lessons)
+            wanted = self._waiting.pop(event.call_id or "", None)
+            if wanted is not None and wanted in self._told:
                 self.hits += 1
         elif isinstance(event, ModelUsage):
             self.prompt += event.prompt_tokens
@@ -94,11 +95,10 @@ class Tally:
                 self.across += 1
             if situation in self.seen:
                 self.repeat_moments += 1
-                marker = f"{event.name} on {event.target} failed"
-                if any(marker in text for text in self._told):
+                if lesson_id(situation) in self._told:  # a lesson of this situation, whatever its wording
                     self.hits += 1
                 else:
-                    self._waiting[event.call_id] = marker
+                    self._waiting[event.call_id] = lesson_id(situation)
             self.mine.append(situation)
 
     def figures(self) -> dict[str, int]:
@@ -227,15 +227,23 @@ class ReplayModel:
 
     def _job(self, job: dict[str, Any]):
         heed_start, slip, heed_result, again = job["draws"]
-        marker = f"{job['tool']} on {job['target']} failed"
-        if not (marker in self._system and heed_start < COMPLIANCE) and slip < P_MISTAKE:
+        if not (names(self._system, job) and heed_start < COMPLIANCE) and slip < P_MISTAKE:
             result = yield job["tool"], job["wrong"][0]
-            told = marker in result and heed_result < COMPLIANCE
+            told = names(result, job) and heed_result < COMPLIANCE
             if not told and again < P_AGAIN and len(job["wrong"]) > 1:
                 yield job["tool"], job["wrong"][1]
         if job["prepare"]:
             yield job["prepare"]
         yield job["tool"], job["right"]
+
+
+def names(text: str, job: dict[str, Any]) -> bool:
+    """Whether `text` holds a lesson about this job's mistake, as an agent reading it would tell:
+    the working call it prescribes (its tool and first argument, as lessons quote a fix) or, where
+    no fix was recorded, the failed call itself."""
+    key, value = next(iter(job["right"].items()))
+    fix = f"{job['tool']}({key}={json.dumps(value)}"[:40]
+    return fix in text or f"{job['tool']} on {job['target']} failed" in text
 
 
 async def replay_arm(root: Path, db: Path, seed: int, sessions: int, lessons: bool, budget: int) -> list[dict]:
@@ -487,7 +495,220 @@ def latency(scratch: Path, pairs: int, seed: int, queries: int = 500) -> dict[st
     }
 
 
+# -- 3. the moment of a repeat: state replay with the embedded model ------------------------------
+
+REPEAT_TARGET = -0.5  # the issue's: at least half the repeats gone
+RULE = (
+    "per wording, repeats per sample against no lessons: shown: change <= -50% and upper < 0; "
+    "refuted: lower > -50%; else inconclusive (95% bootstrap over tasks, paired by seed)"
+)
+
+
+def states_part(
+    scratch: Path, seeds: list[int], n_tasks: int, samples: int, per_session: int, sampling: dict, wordings: list[str]
+) -> dict[str, Any]:
+    """Each task twice per seed (attempts 2s and 2s+1, lessons off); the first session's lessons shown
+    at every state of the second, K samples per arm under seeds 0..K-1 (fixed before the run)."""
+    from tasks.lesson_replay import calls_of, copies, lesson_rows, recorded, repeats, with_lessons
+    from tasks.records import load_tasks
+    from tasks.rollout import AttemptSpec, run_attempt
+    from tasks.sample_suite import sample_suite_path
+    from tasks.states import Sampler, Scratch, label_reply, load_states, replayable
+
+    task_file = sample_suite_path()
+    tasks = {t.instance_id: t for t in load_tasks(task_file)}
+    arms = ["none", *wordings]
+    rows: list[dict[str, Any]] = []  # one per sample
+    sampler = Sampler("local/smollm2", cap=sampling["max_tokens"])
+    for seed in seeds:
+        chosen = sorted(tasks)
+        random.Random(seed).shuffle(chosen)
+        second_db = scratch / f"second-{seed}.db"
+        firsts: dict[str, Path] = {}
+        for task_id in chosen[:n_tasks]:
+            firsts[task_id] = scratch / f"first-{seed}-{len(firsts)}.db"
+            for attempt, db in ((2 * seed, firsts[task_id]), (2 * seed + 1, second_db)):
+                spec = AttemptSpec(
+                    task=tasks[task_id],
+                    task_file=str(task_file),
+                    attempt=attempt,
+                    model="local/smollm2",
+                    db=str(db),
+                    work_dir=str(scratch / "work"),
+                    overrides={k: v for k, v in sampling.items() if v is not None},
+                )
+                done = run_attempt(spec)
+                if "error" in done:
+                    raise RuntimeError(f"the attempt {task_id} #{attempt} failed: {done['error']}")
+            say(f"  states seed {seed}: {task_id} recorded twice")
+        books = {task_id: LessonBook(open_store(db), owns_store=True) for task_id, db in firsts.items()}
+        first = {}
+        for task_id, book in books.items():
+            (session_id,) = book.store.task_sessions()
+            first[task_id] = recorded(book.store.events(session_id)).failures
+        lessons = {task_id: lesson_rows(book) for task_id, book in books.items()}
+        store = open_store(second_db)
+        sessions = {sid: recorded(store.events(sid)) for sid in store.task_sessions()}
+        store.close()
+        states = [s for s in load_states(second_db, max_per_session=per_session) if replayable(s)]
+        for number, state in enumerate(states, 1):
+            book, session = books[state.task_id], sessions[state.session_id]
+            scratch_files = Scratch(state, tasks[state.task_id], task_file)
+            try:
+                shown = {
+                    w: with_lessons(state, session, book, lessons[state.task_id], w, scratch_files.root)
+                    for w in wordings
+                }
+                for arm in arms:
+                    at = dataclasses.replace(state, messages=shown[arm].messages) if arm != "none" else state
+                    for k in range(samples):
+                        reply = asyncio.run(sampler.sample(at, k))
+                        copy = scratch_files.copy(f"{arm}-{k}")
+                        try:
+                            label = asyncio.run(
+                                label_reply(at, reply, copy, tasks[state.task_id], task_file, sampler.cap)
+                            )
+                        finally:
+                            shutil.rmtree(copy.parent, ignore_errors=True)
+                        calls = calls_of(reply)
+                        enforced = any(
+                            book.known_failure(
+                                tool=tool,
+                                target=target,
+                                workspace=str(scratch_files.root),
+                                repository=session.repository,
+                            )
+                            for tool, target in calls
+                        )
+                        row = {"seed": seed, "task": state.task_id, "state": f"{state.session_id}:{state.step}"}
+                        row |= {"arm": arm, "k": k, "kind": label.kind, "call_error": label.call_error}
+                        row |= {"repeat": repeats(label, first[state.task_id]), "enforced": enforced}
+                        row |= {
+                            "prompt_tokens": reply.prompt_tokens,
+                            "lessons": len(shown[arm].lessons) if arm != "none" else 0,
+                        }
+                        for wording in wordings:  # copies counted against each wording's quoted values
+                            row[f"copy_{wording}"] = copies(calls, shown[wording].quoted)
+                        rows.append(row)
+            finally:
+                scratch_files.close()
+            say(f"  states seed {seed}: state {number}/{len(states)} ({state.task_id} step {state.step})")
+        for book in books.values():
+            book.close()
+    return summarize_states(rows, arms, seeds[0])
+
+
+def summarize_states(rows: list[dict[str, Any]], arms: list[str], seed: int) -> dict[str, Any]:
+    from tasks.state_eval import compare_cells, detectable_cells
+
+    def cells(arm: str, key: str) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for row in rows:
+            if row["arm"] == arm:
+                cell = out.setdefault(f"{row['seed']}:{row['task']}", [0, 0])
+                cell[0] += bool(row[key])
+                cell[1] += 1
+        return out
+
+    def rate(arm: str, key: str) -> float | None:
+        mine = [bool(r[key]) for r in rows if r["arm"] == arm]
+        return round(sum(mine) / len(mine), 4) if mine else None
+
+    base_tokens = sum(r["prompt_tokens"] for r in rows if r["arm"] == "none")
+    out: dict[str, Any] = {
+        "rule": RULE,
+        "samples": sum(r["arm"] == "none" for r in rows),
+        "states": len({(r["seed"], r["state"]) for r in rows}),
+        "tasks": len({(r["seed"], r["task"]) for r in rows}),
+        "detectable_repeat_change": detectable_cells(cells("none", "repeat"), seed),
+        "none": {
+            "repeat_rate": rate("none", "repeat"),
+            "call_error_rate": rate("none", "call_error"),
+            "enforceable": rate("none", "enforced"),
+        },
+        "wordings": {},
+    }
+    for arm in arms[1:]:
+        repeats = compare_cells(cells("none", "repeat"), cells(arm, "repeat"), seed)
+        low, high = repeats["interval"] or (None, None)
+        point = repeats["relative_change"]
+        verdict = None
+        if point is not None and low is not None:
+            verdict = (
+                "shown" if point <= REPEAT_TARGET and high < 0 else "refuted" if low > REPEAT_TARGET else "inconclusive"
+            )
+        out["wordings"][arm] = {
+            "repeat_rate": rate(arm, "repeat"),
+            "repeats": {**repeats, "verdict": verdict},
+            "call_errors": compare_cells(cells("none", "call_error"), cells(arm, "call_error"), seed),
+            "copy_rate": rate(arm, f"copy_{arm}"),
+            "copy_rate_without_lessons": rate("none", f"copy_{arm}"),
+            "enforceable": rate(arm, "enforced"),
+            "prompt_tokens_added": round(
+                sum(r["prompt_tokens"] for r in rows if r["arm"] == arm) / max(1, base_tokens) - 1, 4
+            ),
+            "states_with_lessons": len({(r["seed"], r["state"]) for r in rows if r["arm"] == arm and r["lessons"]}),
+        }
+    out["rows"] = rows
+    return out
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 # -- the run --------------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:+.0f}%"
+
+
+def _interval(found: dict[str, Any] | None) -> str:
+    if not found or not found.get("interval"):
+        return "no interval"
+    low, high = found["interval"]
+    return f"{_pct(found.get('relative_change'))} [{_pct(low)}, {_pct(high)}]"
+
+
+def render(results: dict[str, Any]) -> str:
+    """The figures as text: every arm, its interval and what the run could detect."""
+    lines = []
+    if "replay" in results:
+        r = results["replay"]
+        lines.append(
+            f"scripted replays ({r['sessions']} sessions per arm): repeated errors "
+            f"{_pct(-r['repeated_reduction']['reduction'] if r['repeated_reduction']['reduction'] is not None else None)} "
+            f"ci95 of the reduction {r['repeated_reduction']['ci95']}, lesson hit rate {r['hit_rate']}, "
+            f"prompt tokens {_pct(r['prompt_net_change'])} net ({r['prompt_overhead']:.1%} of them lessons)"
+        )
+    if "embedded" in results:
+        e = results["embedded"]
+        lines.append(f"held-out tasks, embedded model: repeated errors reduction {e['repeated_reduction']}")
+    if "states" in results:
+        st = results["states"]
+        lines.append(
+            f"state replay, embedded model: {st['states']} states of {st['tasks']} tasks' second sessions, "
+            f"{st['samples']} samples per arm; {st['rule']}"
+        )
+        none = st["none"]
+        lines.append(
+            f"  no lessons: repeats {none['repeat_rate']}, call errors {none['call_error_rate']}, "
+            f"enforceable {none['enforceable']}; detectable change in repeats {_pct(st['detectable_repeat_change'])}"
+        )
+        lines.append(
+            f"  {'wording':14}{'repeats':>10}  change [95%]               {'call errors':28}copy (none)   tokens"
+        )
+        for name, w in st["wordings"].items():
+            lines.append(
+                f"  {name:14}{w['repeat_rate']!s:>10}  {_interval(w['repeats']):26} {w['repeats']['verdict']!s:13}"
+                f"{_interval(w['call_errors']):28}{w['copy_rate']!s} ({w['copy_rate_without_lessons']!s})  "
+                f"{_pct(w['prompt_tokens_added'])}"
+            )
+    if "latency" in results:
+        lat = results["latency"]
+        lines.append(f"retrieval at {lat.get('pairs')} pairs: {json.dumps(lat.get('for_failure'))}")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -500,7 +721,15 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, help="the embedded model's (default: the setting's)")
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--lessons-tokens", type=int, default=Settings().lessons_tokens, help="start-block budget")
-    parser.add_argument("--parts", nargs="+", default=["replay", "embedded", "latency"])
+    parser.add_argument("--state-tasks", type=int, default=12, help="sample-suite tasks per seed, each attempted twice")
+    parser.add_argument("--state-seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--state-samples", type=int, default=2, help="replies per state and arm (seeds 0..K-1)")
+    parser.add_argument("--state-steps", type=int, default=4, help="agent steps per recorded attempt")
+    parser.add_argument("--per-session", type=int, default=4, help="states of each second session at most")
+    parser.add_argument("--max-tokens", type=int, default=96, help="tokens per reply, recorded and sampled")
+    parser.add_argument("--wordings", nargs="+", default=["prescriptive", "descriptive", "fix_only"])
+    parser.add_argument("--json", action="store_true", help="print one JSON object (the last line) and nothing else")
+    parser.add_argument("--parts", nargs="+", default=["replay", "states", "latency"])
     parser.add_argument("--out", type=Path, default=Path("lessons-bench.json"))
     args = parser.parse_args()
     results: dict[str, Any] = {
@@ -518,10 +747,29 @@ def main() -> None:
         if "embedded" in args.parts:
             sampling = {"max_steps": args.max_steps, "temperature": args.temperature}
             results["embedded"] = timed(lambda: embedded(scratch, args.embedded_seeds, args.embedded_tasks, sampling))
+        if "states" in args.parts:
+            sampling = {"max_steps": args.state_steps, "temperature": args.temperature, "max_tokens": args.max_tokens}
+            results["states"] = timed(
+                lambda: states_part(
+                    scratch,
+                    args.state_seeds,
+                    args.state_tasks,
+                    args.state_samples,
+                    args.per_session,
+                    sampling,
+                    args.wordings,
+                )
+            )
         if "latency" in args.parts:
             results["latency"] = timed(lambda: latency(scratch, args.pairs, args.seeds[0]))
     args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    if args.json:
+        summary = {k: v for k, v in results.items()}
+        if "states" in summary:  # the samples themselves stay in --out
+            summary["states"] = {k: v for k, v in summary["states"].items() if k != "rows"}
+        print(json.dumps(summary, separators=(",", ":")))
+    else:
+        print(render(results))
 
 
 def timed(work) -> dict[str, Any]:

@@ -305,7 +305,11 @@ def detectable_change(states: list[State], before: list[list[Label]], seed: int)
     """The smallest relative drop in call errors this run could detect at 80% power (two-sided 5%),
     from the before arm's variance over tasks, as if the arms were independent: pairing them by seed
     only narrows the interval, so this is what the run can promise before it is run."""
-    b = _clusters(states, before)
+    return detectable_cells(_clusters(states, before), seed)
+
+
+def detectable_cells(b: dict[str, list[int]], seed: int) -> float | None:
+    """`detectable_change` from per-task [count, samples] cells of the arm compared against."""
     names = sorted(b)
     if len(names) < MIN_CLUSTERS:
         return None
@@ -316,7 +320,7 @@ def detectable_change(states: list[State], before: list[list[Label]], seed: int)
         if rate:
             logs.append(math.log(rate))
     if len(logs) < RESAMPLES // 2 or not _rate([b[c] for c in names]):
-        return None  # too few errors to say
+        return None  # too few events to say
     mean = sum(logs) / len(logs)
     se = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) * math.sqrt(2)
     return math.exp(-(Z_ALPHA + Z_POWER) * se) - 1

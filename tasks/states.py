@@ -50,6 +50,8 @@ class Label:
     kind: str
     tools: tuple[str, ...] = ()
     cut_off: bool = field(default=False, compare=False)  # not something the session records
+    # (tool, error kind, target) of each call error, as the session's pairs would key them
+    failures: tuple[tuple[str, str, str | None], ...] = field(default=(), compare=False)
 
     @property
     def call_error(self) -> bool:
@@ -174,26 +176,30 @@ def _session_states(log: list[dict[str, Any]], task: dict[str, Any]) -> Iterator
         yield pending
 
 
-def _result_label(name: str, ok: bool, error_kind: str | None, exit_code: int | None = None) -> Label:
+def _result_label(
+    name: str, ok: bool, error_kind: str | None, exit_code: int | None = None, target: str | None = None
+) -> Label:
     tools = (name,) if name else ()  # a reply that could not be read as a call names no tool
-    if not ok:
-        if error_kind == FAILING_COMMAND:  # it ran and failed, unless the shell could not run it at all
-            return Label(CANNOT_RUN if is_call_error(error_kind, exit_code) else FAILING_TEST, tools)
-        return Label(error_kind or "failed", tools)
-    return Label(FINISHED if name == "finish" else OK, tools)
+    if ok:
+        return Label(FINISHED if name == "finish" else OK, tools)
+    if error_kind == FAILING_COMMAND and not is_call_error(error_kind, exit_code):
+        return Label(FAILING_TEST, tools)  # it ran and failed: no call error
+    kind = CANNOT_RUN if error_kind == FAILING_COMMAND else error_kind or "failed"
+    return Label(kind, tools, failures=((name, error_kind or "failed", target),))
 
 
 def reply_label(calls: list[Label]) -> Label:
     """A reply's label from its calls' labels, in order: its first call error, else a failing
     test, else how its `finish` ended, else ok; a reply with no call is an answer."""
     tools = tuple(tool for label in calls for tool in label.tools)
+    failures = tuple(failure for label in calls for failure in label.failures)
     kinds = [label.kind for label in calls]
     first_error = next((label.kind for label in calls if label.call_error), None)
     for kind in (first_error, FAILING_TEST if FAILING_TEST in kinds else None):
         if kind is not None:
-            return Label(kind, tools)
+            return Label(kind, tools, failures=failures)
     ended = next((kind for kind in kinds if kind in (FINISHED, PREMATURE)), None)
-    return Label(ended or (OK if calls else ANSWER), tools)
+    return Label(ended or (OK if calls else ANSWER), tools, failures=failures)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +289,7 @@ async def label_reply(
                 result = await _execute(tool, kwargs, context, policy)
                 edits += _apply(result, context.workspace)
         guard.note(key, not result.ok, edits)
-        this = _result_label(name, result.ok, result.error_kind, result.exit_code)
+        this = _result_label(name, result.ok, result.error_kind, result.exit_code, result.target)
         if this.kind == FINISHED:
             this = Label(FINISHED if _tests_pass(task, task_file, workspace) else PREMATURE, this.tools)
         found.append(this)

@@ -236,6 +236,12 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "--per-session", type=int, default=6, metavar="N", help="states per session at most (default 6)"
     )
     parser.add_argument(
+        "--probes",
+        type=int,
+        metavar="N",
+        help="with --states, no-tool probes per side at most, spread over the sessions (default: one per session)",
+    )
+    parser.add_argument(
         "--against", type=Path, metavar="DIR", help="compare with this adapter instead of the base model"
     )
     parser.add_argument("--out", type=Path, metavar="FILE", help="the JSON file (default: DIR/eval.json)")
@@ -325,6 +331,7 @@ def _eval_states(args: argparse.Namespace) -> int:
             threads=args.threads,
             max_per_session=args.per_session,
             seed=args.seed,
+            probes=args.probes,
         )
         doc = run_replay(config, say=_say)
     except StateError as exc:

@@ -135,7 +135,10 @@ def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arm
         assert "error" not in record, record
     states = load_states(db, max_per_session=1)
     assert len(states) == MIN_CLUSTERS and all(s.prompt_ids and s.reply_ids for s in states)
-    for state in load_states(db)[:4]:  # the recorded seed, cap and temperature draw the recorded reply again
+    every = load_states(db)
+    later = [s for s in every if s.step > 1][:1]  # a prompt that reuses the cached prefix of the step before
+    assert later, "the seeded attempts all ended at their first step"
+    for state in [every[0], *later]:  # the recorded seed, cap and temperature draw the recorded reply again
         sampler = recorded_sampler(state, "local/smollm2@none")
         again = asyncio.run(sampler.sample(state, state.config["seed"]))
         assert again.prompt_token_ids == state.prompt_ids and again.completion_token_ids == state.reply_ids
@@ -150,7 +153,7 @@ def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arm
     adapter = zero_adapter(tmp_path / "zero.gguf")
     done = subprocess.run(
         [sys.executable, "-m", "agent.cli", "eval", "--states", str(db), "--adapter", str(adapter),
-         "--samples", "1", "--max-tokens", "48", "--per-session", "1", "--json"],
+         "--samples", "1", "--max-tokens", "48", "--per-session", "1", "--probes", "2", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -165,6 +168,8 @@ def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arm
     change = doc["change"]
     assert set(change) >= {"before", "after", "relative_change", "interval", "verdict"}
     assert "detectable_change" in doc
+    assert doc["no_tool"]["probes"] == 2  # --probes: at most that many, spread over the sessions
+    assert all(0 <= doc["no_tool"][arm]["success_rate"] <= 1 for arm in ("before", "after"))
     if before["call_errors"]:  # the same model served as an adapter: an interval around no change
         assert change["interval"][0] <= 0 <= change["interval"][1]
         assert change["verdict"] != "shown"
