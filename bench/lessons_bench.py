@@ -727,6 +727,7 @@ def main() -> None:
     parser.add_argument("--state-steps", type=int, default=4, help="agent steps per recorded attempt")
     parser.add_argument("--per-session", type=int, default=4, help="states of each second session at most")
     parser.add_argument("--max-tokens", type=int, default=96, help="tokens per reply, recorded and sampled")
+    parser.add_argument("--threads", type=int, default=1, help="the embedded model's threads (recorded and sampled)")
     parser.add_argument("--wordings", nargs="+", default=["prescriptive", "descriptive", "fix_only"])
     parser.add_argument("--json", action="store_true", help="print one JSON object (the last line) and nothing else")
     parser.add_argument("--parts", nargs="+", default=["replay", "states", "latency"])
@@ -748,7 +749,12 @@ def main() -> None:
             sampling = {"max_steps": args.max_steps, "temperature": args.temperature}
             results["embedded"] = timed(lambda: embedded(scratch, args.embedded_seeds, args.embedded_tasks, sampling))
         if "states" in args.parts:
-            sampling = {"max_steps": args.state_steps, "temperature": args.temperature, "max_tokens": args.max_tokens}
+            sampling = {
+                "max_steps": args.state_steps,
+                "temperature": args.temperature,
+                "max_tokens": args.max_tokens,
+                "local_threads": args.threads,
+            }
             results["states"] = timed(
                 lambda: states_part(
                     scratch,
