@@ -336,8 +336,7 @@ def replay_arms(db: Path, task_file: Path, adapters: dict[str, Any], gguf: Path,
 
 
 def spread_sessions(db: Path, count: int, seed: int) -> frozenset[str] | None:
-    """`count` held-out sessions taken one per task in turn (each task's in a seeded order), so every
-    task is replayed before any is replayed twice; None (all) for 0."""
+    """`count` held-out sessions of `db`, spread as `spread` does; None (all) for 0."""
     if count <= 0:
         return None
     from tasks.states import load_states
@@ -345,14 +344,28 @@ def spread_sessions(db: Path, count: int, seed: int) -> frozenset[str] | None:
     by_task: dict[str, list[str]] = {}
     for state in load_states(db, max_per_session=1):
         by_task.setdefault(state.task_id, []).append(state.session_id)
+    return frozenset(spread(by_task, count, seed))
+
+
+def spread(by_task: dict[str, list[str]], count: int, seed: int) -> list[str]:
+    """`count` sessions taken one per task in turn, the tasks in a seeded order that alternates
+    repositories (each task's sessions seeded too): every task is replayed before any is replayed
+    twice, and a few sessions already span the repositories."""
+    from tasks.state_eval import repository
+
     rng = random.Random(seed)
-    queues = [rng.sample(sorted(ids), len(ids)) for _, ids in sorted(by_task.items())]
+    by_repository: dict[str, list[str]] = {}
+    for task in sorted(by_task):
+        by_repository.setdefault(repository(task), []).append(task)
+    groups = [rng.sample(tasks, len(tasks)) for _, tasks in sorted(by_repository.items())]
+    order = [group[i] for i in range(max(map(len, groups), default=0)) for group in groups if i < len(group)]
+    queues = [rng.sample(sorted(by_task[task]), len(by_task[task])) for task in order]
     chosen: list[str] = []
     while len(chosen) < count and any(queues):
         for queue in queues:
             if queue and len(chosen) < count:
                 chosen.append(queue.pop())
-    return frozenset(chosen)
+    return chosen
 
 
 def forgetting_and_shift(adapters: dict[str, Any], heldout_db: Path) -> dict[str, Any]:
