@@ -259,8 +259,8 @@ async def label_reply(
 
     calls = reply.tool_calls
     cut = not calls and cap is not None and reply.completion_tokens >= cap  # stopped before a whole call
-    if reply.format_error:
-        return Label("malformed_call", cut_off=cut)
+    if reply.format_error:  # recorded as a call of no tool (no name, no target)
+        return Label("malformed_call", cut_off=cut, failures=(("", "malformed_call", None),))
     if not calls:
         return Label(ANSWER, cut_off=cut)
     settings = recorded_settings(state.config).replace(command_timeout=COMMAND_TIMEOUT)

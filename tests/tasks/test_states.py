@@ -108,6 +108,7 @@ def test_a_reply_without_a_call_is_an_answer_or_cut_off(solved) -> None:
     assert found == [Label("answer"), Label("malformed_call")]  # as the session records them
     assert [label.cut_off for label in found] == [False, True]
     assert not found[0].call_error and found[1].call_error
+    assert found[1].failures == (("", "malformed_call", None),) and not found[0].failures  # keyed as its pair
 
 
 def zero_adapter(path: Path) -> Path:
