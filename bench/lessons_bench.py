@@ -1,27 +1,33 @@
 """Lessons bench: do lessons stop an agent repeating a mistake, what do they cost in prompt tokens,
-and how fast is retrieval at 100,000 stored pairs. Targets: >= 50% fewer repeated errors, <= 10%
-more prompt tokens, < 5 ms retrieval per failing step.
+and how fast is retrieval at 100,000 stored pairs. Targets: >= 50% fewer repeats, call errors not
+higher, copies of a quoted wrong value not above the arm without lessons, <= 10% more prompt tokens,
+< 5 ms retrieval per failing step.
 
-A repeated error is a failed call whose (tool, error kind, target) already failed earlier in the
-same session (within) or in an earlier session of the same arm (across). Both arms of each part
-see the same tasks in the same order, with and without lessons, in one run:
-
-1. Scripted replays: a deterministic agent with habits (`ReplayModel`) works through seeded
-   sessions on one project: it sometimes sends a stale edit (and sometimes once more), a typo'd
-   command, or a wrong path. Its random draws are shared by both arms; the only difference is
-   whether lessons are shown. When a lesson naming the situation is in its context it follows it
-   with probability COMPLIANCE. So this part measures the mechanism — is the right lesson there at
-   the repeated moment (the hit rate) and what that is worth to an agent that heeds it — not how
-   far a real model heeds it.
-2. Held-out tasks with the embedded model (SmolLM2-135M): the bundled sample suite split by seed
-   into tasks that fill the store and held-out tasks, attempted with and without lessons, each arm
-   recording into its own copy of the filled store.
-3. Retrieval at scale: a store of --pairs synthetic pairs written through the real schema and its
+1. Scripted replays (the mechanism check): a deterministic agent with habits (`ReplayModel`) works
+   through seeded sessions on one project: it sometimes sends a stale edit (and sometimes once more),
+   a typo'd command, or a wrong path. Its random draws are shared by both arms; the only difference
+   is whether lessons are shown. When a lesson prescribing the fix for its mistake is in its context
+   it follows it with probability COMPLIANCE. So this part measures the mechanism — is the right
+   lesson there at the repeated moment (the hit rate) and what that is worth to an agent that heeds
+   it — not how far a real model heeds it. A repeated error is a failed call whose (tool, error
+   kind, target) already failed earlier in the same session (within) or in an earlier one (across).
+2. Held-out tasks with the embedded model (`--parts embedded`): tasks that fill the store, then
+   other tasks with and without lessons. Rarely a repeat moment: a small model's wrong values differ
+   from task to task.
+3. The moment of a repeat, by state replay (`--parts states`, tasks.lesson_replay): each sample-suite
+   task attempted twice per seed with lessons off; the first session's lessons (its own store only)
+   shown at every state of the second as the session would show them (start block, and after each
+   failing call of the recorded prefix), in each wording; K replies per state and arm under the same
+   seeds, labelled by running them on a copy of the files. Per wording: repeats of the first
+   session's failures, call errors, copies, calls enforcement would answer, prompt tokens; intervals
+   resample tasks; the rule (RULE) is fixed here, before any run.
+4. Retrieval at scale: a store of --pairs synthetic pairs written through the real schema and its
    triggers; per-step retrieval (`for_failure`) and the start-of-session block timed.
 
-Confidence intervals: 95% percentile bootstrap over sessions (paired across arms).
-Run: .venv/bin/python bench/lessons_bench.py [--seeds 0 1 2] [--sessions 30] [--embedded-tasks 6]
-     [--pairs 100000] [--parts replay embedded latency] [--out lessons-bench.json]
+Confidence intervals: 95% percentile bootstrap, over sessions (1, 2, paired across arms) or tasks (3).
+Run: .venv/bin/python bench/lessons_bench.py [--parts replay states latency] [--seeds 0 1 2]
+     [--state-tasks 12] [--state-samples 2] [--wordings prescriptive descriptive fix_only]
+     [--pairs 100000] [--out lessons-bench.json] [--json]
 """
 
 from __future__ import annotations
@@ -653,6 +659,25 @@ def summarize_states(rows: list[dict[str, Any]], arms: list[str], seed: int) -> 
     return out
 
 
+def merge_states(files: list[Path]) -> dict[str, Any]:
+    """One summary of the samples of several runs of the states part (their seeds must differ)."""
+    rows, wordings, seeds = [], None, set()
+    for path in files:
+        part = json.loads(path.read_text())["states"]
+        found = list(part["wordings"])
+        if wordings not in (None, found):
+            raise SystemExit(f"{path} compared the wordings {found}, the others {wordings}: merge like runs")
+        wordings = found
+        mine = {row["seed"] for row in part["rows"]}
+        if mine & seeds:
+            raise SystemExit(f"{path} repeats the seeds {sorted(mine & seeds)}: merge runs of distinct seeds")
+        seeds |= mine
+        rows += part["rows"]
+    out = summarize_states(rows, ["none", *(wordings or [])], min(seeds))
+    out["merged"] = [str(p) for p in files]
+    return out
+
+
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -731,6 +756,13 @@ def main() -> None:
     parser.add_argument("--wordings", nargs="+", default=["prescriptive", "descriptive", "fix_only"])
     parser.add_argument("--json", action="store_true", help="print one JSON object (the last line) and nothing else")
     parser.add_argument("--parts", nargs="+", default=["replay", "states", "latency"])
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="summarize the states parts of earlier --out files as one run (e.g. seeds run in parallel)",
+    )
     parser.add_argument("--out", type=Path, default=Path("lessons-bench.json"))
     args = parser.parse_args()
     results: dict[str, Any] = {
@@ -740,6 +772,9 @@ def main() -> None:
         "p_mistake": P_MISTAKE,
         "p_again": P_AGAIN,
     }
+    if args.merge:
+        results["states"] = merge_states(args.merge)
+        args.parts = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         os.environ["TEACHBACK_HOME"] = str(scratch / "home")  # the user's own store stays untouched

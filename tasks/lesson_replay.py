@@ -34,7 +34,8 @@ Situation = tuple[str, str, str | None]
 
 def _descriptive(row: dict[str, Any]) -> str:
     """The wording lessons had before: the failed call first, then what worked."""
-    where = f"`{row['tool']}` on {row['target']}" if row["target"] else f"`{row['tool']}`"
+    tool = f"`{row['tool']}`" if row["tool"] else "a reply"
+    where = f"{tool} on {row['target']}" if row["target"] else tool
     fixed = f" What worked: {row['correction']}" if row["correction"] else ""
     return f"{where} failed ({row['error_kind']}): {gist(row['feedback'] or '')}.{fixed}"
 
