@@ -27,7 +27,7 @@ higher, copies of a quoted wrong value not above the arm without lessons, <= 10%
 Confidence intervals: 95% percentile bootstrap, over sessions (1, 2, paired across arms) or tasks (3).
 Run: .venv/bin/python bench/lessons_bench.py [--parts replay states latency] [--seeds 0 1 2]
      [--state-tasks 12] [--state-samples 2] [--wordings prescriptive descriptive fix_only]
-     [--pairs 100000] [--out lessons-bench.json] [--json]
+     [--pairs 100000] [--out .bench/lessons-bench.json] [--json] [--merge A.json B.json]
 """
 
 from __future__ import annotations
@@ -678,6 +678,18 @@ def merge_states(files: list[Path]) -> dict[str, Any]:
     return out
 
 
+def other_parts(files: list[Path]) -> dict[str, Any]:
+    """The parts beside the states (replays, held-out tasks, retrieval) of the runs being merged: each
+    from the first file that ran it, so a merged summary still reports every part of the run."""
+    out: dict[str, Any] = {}
+    for path in files:
+        doc = json.loads(path.read_text())
+        for part in ("replay", "embedded", "latency"):
+            if part in doc and part not in out:
+                out[part] = doc[part] | {"from": str(path)}
+    return out
+
+
 def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -763,7 +775,7 @@ def main() -> None:
         metavar="FILE",
         help="summarize the states parts of earlier --out files as one run (e.g. seeds run in parallel)",
     )
-    parser.add_argument("--out", type=Path, default=Path("lessons-bench.json"))
+    parser.add_argument("--out", type=Path, default=Path(".bench/lessons-bench.json"))
     args = parser.parse_args()
     results: dict[str, Any] = {
         "format": "teachback-lessons-bench-1",
@@ -774,6 +786,7 @@ def main() -> None:
     }
     if args.merge:
         results["states"] = merge_states(args.merge)
+        results |= other_parts(args.merge)
         args.parts = []
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
@@ -803,6 +816,7 @@ def main() -> None:
             )
         if "latency" in args.parts:
             results["latency"] = timed(lambda: latency(scratch, args.pairs, args.seeds[0]))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     if args.json:
         summary = {k: v for k, v in results.items()}

@@ -69,3 +69,15 @@ def test_the_states_verdict_follows_the_rule_fixed_before_the_run(tmp_path: Path
     assert merged["tasks"] == 12 and merged["samples"] == 48
     with pytest.raises(SystemExit, match="distinct seeds"):
         bench.merge_states([tmp_path / "0.json", tmp_path / "0.json"])
+
+
+def test_a_merged_summary_keeps_the_other_parts_of_the_runs_it_merges(tmp_path: Path) -> None:
+    bench = load_bench()
+    first = {"states": {"wordings": {"fix": {}}, "rows": rows("none", [1] * 6, seed=0)}, "replay": {"sessions": 8}}
+    second = {"states": {"wordings": {"fix": {}}, "rows": rows("none", [1] * 6, seed=1)}, "latency": {"pairs": 10}}
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(second))
+    parts = bench.other_parts([tmp_path / "a.json", tmp_path / "b.json"])
+    assert parts["replay"] == {"sessions": 8, "from": str(tmp_path / "a.json")}
+    assert parts["latency"] == {"pairs": 10, "from": str(tmp_path / "b.json")}
+    assert "embedded" not in parts
