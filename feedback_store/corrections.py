@@ -24,7 +24,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from feedback_store.pairs import FIX_WINDOW, REPEATED, SCHEMA_KINDS, WRONG_TARGET
+from agent.protocol import is_mcp_tool
+from feedback_store.pairs import FIX_WINDOW, MCP_FAILURES, REPEATED, SCHEMA_KINDS, WRONG_TARGET
 from feedback_store.rows import Pair
 from feedback_store.store import Store
 from feedback_store.views import canonical_call, parse_arguments, tool_names
@@ -174,7 +175,7 @@ def _uncorrected(pair: Pair) -> str:
     """Why a pair has no correction, as the export reports it."""
     if pair.error_kind in SCHEMA_KINDS or pair.error_kind in REPEATED:
         return f"no call succeeded within {FIX_WINDOW} replies of it in its turn"
-    if pair.error_kind in WRONG_TARGET:
+    if pair.error_kind in WRONG_TARGET or (pair.error_kind in MCP_FAILURES and is_mcp_tool(pair.tool)):
         return f"no {pair.tool} call succeeded within {FIX_WINDOW} replies of it in its turn"
     return "no correction"
 

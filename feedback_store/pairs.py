@@ -15,7 +15,7 @@ import json
 import re
 import sqlite3
 
-from agent.protocol import NOT_RUNNABLE_EXIT_CODES, EditApplied, EditReviewed, ToolCallFinished
+from agent.protocol import NOT_RUNNABLE_EXIT_CODES, EditApplied, EditReviewed, ToolCallFinished, is_mcp_tool
 
 SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
 # The model re-sent its previous call, or went round a cycle of failing calls, with nothing changed.
@@ -23,6 +23,9 @@ REPEATED = frozenset({"repeated_call", "repeated_cycle"})
 # The call named a path that is not there (or not in the workspace): the target itself was wrong, so
 # the fix is the same tool on the path the model meant, which is another path.
 WRONG_TARGET = frozenset({"not_found", "outside_workspace"})
+# An MCP tool's own failures (its isError answer, a timeout, its server crashing): teachback does not
+# know which argument was wrong, so the fix is the next success of the same tool, as for a wrong target.
+MCP_FAILURES = frozenset({"failed", "timeout", "crashed"})
 COMMAND_TOOL = "run_command"
 # A fix of a schema, repeat or wrong-target failure must come in the same turn, within this many
 # assistant messages: one retry per reflection (aider reflects at most 3 times) and one look around
@@ -123,7 +126,13 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
         open_pair(conn, source="schema", closes_on=NEXT_CALL, **common)
     elif kind in REPEATED:
         open_pair(conn, source="tool", closes_on=NEXT_CALL, **common)
-    elif kind in WRONG_TARGET or (kind == "exit_status" and _command_not_runnable(event)):
+    elif kind == "unavailable":
+        return  # the MCP server could not be started: nothing the model sent was wrong
+    elif (
+        kind in WRONG_TARGET
+        or (kind == "exit_status" and _command_not_runnable(event))
+        or (kind in MCP_FAILURES and is_mcp_tool(event.name))
+    ):
         open_pair(conn, source="tool", closes_on=SAME_TOOL, **common)
     elif kind == "exit_status":
         if event.name == COMMAND_TOOL:

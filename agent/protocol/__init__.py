@@ -107,21 +107,33 @@ ErrorKind = Literal[
     "exists",
     "timeout",
     "exit_status",  # a command ran and exited non-zero
-    "failed",  # any other execution error
+    "crashed",  # an MCP tool's server exited or dropped the connection during the call
+    "unavailable",  # an MCP tool's server could not be started, so the call was not made
+    "failed",  # any other execution error (an MCP tool's own error result, isError, included)
 ]
 
 # What counts as a mistake. A call error is a call that failed because of the call itself (a wrong
 # path or text, bad arguments, an unknown tool, a repeat, a refusal, a command that cannot run, a
 # file too large or binary): every figure of call errors (bench, eval, stats, the terminal app) and
 # every tool or schema feedback pair comes from these. Not call errors: a command that ran and
-# exited non-zero (a failing test run: expected while a task's feature is missing) and a call the
-# user interrupted before it ran.
+# exited non-zero (a failing test run: expected while a task's feature is missing), a call the user
+# interrupted before it ran, and a call to an MCP server that could not be started (the
+# configuration's fault, not the call's).
 FAILING_COMMAND = "exit_status"
-NOT_CALL_ERRORS = frozenset({FAILING_COMMAND, "interrupted"})
+NOT_CALL_ERRORS = frozenset({FAILING_COMMAND, "interrupted", "unavailable"})
 CALL_ERRORS = frozenset(get_args(ErrorKind)) - NOT_CALL_ERRORS
 # A shell's exit status for a command it could not run at all (126: not executable, 127: not found):
 # reported as exit_status, but a mistake in the call.
 NOT_RUNNABLE_EXIT_CODES = frozenset({126, 127})
+
+
+# Tools from MCP servers are named mcp__<server>__<tool> (agent/mcp); teachback knows nothing of what
+# their arguments mean beyond their schema.
+MCP_PREFIX = "mcp__"
+
+
+def is_mcp_tool(name: str | None) -> bool:
+    return name is not None and name.startswith(MCP_PREFIX)
 
 
 def is_call_error(error_kind: str | None, exit_code: int | None = None) -> bool:
@@ -267,9 +279,9 @@ class EditApplied(Event):
 class ApprovalRequested(Event):
     request_id: str
     call_id: str
-    action: Literal["edit", "command"]
+    action: Literal["edit", "command", "call"]  # call: a tool from an MCP server
     summary: str
-    detail: str  # the diff or the command line
+    detail: str  # the diff, the command line, or an MCP call's arguments
     type: ClassVar[str] = "approval_requested"
 
 
