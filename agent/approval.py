@@ -1,50 +1,82 @@
-"""Approval policy: whether an edit or a command may run, must be asked about, or is refused."""
+"""Approval policy: whether an edit, a command or an MCP tool call may run, must be asked about, or
+is refused."""
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import Settings
 
 Verdict = Literal["allow", "ask", "deny"]
+Rules = tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class ApprovalPolicy:
-    """Modes: read-only (no edits, no commands unless allowed by a rule), ask (ask before edits and
-    commands), auto-edit (ask before commands), full-auto (never ask). Command rules are shell-style
-    globs on the command line; deny wins over ask, ask over allow."""
+    """Modes: read-only (no edits, no commands or MCP tool calls unless allowed by a rule), ask (ask
+    before edits, commands and MCP tool calls), auto-edit (ask before commands and MCP tool calls),
+    full-auto (never ask). Command rules are shell-style globs on the command line, tool rules globs
+    on an MCP tool's name (mcp__github__*); deny wins over ask, ask over allow."""
 
     mode: str = "ask"
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     ask: tuple[str, ...] = ()
+    allow_tools: tuple[str, ...] = ()
+    deny_tools: tuple[str, ...] = ()
+    ask_tools: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ApprovalPolicy:
-        return cls(settings.approval, settings.allow_commands, settings.deny_commands, settings.ask_commands)
+        return cls(
+            settings.approval,
+            settings.allow_commands,
+            settings.deny_commands,
+            settings.ask_commands,
+            settings.allow_tools,
+            settings.deny_tools,
+            settings.ask_tools,
+        )
 
-    def decide(self, action: str, command: str | None = None) -> Verdict:
+    def decide(self, action: str, command: str | None = None, tool: str | None = None) -> Verdict:
+        """The verdict on a call of `action`; `command` is a command's line, `tool` an MCP call's tool."""
         if action in ("read", "finish"):
             return "allow"
         if action == "edit":
             if self.mode == "read-only":
                 return "deny"
             return "ask" if self.mode == "ask" else "allow"
-        line = (command or "").strip()
-        if _matches(line, self.deny):
+        if action == "call":
+            return self._by_rules(tool or "", self.deny_tools, self.ask_tools, self.allow_tools, _name_matches)
+        return self._by_rules((command or "").strip(), self.deny, self.ask, self.allow, _matches)
+
+    def _by_rules(
+        self, subject: str, deny: Rules, ask: Rules, allow: Rules, matches: Callable[[str, Rules], bool]
+    ) -> Verdict:
+        if matches(subject, deny):
             return "deny"
-        if _matches(line, self.ask):
+        if matches(subject, ask):
             return "ask"
-        if _matches(line, self.allow):
+        if matches(subject, allow):
             return "allow"
         if self.mode == "read-only":
             return "deny"
         return "allow" if self.mode == "full-auto" else "ask"
 
-    def refusal(self, action: str) -> str:
+    def refusal(self, action: str, tool: str | None = None) -> str:
+        if action == "call" and _name_matches(tool or "", self.deny_tools):
+            return (
+                f"A deny_tools rule in the approval policy refuses {tool}. Do not call it again; reach the goal "
+                "another way."
+            )
+        if action == "call":
+            return (
+                "This session is read-only: tools from MCP servers are not allowed unless an allow_tools rule "
+                "names them. Answer without this tool, or ask the user to allow it."
+            )
         if self.mode == "read-only":
             return (
                 f"This session is read-only: {action}s are not allowed. Describe the change in your "
@@ -55,3 +87,7 @@ class ApprovalPolicy:
 
 def _matches(line: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(line, p) or fnmatch.fnmatchcase(line.split(" ")[0], p) for p in patterns)
+
+
+def _name_matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)

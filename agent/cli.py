@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     undo.add_argument("--workspace", type=Path, default=Path.cwd())
     undo.set_defaults(handler=_undo)
 
-    doctor = sub.add_parser("doctor", help="check git, the model, the database and the configuration")
+    doctor = sub.add_parser("doctor", help="check git, the model, the database, the configuration and MCP servers")
     _session_options(doctor)
     doctor.set_defaults(handler=_doctor)
 
@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
 
     add_lessons_arguments(sub.add_parser("lessons", help="see, pin, edit and delete the lessons sessions are shown"))
     sub.choices["lessons"].set_defaults(handler=_store_command("lessons_cli", "lessons_main"))
+
+    from agent.mcp.cli import add_mcp_arguments
+
+    add_mcp_arguments(sub.add_parser("mcp", help="allow or revoke the MCP servers a workspace defines"))
+    sub.choices["mcp"].set_defaults(handler=_mcp)
 
     lsp = sub.add_parser("lsp", help="run the language server (stdio unless --tcp)")
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
@@ -202,6 +207,7 @@ def _drive(session, op):
             except KeyboardInterrupt:
                 task.cancel()
                 raise
+    loop.run_until_complete(session.close())  # stops its MCP servers
     _settle(loop)
     loop.close()
     return finished
@@ -267,6 +273,12 @@ def _doctor(args: argparse.Namespace) -> int:
     from agent.doctor import run_checks
 
     return run_checks(args.workspace, lambda: settings_for(args), _database_problem)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from agent.mcp.cli import mcp_main
+
+    return mcp_main(args)
 
 
 def _database_problem(path: Path) -> str | None:

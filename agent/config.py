@@ -21,6 +21,7 @@ TOOL_MODES = ("native", "text", "grammar", "json_object")
 SANDBOX_MODES = ("none", "auto", "bwrap", "sandbox-exec")  # run_command confinement: agent/sandbox.py
 EMBEDDED_MODEL = "local/smollm2"
 CONFIG_FILE = "teachback.toml"
+SERVERS_TABLE = "mcp_servers"  # [mcp_servers.NAME] in a config file: read by agent.mcp.config
 
 
 class ConfigError(Exception):
@@ -59,6 +60,14 @@ class Settings:
     allow_commands: tuple[str, ...] = ()  # glob rules on the command line; deny wins over allow
     deny_commands: tuple[str, ...] = ()
     ask_commands: tuple[str, ...] = ()
+    # Tools from MCP servers ([mcp_servers.NAME] tables, agent/mcp): glob rules on the tool's name
+    # (mcp__<server>__<tool>, e.g. "mcp__github__*"); deny wins over ask, ask over allow. Unmatched
+    # MCP tools are asked about in ask and auto-edit, refused in read-only, run in full-auto.
+    allow_tools: tuple[str, ...] = ()
+    deny_tools: tuple[str, ...] = ()
+    ask_tools: tuple[str, ...] = ()
+    mcp_startup_timeout: float = _number(30.0, above=True)  # seconds for a server to start and list its tools
+    mcp_call_timeout: float = _number(120.0, above=True)  # seconds for one MCP tool call
     repo_map_tokens: int = _number(1024)
     # Lessons from recorded failures and their fixes (feedback_store/lessons.py): a block of at most
     # lessons_tokens in the system prompt, and a few lessons after a failing tool call. lessons_scope:
@@ -133,7 +142,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: 'teachback' must be a table (a [teachback] header with the settings under it), got {data!r}."
         )
-    return {k.replace("-", "_"): v for k, v in data.items()}
+    # MCP servers are tables of their own, read by agent.mcp.config, not settings.
+    return {k.replace("-", "_"): v for k, v in data.items() if k.replace("-", "_") != SERVERS_TABLE}
 
 
 def _merge(settings: Settings, values: dict[str, Any], source: str) -> Settings:

@@ -1,4 +1,5 @@
-"""`teachback doctor`: check what teachback needs, and say how to fix what is missing."""
+"""`teachback doctor`: check what teachback needs (MCP servers included), and say how to fix what is
+missing."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def run_checks(
     if settings is not None:
         results.append(_check_database(settings, open_database))
         results.append(_check_model(settings))
+        results.extend(_check_mcp(workspace, settings))
     for name, ok, detail in results:
         out.write(f"{'ok ' if ok else 'FAIL'} {name}: {detail}\n")
     failed = [name for name, ok, _ in results if not ok]
@@ -78,6 +80,12 @@ def _check_model(settings: Settings) -> Check:
     if missing:
         return ("model", False, f"{model}: set {', '.join(missing)} in the environment.")
     return ("model", True, f"{model}: credentials present (not called)")
+
+
+def _check_mcp(workspace: Path, settings: Settings) -> list[Check]:
+    from agent.mcp.doctor import server_checks  # starts each configured server, as a session would
+
+    return server_checks(workspace, settings)
 
 
 def _check_scripted(model: str) -> Check:

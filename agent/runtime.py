@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from agent.config import Settings
 from agent.interfaces import LessonSource
+from agent.mcp.config import ServerConfig
+from agent.mcp.servers import session_servers
 from agent.model import LiteLLMModel
 from agent.protocol import UserInput
 from agent.session import Session
@@ -26,9 +29,11 @@ def open_session(
     session_id: str | None = None,
     history: list[dict[str, Any]] | None = None,
     lessons: LessonSource | None = None,
+    mcp_servers: Sequence[ServerConfig] = (),
 ) -> Session:
     """A session on `workspace` with the configured model. Nothing slow happens here: litellm is
-    imported at the first model call, and the system prompt (with its repo map) is built at start.
+    imported at the first model call, the system prompt (with its repo map) is built at start, and
+    the MCP servers (configured ones, and `mcp_servers` a client names) start with the first turn.
     `lessons` (from the feedback store, wired by the frontend) adds lessons from earlier sessions."""
     space = Workspace(workspace)
     context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root))
@@ -53,6 +58,7 @@ def open_session(
         git_head=git_head(space.root),
         repository=repository_identity(space.root),
         lessons=lessons,
+        tool_servers=session_servers(space.root, settings, mcp_servers),
     )
 
 

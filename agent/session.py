@@ -4,6 +4,7 @@ repeat until the model answers without a call or calls `finish`, or a limit stop
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -43,7 +44,7 @@ from agent.protocol import (
 from agent.protocol.arguments import read_arguments
 from agent.review import Review
 from agent.syntax import syntax_error
-from agent.toolkit import Tool, Toolbox, ToolResult, error
+from agent.toolkit import ModelTool, Toolbox, ToolResult, ToolServers, error
 from agent.tools.context import ToolContext, unified_diff
 from agent.workspace import FileChange, WorkspaceError
 
@@ -52,6 +53,7 @@ T = TypeVar("T")
 MAX_REPEATS = 3  # consecutive repeated calls or cycles, each answered with feedback, before the turn stops
 LOOP_KINDS = ("repeated_call", "repeated_cycle")  # calls answered with feedback instead of being run
 NO_LESSONS = ("interrupted", *LOOP_KINDS)  # failures that earlier sessions have nothing to say about
+MAX_SHOWN_ARGUMENTS = 4_000  # of an MCP call's arguments, in its approval request
 
 
 class Session:
@@ -68,6 +70,7 @@ class Session:
         git_head: str | None = None,
         repository: str | None = None,
         lessons: LessonSource | None = None,
+        tool_servers: ToolServers | None = None,
     ) -> None:
         self.id = session_id or new_id()
         self.model = model
@@ -96,6 +99,8 @@ class Session:
         self._running = False
         self.lessons = lessons
         self._lessons_shown: set[str] = set()  # ids shown after failing calls, not shown again
+        self.tool_servers = tool_servers  # MCP servers: started before the first turn, their tools added
+        self._servers_started = False
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -154,12 +159,25 @@ class Session:
         self._interrupt.set()
 
     async def close(self) -> None:
-        """Stop a running turn at its next step, decline pending approvals, drop subscribers."""
+        """Stop a running turn at its next step, decline pending approvals, drop subscribers, stop
+        the MCP servers."""
         self.interrupt()
         for future in self._pending.values():
             if not future.done():
                 future.set_result(ApprovalDecision(request_id="", approved=False, comment="The session was closed."))
         self._subscribers.clear()
+        if self.tool_servers is not None:
+            await self.tool_servers.close()
+
+    async def _start_servers(self) -> tuple[str, ...]:
+        """Start the tool servers (once, in parallel, each within its start-up timeout) and add their
+        tools, before the system prompt and the tool schemas are recorded; their notices to show."""
+        if self.tool_servers is None or self._servers_started:
+            return ()
+        self._servers_started = True
+        served = await self.tool_servers.start()
+        self.toolbox = self.toolbox.extended(served.tools, served.unavailable)
+        return served.notices
 
     async def start(self, first: UserInput) -> None:
         """Emit SessionStarted with the system prompt (built for the first instruction)."""
@@ -191,10 +209,13 @@ class Session:
             raise RuntimeError("a turn is already running in this session; interrupt it or wait for it to end")
         self._running = True
         try:
+            notices = await self._start_servers()
             await self.start(op)
         except BaseException:
             self._running = False
             raise
+        for notice in notices:
+            self.emit(ErrorEvent(session_id=self.id, kind="mcp", message=notice))
         self.turn += 1
         self._interrupt.clear()
         self._checkpoint = None
@@ -407,15 +428,20 @@ class Session:
         )
 
     async def _execute(
-        self, tool: Tool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float
+        self, tool: ModelTool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float
     ) -> ToolResult:
-        verdict = self.policy.decide(tool.action, kwargs.get("command"))
+        verdict = self.policy.decide(tool.action, kwargs.get("command"), tool.name)
         if verdict == "deny":
-            return error(self.policy.refusal(tool.action), "denied", target=kwargs.get("command") or kwargs.get("path"))
+            target = call_target(kwargs) if tool.action == "call" else kwargs.get("command") or kwargs.get("path")
+            return error(self.policy.refusal(tool.action, tool.name), "denied", target=target)
         if verdict == "ask" and tool.action == "command":
             refusal = await self._ask(call_id, cause, "command", f"Run `{kwargs['command']}`", kwargs["command"])
             if refusal is not None:
                 return error(refusal, "denied", target=kwargs["command"])
+        if verdict == "ask" and tool.action == "call":  # a tool from an MCP server
+            refusal = await self._ask(call_id, cause, "call", *_call_approval(tool.name, kwargs))
+            if refusal is not None:
+                return error(refusal, "denied", target=call_target(kwargs))
         if tool.is_async:
             result = await self._interruptible(tool.fn(self.context, **kwargs), deadline)
         else:
@@ -673,6 +699,14 @@ def _stuck_summary(kind: str | None) -> str:
     if kind == "repeated_cycle":
         return f"Stopped: the model went round the same failing calls {MAX_REPEATS} more times after being told."
     return f"Stopped: the model sent the same call {MAX_REPEATS + 1} times in a row."
+
+
+def _call_approval(name: str, kwargs: dict[str, Any]) -> tuple[str, str]:
+    """An MCP call as its approval request shows it: the tool and its arguments on one line (what an
+    editor's prompt shows), and the arguments laid out (what a terminal or dialog shows)."""
+    line, whole = json.dumps(kwargs, ensure_ascii=False), json.dumps(kwargs, indent=2, ensure_ascii=False)
+    summary = f"{name} {line if len(line) <= 200 else line[:197] + '...'}"
+    return summary, whole if len(whole) <= MAX_SHOWN_ARGUMENTS else whole[:MAX_SHOWN_ARGUMENTS] + "..."
 
 
 def _user_content(op: UserInput) -> str:

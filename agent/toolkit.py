@@ -9,15 +9,15 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agent.protocol import LONE_SURROGATE
 from agent.protocol.arguments import Arguments, json_type, read_arguments
 from agent.workspace import FileChange
 
-Action = Literal["read", "edit", "command", "finish"]
+Action = Literal["read", "edit", "command", "call", "finish"]  # call: a tool from an MCP server
 SCHEMA_ERRORS = ("unknown_tool", "malformed_json", "bad_arguments", "malformed_call")
 MAX_SAFE_INTEGER = 2**53 - 1  # the integers every JSON reader agrees on
 
@@ -83,6 +83,39 @@ class Tool:
         args = ", ".join(f"{p.name}: {_JSON_TYPES[p.py_type]}" + ("" if p.required else "?") for p in self.params)
         return f"{self.name}({args})"
 
+    def check(self, arguments: dict[str, Any]) -> list[str]:
+        """What is wrong with `arguments` for this tool (nothing: an empty list)."""
+        return _check_arguments(self, arguments)
+
+    def parameters_text(self) -> str:
+        return "\n".join(
+            f"- {p.name} ({_JSON_TYPES[p.py_type]}{'' if p.required else ', optional'}): {p.description}"
+            for p in self.params
+        )
+
+
+class ModelTool(Protocol):
+    """What a session needs of a tool the model may call: a built-in `Tool`, or a tool from an MCP
+    server (agent.mcp.tools.McpTool). `fn(context, **arguments)` runs it."""
+
+    name: str
+    action: Action
+    description: str
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+
+    @property
+    def is_async(self) -> bool: ...
+
+    def schema(self) -> dict[str, Any]: ...
+
+    def signature_text(self) -> str: ...
+
+    def check(self, arguments: dict[str, Any]) -> list[str]: ...
+
+    def parameters_text(self) -> str: ...
+
 
 def tool(action: Action) -> Callable[[Callable[..., Any]], Tool]:
     """Make a Tool from `fn(ctx, **params)`: its schema comes from the annotations and docstring."""
@@ -105,10 +138,36 @@ def tool(action: Action) -> Callable[[Callable[..., Any]], Tool]:
     return wrap
 
 
+@dataclass(frozen=True)
+class ServedTools:
+    """What a session's tool servers offer once started (agent.mcp): their tools, why some name
+    prefixes have none (a server that did not start: name prefix -> the text the model reads), and
+    notices for the user."""
+
+    tools: tuple[ModelTool, ...] = ()
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+
+
+class ToolServers(Protocol):
+    """Tools from outside the agent (agent.mcp.servers.McpServers): started once, before the first
+    turn, and closed with the session."""
+
+    async def start(self) -> ServedTools: ...
+
+    async def close(self) -> None: ...
+
+
 class Toolbox:
-    def __init__(self, tools: Iterable[Tool]) -> None:
-        self._tools = {t.name: t for t in tools}
+    def __init__(self, tools: Iterable[ModelTool], unavailable: Mapping[str, str] | None = None) -> None:
+        self._tools: dict[str, ModelTool] = {t.name: t for t in tools}
         self._schemas = [t.schema() for t in self._tools.values()]
+        # name prefix -> why no tool of that prefix exists (an MCP server that could not be started)
+        self._unavailable = dict(unavailable or {})
+
+    def extended(self, tools: Iterable[ModelTool], unavailable: Mapping[str, str] | None = None) -> Toolbox:
+        """These tools and `tools` (tools from MCP servers), and why some prefixes have none."""
+        return Toolbox([*self._tools.values(), *tools], {**self._unavailable, **(unavailable or {})})
 
     @property
     def names(self) -> list[str]:
@@ -117,16 +176,19 @@ class Toolbox:
     def schemas(self) -> list[dict[str, Any]]:
         return self._schemas
 
-    def get(self, name: str) -> Tool | None:
+    def get(self, name: str) -> ModelTool | None:
         return self._tools.get(name)
 
     def available(self) -> str:
         return "\n".join(f"- {t.signature_text()}: {t.description}" for t in self._tools.values())
 
-    def prepare(self, name: str, arguments: Arguments | str) -> tuple[Tool, dict[str, Any]] | ToolResult:
+    def prepare(self, name: str, arguments: Arguments | str) -> tuple[ModelTool, dict[str, Any]] | ToolResult:
         """The tool and checked arguments for a call (read by `read_arguments`, or raw text to read
         here), or a schema-error result for the model."""
         found = self._tools.get(name)
+        why = next((why for prefix, why in self._unavailable.items() if name.startswith(prefix)), None)
+        if found is None and why is not None:
+            return error(why, "unavailable")
         if found is None:
             return error(
                 f"There is no tool named {_shorten(name)!r}. Call one of the available tools instead:\n"
@@ -136,22 +198,19 @@ class Toolbox:
         checked = _parse_arguments(found, read_arguments(arguments) if isinstance(arguments, str) else arguments)
         if isinstance(checked, ToolResult):
             return checked
-        problems = _check_arguments(found, checked)
+        problems = found.check(checked)
         if problems:
             return error(
                 f"The arguments for {found.name} do not match its schema:\n"
                 + "\n".join(f"- {p}" for p in problems)
                 + f"\nExpected: {found.signature_text()}\nParameters:\n"
-                + "\n".join(
-                    f"- {p.name} ({_JSON_TYPES[p.py_type]}{'' if p.required else ', optional'}): {p.description}"
-                    for p in found.params
-                ),
+                + found.parameters_text(),
                 "bad_arguments",
             )
         return found, checked
 
 
-def _parse_arguments(found: Tool, arguments: Arguments) -> dict[str, Any] | ToolResult:
+def _parse_arguments(found: ModelTool, arguments: Arguments) -> dict[str, Any] | ToolResult:
     """The arguments object, or the result that says why the model's text could not be one."""
     if arguments.value is not None:
         return arguments.value
@@ -185,12 +244,12 @@ def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
             problems.append(
                 f"{param.name!r} must be {_JSON_TYPES[param.py_type]}, got {json_type(value)} {_preview(value)}"
             )
-        elif problem := _value_problem(value):
+        elif problem := value_problem(value):
             problems.append(f"{param.name!r} {problem}")
     return problems
 
 
-def _value_problem(value: Any) -> str | None:
+def value_problem(value: Any) -> str | None:
     """What makes a well-typed value unusable: text no file system or process can take, a number
     outside what every JSON reader agrees on."""
     if isinstance(value, str) and (surrogate := LONE_SURROGATE.search(value)):
