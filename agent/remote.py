@@ -8,7 +8,8 @@ hands to an editor, reading what is on disk) it does through `workspace`, a Work
 root; the editor's unsaved buffers go to the child through `overlay`.
 
 When the child ends without being asked to, every call waiting on it raises `WorkerStopped`, whose
-message says how it ended, and `on_stop` is told.
+message says how it ended, and `on_stop` is told. The child's own calls to the frontend (a tool
+reading an editor's buffer) are answered by `on_call`; without one they are refused.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import importlib
 import json
 import logging
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,11 @@ class RemoteSession:
         *,
         env: dict[str, str] | None = None,
         on_stop: Callable[[str], None] | None = None,
+        on_call: Callable[[str, dict[str, Any]], Awaitable[Any]] | None = None,
     ) -> None:
         self.argv = list(argv)
+        self.on_call = on_call
+        self._calls: set[asyncio.Task[None]] = set()
         self.env = env
         self.workspace = Workspace(root)
         self.overlay = RemoteOverlay(self)
@@ -234,6 +238,11 @@ class RemoteSession:
         if "event" in message:
             self._deliver(message["event"])
             return
+        if "call" in message:
+            task = asyncio.ensure_future(self._answer_call(message))
+            self._calls.add(task)
+            task.add_done_callback(self._calls.discard)
+            return
         future = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
         if future is None or future.done():
             return
@@ -253,6 +262,19 @@ class RemoteSession:
                 callback(event)
             except Exception:  # one broken subscriber must not stop the others or the reader
                 log.exception("event subscriber %r failed on %s", callback, event.type)
+
+    async def _answer_call(self, message: dict[str, Any]) -> None:
+        number, method = message["call"], str(message.get("method"))
+        if self.on_call is None:
+            reply = {"reply": number, "error": f"{method} is not offered by this frontend"}
+        else:
+            try:
+                reply = {"reply": number, "result": await self.on_call(method, message.get("params") or {})}
+            except Exception as exc:  # the child must get an answer; it falls back on its own tools
+                log.info("the frontend could not answer %s: %s", method, exc)
+                reply = {"reply": number, "error": f"{type(exc).__name__}: {exc}"}
+        if self._process is not None and self.alive:
+            self._send(reply)
 
     async def _ended(self, status: int) -> None:
         self._stopped = "the agent's process " + ("exited" if self._closing else f"stopped ({_how(status)})")

@@ -10,7 +10,9 @@ process that speaks this protocol on its stdin and stdout, one JSON object per l
 - parent -> child notifications `{"method", "params"}`: `interrupt`, and `overlay_set` /
   `overlay_remove` (the editor's unsaved buffers, which the turn's tools read);
 - child -> parent: `{"event"}` for every event the session emits, in order, and
-  `{"id", "result"}` or `{"id", "error": {"type", "message", "kind"?}}` for each request.
+  `{"id", "result"}` or `{"id", "error": {"type", "message", "kind"?}}` for each request;
+- child -> parent calls `{"call", "method", "params"}` (a tool asking the frontend, e.g. for an
+  editor's buffer: see `ParentCalls`), answered by `{"reply", "result"}` or `{"reply", "error"}`.
 
 Requests are served concurrently (approvals and reviews arrive while `run` is in flight);
 notifications are applied in the order they arrive. End of input closes the session and exits.
@@ -19,6 +21,7 @@ notifications are applied in the order they arrive. End of input closes the sess
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import json
 import logging
@@ -69,10 +72,61 @@ class LineWriter:
             self._out.flush()
 
 
+class ParentCallFailed(Exception):
+    """The parent could not answer a call (it said why, did not answer in time, or is gone)."""
+
+
+class ParentCalls:
+    """Calls from the child to the parent, made from a tool's thread (never the event loop's, which
+    reads the answers): `call` blocks until the parent replies."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+        self._send = send
+        self._pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._next = 1
+        self._closed = False
+
+    def call(self, method: str, params: dict[str, Any], timeout: float) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise ParentCallFailed("the session is closing")
+            number, self._next = self._next, self._next + 1
+            self._pending[number] = future
+        try:
+            self._send({"call": number, "method": method, "params": params})
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise ParentCallFailed(f"{method}: no answer within {timeout:g} s") from None
+        finally:
+            with self._lock:
+                self._pending.pop(number, None)
+
+    def answered(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            future = self._pending.get(message.get("reply"))  # type: ignore[arg-type]
+        if future is None or future.done():
+            return
+        if "error" in message:
+            future.set_exception(ParentCallFailed(str(message["error"])))
+        else:
+            future.set_result(message.get("result"))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            pending = list(self._pending.values())
+        for future in pending:
+            if not future.done():
+                future.set_exception(ParentCallFailed("the session closed"))
+
+
 class SessionServer:
-    def __init__(self, opener: Opener, writer: LineWriter) -> None:
+    def __init__(self, opener: Opener, writer: LineWriter, calls: ParentCalls | None = None) -> None:
         self._opener = opener
         self._writer = writer
+        self._calls = calls
         self._opened: Opened | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = asyncio.Event()
@@ -92,7 +146,9 @@ class SessionServer:
             except json.JSONDecodeError as exc:
                 log.error("dropped a line that is not JSON from the parent: %s", exc)
                 continue
-            if "id" in message:
+            if "reply" in message and self._calls is not None:
+                self._calls.answered(message)
+            elif "id" in message:
                 task = asyncio.ensure_future(self._answer(message))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -166,6 +222,8 @@ class SessionServer:
     async def close(self, wait: float = 10.0) -> None:
         """Stop a running turn (it still emits its TurnFinished), then close the session."""
         opened, self._opened = self._opened, None
+        if self._calls is not None:
+            self._calls.close()  # a tool waiting on the parent stops waiting
         if opened is None:
             return
         opened.session.interrupt()
@@ -185,7 +243,12 @@ def _plain(event: Event | None) -> dict[str, Any] | None:
 
 async def serve(opener: Opener, inp: BinaryIO, out: BinaryIO) -> None:
     """Serve until the parent sends `close` or closes our input."""
+    await serve_with(SessionServer(opener, LineWriter(out)), inp)
+
+
+async def serve_with(server: SessionServer, inp: BinaryIO) -> None:
+    """Serve `server` (built on a writer of its own, with calls to the parent) on `inp`."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), inp)
-    await SessionServer(opener, LineWriter(out)).serve(reader)
+    await server.serve(reader)

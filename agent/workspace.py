@@ -5,6 +5,10 @@ the overlay (the editor's unsaved buffers) before the disk. Writes go to disk an
 in step, so commands the agent runs see its edits and the editor can mirror them. No `.git`
 folder at any depth is written, nor a file with other hard links (it may live outside too), and
 the write itself never follows a link (see `agent.safe_write`).
+
+An editor that serves its files itself (the Agent Client Protocol's fs/* methods) is attached as
+`EditorFiles`: reads ask it first (its unsaved buffers), and whole-file writes go through it (its
+buffers and undo stay right); the paths are checked here first, exactly as for the disk.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from agent.safe_write import SafeWriteError, is_git_dir_name, is_inside, unlink_inside, write_inside
 
@@ -76,6 +80,16 @@ def _not_a_file(path: Path, rel: str) -> WorkspaceError:
     return WorkspaceError(f"{rel} does not exist. Use list_files or search to find the right path.", "not_found")
 
 
+class EditorFiles(Protocol):
+    """An editor's own file system. `read`: the file's text as the editor has it, or None to let the
+    disk answer. `write`: True once the editor has written `text` (to its buffer and the disk),
+    False to have the workspace write the disk itself."""
+
+    def read(self, path: Path) -> str | None: ...
+
+    def write(self, path: Path, text: str) -> bool: ...
+
+
 class Overlay:
     """Unsaved editor buffers laid over the disk, keyed by absolute path, with versions."""
 
@@ -116,6 +130,11 @@ class Workspace:
             raise WorkspaceError(f"workspace {root_path} is not a directory; pass --workspace DIR.")
         self.root = root_path.resolve()
         self.overlay = Overlay(self)
+        self._editor: EditorFiles | None = None
+
+    def attach_editor(self, editor: EditorFiles) -> None:
+        """Read and write through `editor` from now on (see EditorFiles)."""
+        self._editor = editor
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -197,6 +216,10 @@ class Workspace:
         if buffered is not None:
             return buffered[0]
         rel = self.relative(resolved)
+        if self._editor is not None and (resolved.is_file() or not resolved.exists()):
+            text = self._editor.read(resolved)
+            if text is not None and len(text) <= limit:  # longer: paged from the disk by the caller
+                return text
         if resolved.is_dir():
             raise WorkspaceError(f"{rel} is a directory; use list_files to see what it holds.", "failed")
         if not resolved.is_file():
@@ -231,7 +254,8 @@ class Workspace:
                 unlink_inside(self.root, rel)
                 self.overlay.remove(source)
                 return
-            write_inside(self.root, rel, data)
+            if self._editor is None or not self._editor.write(source, change.after):
+                write_inside(self.root, rel, data)
         except SafeWriteError as exc:
             raise WorkspaceError(str(exc), "outside_workspace") from None
         self.overlay.replace_text(source, change.after)
