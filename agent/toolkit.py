@@ -180,7 +180,8 @@ class Toolbox:
         return self._tools.get(name)
 
     def available(self) -> str:
-        return "\n".join(f"- {t.signature_text()}: {t.description}" for t in self._tools.values())
+        """One line per tool (an MCP server's long description cut to its first line, 200 characters)."""
+        return "\n".join(f"- {t.signature_text()}: {_summary(t.description)}" for t in self._tools.values())
 
     def prepare(self, name: str, arguments: Arguments | str) -> tuple[ModelTool, dict[str, Any]] | ToolResult:
         """The tool and checked arguments for a call (read by `read_arguments`, or raw text to read
@@ -279,6 +280,11 @@ def _matches(value: Any, py_type: type) -> bool:
 
 def _preview(value: Any) -> str:
     return _shorten(json.dumps(value), 40)
+
+
+def _summary(description: str) -> str:
+    line = description.strip().split("\n", 1)[0]
+    return _shorten(line, 200)
 
 
 def _shorten(text: str, limit: int = 80) -> str:

@@ -50,18 +50,15 @@ class McpServers:
         self._servers = {c.name: _Server(c) for c in configs}
         self._started: ServedTools | None = None
 
-    @property
-    def configs(self) -> list[ServerConfig]:
-        return [s.config for s in self._servers.values()]
-
     async def start(self) -> ServedTools:
         if self._started is not None:
             return self._started
-        await asyncio.gather(*(self._start(server) for server in self._servers.values()))
+        servers = list(self._servers.values())
+        listings = await asyncio.gather(*(self._start(server) for server in servers))
         taken: set[str] = set()
         tools: list[McpTool] = []
-        for server in self._servers.values():
-            server.tools = [McpTool.from_listing(server.config.name, t, taken, self.call) for t in server.tools]
+        for server, listed in zip(servers, listings):
+            server.tools = [McpTool.from_listing(server.config.name, t, taken, self.call) for t in listed]
             tools.extend(server.tools)
         down = [s for s in self._servers.values() if s.down is not None]
         unavailable = {f"{MCP_PREFIX}{s.config.name}__": _never_started(s.config.name, s.down or "") for s in down}
@@ -117,19 +114,21 @@ class McpServers:
             )
         return ToolResult(text, target=target)
 
-    async def _start(self, server: _Server) -> None:
+    async def _start(self, server: _Server) -> list[Any]:
+        """Start `server`; the tools it lists (mcp.types.Tool), none when it is down."""
         from agent.mcp.connection import Connection, StartFailed
 
         config = server.config
         if config.problem is not None:
             server.down = config.problem
-            return
+            return []
         server.connection = Connection(config, self.workspace)
         try:
-            server.tools = await server.connection.open(self._startup_timeout(config))
+            return await server.connection.open(self._startup_timeout(config))
         except StartFailed as exc:
             server.down = f"`{config.describe()}` could not be started: {exc}"
             log.warning("MCP server %s: %s", config.name, server.down)
+            return []
 
     def _startup_timeout(self, config: ServerConfig) -> float:
         return config.startup_timeout or self.settings.mcp_startup_timeout

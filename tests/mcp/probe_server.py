@@ -34,8 +34,8 @@ async def slow(seconds: float) -> str:
 
 @server.tool()
 def crash(when: str) -> str:
-    """End the server's process at once when `when` is "now"; otherwise answer."""
-    if when == "now":
+    """End the server's process at once when `when` starts with "now"; otherwise answer."""
+    if when.startswith("now"):
         print("probe: exiting mid-call as asked", file=sys.stderr, flush=True)
         os._exit(3)
     return f"still running ({when})"

@@ -83,6 +83,17 @@ async def test_an_entry_that_cannot_be_used_is_reported_and_the_rest_start(tmp_p
 
 
 @pytest.mark.timeout(60)
+async def test_a_server_that_keeps_crashing_is_left_down_after_three_restarts(tmp_path, user_servers, script):
+    user_servers(time=False)
+    crashes = [turn(call("mcp__probe__crash", {"when": f"now {n}"})) for n in range(4)]
+    model = script(*crashes, turn(call("mcp__probe__crash", {"when": "later"})), turn(content="done"))
+    _, events = await run_session(tmp_path, model)
+    assert finished(events) == [("mcp__probe__crash", "crashed")] * 4 + [("mcp__probe__crash", "unavailable")]
+    last = [e for e in events if isinstance(e, ToolCallFinished)][-1]
+    assert "it crashed 4 times in this session" in last.result
+
+
+@pytest.mark.timeout(60)
 def test_doctor_lists_each_server_whether_it_starts_and_its_tools(tmp_path, user_servers, script, capsys):
     user_servers(BROKEN)
     code = main(["doctor", "--workspace", str(tmp_path), "--model", script(turn(content="hi"))])
