@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     lsp.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     lsp.set_defaults(handler=lambda a: __import__("lsp_server").main(a.tcp))
 
+    acp = sub.add_parser("acp", help="run the Agent Client Protocol agent on stdio (an editor's agent panel)")
+    acp.set_defaults(handler=lambda a: __import__("acp_server").main())
+
     tui = sub.add_parser("tui", help="open the terminal app")
     tui.add_argument("workspace", nargs="?", type=Path, default=Path.cwd())
     tui.set_defaults(handler=_tui)

@@ -9,13 +9,14 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "feedback_store", "lsp_server", "tui", "tasks", "trainer")
+PACKAGES = ("agent", "feedback_store", "lsp_server", "acp_server", "tui", "tasks", "trainer")
 COMPOSITION_ROOT = "agent.cli"
 # What each package may import from the others (a package always may import itself).
 ALLOWED = {
     "agent": (),
     "feedback_store": ("agent.protocol",),
     "lsp_server": ("agent", "feedback_store"),
+    "acp_server": ("agent", "feedback_store"),
     "tui": ("agent", "feedback_store"),
     "tasks": ("agent", "feedback_store"),
     # The trainer's evaluation runs the agent on held-out tasks and serves adapters through the

@@ -1,0 +1,222 @@
+"""`teachback acp`: the Agent Client Protocol agent, on stdio, over the protocol's own library.
+
+Each handler is short: it finds the session, asks it (acp_server.session), and builds the answer.
+Nothing here waits on the model: turns run in worker processes (acp_server.worker), and neither
+litellm nor the store is imported on the way to answering `initialize`. A worker is started right
+after `initialize`, so the first session's imports warm up while the editor sets itself up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+)
+
+from acp_server.prompting import mcp_entries, user_input
+from acp_server.session import AcpSession, ClientOffers, spare_worker
+from agent.config import ConfigError, Settings, load_settings
+from agent.protocol import event_from_dict, new_id
+from agent.remote import RemoteSession, WorkerStopped
+
+log = logging.getLogger(__name__)
+
+LINE_LIMIT = 50 * 1024 * 1024  # one message can carry whole files (fs/*, diffs)
+
+
+class TeachbackAgent:
+    """The agent side of ACP (acp.interfaces.Agent): sessions by id, each with its own worker."""
+
+    def __init__(self) -> None:
+        self.client: Any = None  # the editor (AgentSideConnection), set on connect
+        self.offers = ClientOffers()
+        self.sessions: dict[str, AcpSession] = {}
+        self._spare: RemoteSession | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def on_connect(self, conn: Any) -> None:
+        self.client = conn
+
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kwargs: Any
+    ) -> InitializeResponse:
+        caps = client_capabilities
+        fs = caps.fs if caps is not None else None
+        self.offers = ClientOffers(
+            read=bool(fs and fs.read_text_file),
+            write=bool(fs and fs.write_text_file),
+            terminal=bool(caps and caps.terminal),
+        )
+        if self._spare is None:
+            self._spare = spare_worker()
+            self._spawn(self._spare.spawn())
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(embedded_context=True, image=False, audio=False),
+                mcp_capabilities=McpCapabilities(http=_has_mcp(), sse=False),
+            ),
+            agent_info=Implementation(name="teachback", title="teachback", version=_version()),
+            auth_methods=[],
+        )
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
+        session = self._session_for(cwd, new_id(), mcp_servers)
+        self._spawn(session.open(self._take_spare()))  # its worker opens while the editor waits for a prompt
+        return NewSessionResponse(session_id=session.id)
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> LoadSessionResponse:
+        session = self._session_for(cwd, session_id, mcp_servers)
+        events = await asyncio.to_thread(_recorded_events, session.settings, session_id)
+        session.recorded = True
+        await session.replay(events)
+        self._spawn(session.open(self._take_spare()))
+        return LoadSessionResponse()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        session = self._session(session_id)
+        op = user_input(prompt, session.root)
+        if not op.text and not op.context:
+            raise RequestError.invalid_params({"details": "the prompt holds no text; type an instruction"})
+        return PromptResponse(stop_reason=await session.prompt(op))
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            session.cancel()
+
+    async def close(self) -> None:
+        """The editor went away: stop every turn and worker."""
+        for session in self.sessions.values():
+            await session.close()
+        if self._spare is not None:
+            await self._spare.close()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _session_for(self, cwd: str, session_id: str, mcp_servers: list[Any] | None) -> AcpSession:
+        root = Path(cwd)
+        if not root.is_absolute() or not root.is_dir():
+            raise RequestError.invalid_params({"details": f"cwd {cwd!r} is not an absolute path to a folder"})
+        try:
+            settings = load_settings(root)
+        except ConfigError as exc:
+            raise RequestError.invalid_params({"details": f"{exc} Fix the setting, then open a new session."}) from exc
+        entries = mcp_entries(mcp_servers)
+        session = AcpSession(self.client, session_id, root.resolve(), settings, self.offers, entries)
+        skipped = sorted({s.name for s in mcp_servers or ()} - {e["name"] for e in entries})
+        if skipped:
+            session.warnings.append(
+                f"the MCP server(s) {', '.join(skipped)} use SSE, which teachback does not speak; give their "
+                "streamable-HTTP URL instead"
+            )
+        self.sessions[session_id] = session
+        return session
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.invalid_params(
+                {"details": f"no session {session_id!r} here; start one with session/new or session/load"}
+            )
+        return session
+
+    def _take_spare(self) -> RemoteSession | None:
+        spare, self._spare = self._spare, None
+        return spare
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the next prompt tries again, and says why
+            log.warning("starting an agent process failed: %s", task.exception())
+
+
+def _recorded_events(settings: Settings, session_id: str) -> list[Any]:
+    """A recorded session's events, for session/load (blocking: run in a thread)."""
+    from feedback_store import StoreError, open_store
+
+    try:
+        with open_store(settings.db_path()) as store:
+            rows = store.events(session_id)
+    except StoreError as exc:
+        raise RequestError.internal_error({"details": str(exc)}) from exc
+    if not rows:
+        raise RequestError.invalid_params(
+            {"details": f"no session {session_id!r} is recorded in {settings.db_path()}; `teachback stats` lists them"}
+        )
+    events = []
+    for row in rows:
+        try:
+            events.append(event_from_dict(row))
+        except (TypeError, ValueError) as exc:  # recorded by another version: left out of the replay
+            log.info("left an event out of the replay of %s: %s", session_id, exc)
+    return events
+
+
+def _has_mcp() -> bool:
+    return find_spec("agent.mcp") is not None
+
+
+def _version() -> str:
+    try:
+        return version("teachback")
+    except PackageNotFoundError:
+        return "0"
+
+
+# -- the process ----------------------------------------------------------------------------------
+
+
+def main() -> int:
+    """Serve ACP on stdin/stdout until the editor closes them."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol's alone; stray prints go to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s teachback-acp %(name)s %(levelname)s %(message)s",
+    )
+    asyncio.run(_serve(out))
+    return 0
+
+
+async def _serve(out: BinaryIO) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    agent = TeachbackAgent()
+    try:
+        await run_agent(agent, writer, reader)
+    finally:
+        try:
+            await agent.close()
+        except WorkerStopped as exc:
+            log.info("an agent process had already stopped: %s", exc)

@@ -1,0 +1,238 @@
+"""A session's events as ACP `session/update`s: text chunks, tool calls with their kind, locations,
+statuses and diffs, usage. Pure: the live turn (acp_server.session) and the replay of a recorded
+session (session/load) run the same translation, so a loaded session looks as it did live.
+
+Tool calls are named `t<turn>:<call id>` (models reuse ids across turns; the editor keys on them).
+`finish` is not shown as a tool call: its summary is the turn's last agent message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp import (
+    start_tool_call,
+    text_block,
+    tool_content,
+    tool_diff_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_tool_call,
+    update_user_message_text,
+)
+from acp.schema import Cost, ToolCallLocation, UsageUpdate
+
+from agent.protocol import (
+    ApprovalRequested,
+    ApprovalResolved,
+    AssistantDelta,
+    AssistantMessage,
+    EditApplied,
+    ErrorEvent,
+    Event,
+    LessonsShown,
+    ModelUsage,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+
+KINDS = {
+    "read_file": "read",
+    "session_diff": "read",
+    "repo_map": "read",
+    "list_files": "search",
+    "search": "search",
+    "edit_file": "edit",
+    "create_file": "edit",
+    "delete_file": "delete",
+    "move_file": "move",
+    "run_command": "execute",
+}
+HIDDEN = ("finish",)  # said as the turn's summary instead
+MAX_RESULT_CHARS = 8_000  # of a tool's text shown in the editor (the model got all of it)
+# What a turn's end is called in ACP (agent.protocol.FinishReason -> StopReason). An unreachable
+# model ("error") is answered as an error instead, with its message.
+STOP_REASONS = {
+    "finished": "end_turn",
+    "answered": "end_turn",
+    "max_steps": "max_turn_requests",
+    "max_cost": "max_turn_requests",
+    "max_time": "max_turn_requests",
+    "stuck": "max_turn_requests",
+    "interrupted": "cancelled",
+}
+
+
+def tool_call_id(turn: int, call_id: str) -> str:
+    return f"t{turn}:{call_id}"
+
+
+@dataclass
+class Translator:
+    """Turns events into updates, in order; keeps what a later event needs (the turn, a call's edits)."""
+
+    root: Path
+    context_size: int = 0  # the model's context window in tokens (0: unknown)
+    replay: bool = False  # a recorded session (session/load): the user's prompts are said too
+    turn: int = 0
+    streamed: bool = False  # the step's text already went out as deltas
+    cost: float = 0.0
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> title, kind, args
+    diffs: dict[str, list[Any]] = field(default_factory=dict)  # call id -> its edits' diff contents
+
+    def updates(self, event: Event) -> list[Any]:
+        handler = _HANDLERS.get(type(event))
+        return handler(self, event) if handler is not None else []
+
+    def _turn_started(self, event: TurnStarted) -> list[Any]:
+        self.turn = event.turn
+        return [update_user_message_text(event.text)] if self.replay else []  # live, the editor shows it
+
+    def _delta(self, event: AssistantDelta) -> list[Any]:
+        self.streamed = True
+        return [update_agent_message_text(event.text)] if event.text else []
+
+    def _message(self, event: AssistantMessage) -> list[Any]:
+        streamed, self.streamed = self.streamed, False
+        content = event.message.get("content")
+        return [update_agent_message_text(content)] if content and not streamed and isinstance(content, str) else []
+
+    def _usage(self, event: ModelUsage) -> list[Any]:
+        """The context the last model call filled, of the model's window (not sent when litellm does
+        not know the window: a made-up size would show a wrong fill), and the session's cost."""
+        self.cost += event.cost_usd
+        if not self.context_size:
+            return []
+        return [
+            UsageUpdate(
+                session_update="usage_update",
+                used=event.prompt_tokens + event.completion_tokens,
+                size=self.context_size,
+                cost=Cost(amount=round(self.cost, 6), currency="USD"),
+            )
+        ]
+
+    def _started(self, event: ToolCallStarted) -> list[Any]:
+        if event.name in HIDDEN:
+            return []
+        args = event.args or {}
+        title, kind = describe(event.name, args, event.arguments)
+        self.calls[event.call_id] = {"title": title, "kind": kind}
+        return [
+            start_tool_call(
+                tool_call_id(self.turn, event.call_id),
+                title,
+                kind=kind,
+                status="in_progress",
+                locations=self._locations(args),
+                raw_input=args or None,
+            )
+        ]
+
+    def _resolved(self, event: ApprovalResolved) -> list[Any]:
+        if not event.approved or event.call_id not in self.calls:
+            return []
+        return [update_tool_call(tool_call_id(self.turn, event.call_id), status="in_progress")]
+
+    def _edit(self, event: EditApplied) -> list[Any]:
+        path = self.root / (event.new_path or event.path)
+        diff = tool_diff_content(str(path), event.after or "", event.before)
+        self.diffs.setdefault(event.call_id, []).append(diff)
+        return [update_tool_call(tool_call_id(self.turn, event.call_id), content=list(self.diffs[event.call_id]))]
+
+    def _finished(self, event: ToolCallFinished) -> list[Any]:
+        if event.name in HIDDEN or event.call_id not in self.calls:
+            return []
+        result = event.result if len(event.result) <= MAX_RESULT_CHARS else event.result[:MAX_RESULT_CHARS] + "\n..."
+        content = [*self.diffs.pop(event.call_id, []), tool_content(text_block(_fenced(result)))]
+        locations = [ToolCallLocation(path=str(self.root / event.target))] if _is_path(event) else None
+        return [
+            update_tool_call(
+                tool_call_id(self.turn, event.call_id),
+                status="completed" if event.ok else "failed",
+                content=content,
+                locations=locations,
+            )
+        ]
+
+    def _turn_finished(self, event: TurnFinished) -> list[Any]:
+        self.calls.clear()
+        if event.reason == "finished" and event.summary:
+            return [update_agent_message_text(event.summary)]
+        if event.reason not in ("answered", "finished", "interrupted") and event.summary:
+            return [update_agent_message_text(f"\n\n{event.summary}")]
+        return []
+
+    def _error(self, event: ErrorEvent) -> list[Any]:
+        return [update_agent_message_text(f"\n\nteachback: {event.message}\n")]
+
+    def _lessons(self, event: LessonsShown) -> list[Any]:
+        return [update_agent_thought_text(f"Lessons from earlier sessions:\n{event.text.strip()}")]
+
+    def _locations(self, args: dict[str, Any]) -> list[ToolCallLocation] | None:
+        found = []
+        for key in ("path", "src", "dst"):
+            value = args.get(key)
+            if isinstance(value, str) and value:
+                line = args.get("start_line") if key == "path" else None
+                found.append(
+                    ToolCallLocation(path=str(self.root / value), line=line if isinstance(line, int) else None)
+                )
+        return found or None
+
+
+def describe(name: str, args: dict[str, Any], raw: str) -> tuple[str, str]:
+    """A tool call's title and ACP kind."""
+    kind = KINDS.get(name, "other")
+    path = args.get("path")
+    titles = {
+        "read_file": f"Read {path}",
+        "list_files": f"List {path or '.'}" + (f" ({args['glob']})" if args.get("glob") else ""),
+        "search": f"Search {args.get('pattern')!r}" + (f" in {path}" if path else ""),
+        "edit_file": f"Edit {path}",
+        "create_file": f"Create {path}",
+        "delete_file": f"Delete {path}",
+        "move_file": f"Move {args.get('src')} to {args.get('dst')}",
+        "run_command": f"Run `{args.get('command')}`",
+        "session_diff": "Show this session's changes",
+        "repo_map": "Map the repository" + (f" around {args['focus']}" if args.get("focus") else ""),
+    }
+    if name in titles:
+        return titles[name], kind
+    if name.startswith("mcp__") and name.count("__") >= 2:
+        _, server, tool = name.split("__", 2)
+        return f"{server}: {tool}", kind
+    return (f"{name}({raw[:80]})" if name else "An unreadable tool call"), kind
+
+
+def approval_content(request: ApprovalRequested) -> list[Any]:
+    """What the editor shows when asked: the diff, the command or an MCP call's arguments."""
+    language = {"edit": "diff", "command": "sh"}.get(request.action, "json")
+    return [tool_content(text_block(f"```{language}\n{request.detail}\n```"))]
+
+
+def _fenced(text: str) -> str:
+    return f"```\n{text}\n```" if text.strip() else text
+
+
+def _is_path(event: ToolCallFinished) -> bool:
+    return bool(event.target) and KINDS.get(event.name) in ("read", "edit", "delete", "move")
+
+
+_HANDLERS = {
+    TurnStarted: Translator._turn_started,
+    AssistantDelta: Translator._delta,
+    AssistantMessage: Translator._message,
+    ModelUsage: Translator._usage,
+    ToolCallStarted: Translator._started,
+    ApprovalResolved: Translator._resolved,
+    EditApplied: Translator._edit,
+    ToolCallFinished: Translator._finished,
+    TurnFinished: Translator._turn_finished,
+    ErrorEvent: Translator._error,
+    LessonsShown: Translator._lessons,
+}
