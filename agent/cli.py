@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
 
     add_lessons_arguments(sub.add_parser("lessons", help="see, pin, edit and delete the lessons sessions are shown"))
     sub.choices["lessons"].set_defaults(handler=_store_command("lessons_cli", "lessons_main"))
+    from feedback_store.team_cli import TEAM_COMMANDS
+
+    for name, (summary, add_arguments, entry) in TEAM_COMMANDS.items():
+        add_arguments(sub.add_parser(name, help=summary))
+        sub.choices[name].set_defaults(handler=_team(entry))
 
     from agent.mcp.cli import add_mcp_arguments
 
@@ -306,6 +311,18 @@ def _store_command(module: str, name: str, *, several: bool = False):
             default = str(load_settings(Path.cwd()).db_path())
             args.db = [default] if several else default
         return getattr(import_module(f"feedback_store.{module}"), name)(args)
+
+    return handler
+
+
+def _team(entry: str):
+    """A team command (import, share, unshare, merge), told how a folder's repository is named."""
+
+    def handler(args: argparse.Namespace) -> int:
+        from agent.runtime import repository_identity
+
+        args.identify = repository_identity
+        return _store_command("team_cli", entry)(args)
 
     return handler
 

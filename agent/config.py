@@ -76,6 +76,9 @@ class Settings:
     lessons_tokens: int = _number(150)
     lessons_scope: str = _choice("team", ("workspace", "user", "team"))
     lessons_db: tuple[str, ...] = ()
+    # A workspace's teachback.toml may share the sessions recorded there with the team, once the
+    # user allowed that workspace (`teachback share --workspace`; feedback_store/sharing.py).
+    share: bool = False
     # Where the language server runs a turn: "worker" (a child process at lower priority, so the
     # editor never waits on the agent) or "inline" (in the server's own process).
     turn_process: str = _choice("worker", ("worker", "inline"))

@@ -22,6 +22,7 @@ TRAINERS = {
     "dpo": "trl.DPOTrainer",
     "sft": "trl.SFTTrainer (prompt/completion: only the completion is trained)",
     "kto": "trl.KTOTrainer",
+    "atif": "any ATIF reader (Harbor, NVIDIA NeMo Agent toolkit): whole sessions, one trajectory per line",
     "verl": "verl's RLHFDataset, scored with custom_reward_function.path=<feedback_store/rewards.py> "
     "custom_reward_function.name=compute_score",
 }
@@ -42,6 +43,8 @@ FIELDS = {
     "sampled token ids and their logprobs; `chosen` and `chosen_token_ids`, the correction as the model writes "
     "it and the ids it sampled for it (token data dropped when redaction changed the text)",
     "label": "kto: whether the completion is desirable",
+    "provenance": "where the record came from: agent and agent_version, model, repository (its root commit or "
+    "remote, never a folder), commit, author (a salted hash of user and machine), teachback_version, content_hash",
 }
 
 

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 EXPORT_FORMATS = ("sdpo", "trl-sdpo", "trl-sdft", "dpo", "sft", "kto", "verl")  # feedback_store.formats.FORMATS
+TRAJECTORY_FORMAT = "atif"  # whole sessions (feedback_store.atif)
 TEMPLATES = ("auto", "native", "text")  # feedback_store.views.TEMPLATES
 EMPTY_EXPORT_EXIT = 2
 PROGRESS_MIN_TOTAL = 2000  # pairs; smaller exports finish before a bar would help
@@ -26,8 +27,27 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         help="feedback database(s) to read (default: $TEACHBACK_HOME/feedback.db); "
         "pairs found in several are written once",
     )
-    parser.add_argument("--format", required=True, metavar="FORMAT", help=f"output format: {', '.join(EXPORT_FORMATS)}")
-    parser.add_argument("--out", required=True, metavar="PATH", help="output file (.jsonl; .parquet for verl)")
+    parser.add_argument(
+        "--format",
+        required=True,
+        metavar="FORMAT",
+        help=f"output format: {', '.join(EXPORT_FORMATS)}, or {TRAJECTORY_FORMAT} (whole sessions as ATIF trajectories)",
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="PATH", help="output file (.jsonl; .parquet for verl); a folder with --hub"
+    )
+    parser.add_argument(
+        "--shared-only",
+        action="store_true",
+        help="only sessions their user shared (teachback share); the dataset card counts what was left out and why",
+    )
+    parser.add_argument(
+        "--hub",
+        action="store_true",
+        help="write --out as a dataset folder: data/*.parquet and a README card with its YAML header, "
+        "as datasets.load_dataset and a dataset hub read it",
+    )
+    parser.add_argument("--license", default="other", help="the license the --hub card declares (default: other)")
     parser.add_argument("--source", help="only pairs from this source: schema, tool, lint, test, user, monitor")
     parser.add_argument("--since", help="only pairs recorded on or after this date/time (ISO, e.g. 2025-06-01)")
     parser.add_argument("--model", help="only pairs from sessions with this model string")
@@ -85,6 +105,10 @@ def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
     from feedback_store.export import EmptyExport, export
 
+    if args.format == TRAJECTORY_FORMAT or args.hub:
+        from feedback_store.hub import export_trajectories_or_hub
+
+        return export_trajectories_or_hub(args, _command(args))
     bar = ProgressBar()
     try:
         result = export(
@@ -103,6 +127,7 @@ def export_main(args: argparse.Namespace) -> int:
             max_tokens=args.max_tokens,
             tokenizer=getattr(args, "counter", None) or args.tokenizer,
             command=_command(args),
+            shared_only=args.shared_only,
         )
     except StoreError as exc:
         bar.clear()
@@ -142,6 +167,8 @@ def _command(args: argparse.Namespace) -> str:
             ("--compact-tools", args.compact_tools),
             ("--no-redact", args.no_redact),
             ("--include-flagged", args.include_flagged),
+            ("--shared-only", args.shared_only),
+            ("--hub", args.hub),
         )
         if on
     ]

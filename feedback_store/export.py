@@ -25,9 +25,11 @@ from feedback_store.errors import StoreError
 from feedback_store.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
 from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
 from feedback_store.lengths import LengthReport, TokenCounter, counter_of
+from feedback_store.provenance import Origins, content_key
 from feedback_store.redact import Redactor
 from feedback_store.renders import Renders
 from feedback_store.rows import Pair
+from feedback_store.sharing import resolve
 from feedback_store.store import Store, open_store
 from feedback_store.views import TEMPLATES, Memo
 
@@ -94,6 +96,7 @@ def export(
     max_tokens: int | None = None,
     tokenizer: TokenCounter | str | None = None,
     command: str = "",
+    shared_only: bool = False,
 ) -> ExportResult:
     form = _check(db_paths, fmt, test_fraction, template, max_tokens)
     out = Path(out_path).expanduser()
@@ -116,7 +119,7 @@ def export(
     with ExitStack() as stack:
         stores = [stack.enter_context(open_store(path)) for path in db_paths]
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
-        examples = _examples(stores, filters, options, redactor, tally, progress, fmt == "kto")
+        examples = _examples(stores, filters, options, redactor, tally, progress, fmt == "kto", shared_only)
         _fill(sinks, examples, form, redactor, counter, report, tally, test_fraction)
         splits = {name: len(sink) for name, sink in sinks.items()}
         if not sum(splits.values()):
@@ -196,6 +199,7 @@ def _fill(
             record = redact_record(record, redactor, redacted)
             if not report.admit(record, counter, measured):
                 continue
+            record["provenance"] = example.provenance  # after redaction: ids and hashes are not secrets
             sinks[split_of(example.pair.session_id, test_fraction)].add(record)
             tally.by_source[example.pair.source] += 1
             tally.by_kind[example.pair.error_kind or "none"] += 1
@@ -234,10 +238,14 @@ def _examples(
     tally: _Tally,
     progress: Progress | None,
     with_accepted: bool,
+    shared_only: bool = False,
 ) -> Iterator[Example]:
-    """Each distinct pair as an Example: its fitting correction and render, redacted."""
+    """Each distinct pair as an Example: its fitting correction and render, redacted, with where it
+    came from. With `shared_only`, pairs of sessions their user has not shared are left out."""
     total = sum(store.count_pairs(**filters) for store in stores)
     workspaces = {id(store): Workspace(store) for store in stores}
+    origins = {id(store): Origins(store) for store in stores}
+    shares = {id(store): resolve(store.query) for store in stores} if shared_only else {}
     renders = {id(store): Renders(store) for store in stores}
     messages = SessionMessages(redactor)
     seen: set[str] = set()
@@ -249,6 +257,9 @@ def _examples(
         tally.matched += 1
         if progress is not None and (tally.matched % PROGRESS_EVERY == 0 or tally.matched == total):
             progress(tally.matched, total)
+        if shared_only and not shares[id(store)][pair.session_id].shared:
+            tally.left_out[shares[id(store)][pair.session_id].reason] += 1
+            continue
         key = messages.key(pair)
         if key in seen:
             tally.duplicates += 1
@@ -268,14 +279,21 @@ def _examples(
             fix_ids=_fix_ids(renders[id(store)], pair, fit, redactor),
             options=options,
             memo=memo,
+            provenance=origins[id(store)].of(pair.session_id, content_key(key)),
         )
     if with_accepted:
         for store in stores:
             for pair in accepted_edits(store, filters):
+                if shared_only and not shares[id(store)][pair.session_id].shared:
+                    continue
                 render = renders[id(store)].at(pair.session_id, len(pair.prompt))
                 clean = messages.scrub(pair)
                 yield Example(
-                    pair=clean, render=scrub_render(render, pair, clean, redactor), options=options, label=True
+                    pair=clean,
+                    render=scrub_render(render, pair, clean, redactor),
+                    options=options,
+                    label=True,
+                    provenance=origins[id(store)].of(pair.session_id, content_key(messages.key(pair))),
                 )
 
 

@@ -382,3 +382,43 @@ def m006_session_repository(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS.append(("m006_session_repository", m006_session_repository))
+
+
+def m007_team_datasets(db: sqlite_utils.Database) -> None:
+    # Team datasets (feedback_store/provenance.py, sharing.py, imports.py, merge.py): who recorded a
+    # session (the agent, its version, a salted hash of the user and machine), what may be shared,
+    # and which foreign session logs were imported from where.
+    sessions = db["sessions"]
+    sessions.add_column("agent", str)  # teachback | claude-code | codex
+    sessions.add_column("agent_version", str)
+    sessions.add_column("author", str)  # provenance.author_id: never a name
+    # The user's share settings: scope session (key: session id), repository (key: its identity) or
+    # workspace (key: its folder; the folder's teachback.toml may then turn sharing on).
+    db.create_table(
+        "share_settings",
+        {"scope": str, "key": str, "shared": int, "reason": str, "set_at": float},
+        pk=("scope", "key"),
+        not_null={"shared"},
+    )
+    # One row per imported log file: what it held when it was last read, so a rerun reads only
+    # files that are new or changed.
+    db.create_table(
+        "imports",
+        {
+            "path": str,
+            "agent": str,
+            "session_id": str,
+            "size": int,
+            "mtime": float,
+            "lines": int,
+            "skipped": int,
+            "imported_at": float,
+        },
+        pk="path",
+    )
+    # Values of the store itself; `salt` keys the author hash (random, never exported).
+    db.create_table("store_meta", {"key": str, "value": str}, pk="key", not_null={"value"})
+    db.execute("INSERT INTO store_meta (key, value) VALUES ('salt', lower(hex(randomblob(32))))")
+
+
+MIGRATIONS.append(("m007_team_datasets", m007_team_datasets))

@@ -43,7 +43,7 @@ from agent.protocol import (
     TurnStarted,
     event_from_dict,
 )
-from feedback_store import event_blobs, monitor, pairs, renders
+from feedback_store import event_blobs, monitor, pairs, provenance, renders
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash, ordered_json
 from feedback_store.store import Store
@@ -353,6 +353,10 @@ def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
             event.repository,
         ),
     )
+    # An imported session names its agent in its config (feedback_store.imports); ours is teachback.
+    agent = event.config.get("agent") or provenance.TEACHBACK_AGENT
+    version = event.config.get("agent_version") if "agent" in event.config else provenance.teachback_version()
+    provenance.stamp(conn, event.session_id, agent, version)
     has_messages = conn.execute("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (event.session_id,)).fetchone()
     if not has_messages:  # a resumed session keeps its recorded conversation
         _add_message(conn, event.session_id, event.id, {"role": "system", "content": event.system_prompt})

@@ -27,6 +27,9 @@ EXPECTED_COLUMNS = {
         "started_at",
         "title",
         "repository",
+        "agent",
+        "agent_version",
+        "author",
     ],
     "events": ["id", "session_id", "type", "ts", "cause_id", "json"],
     "messages": ["session_id", "seq", "event_id", "role", "message"],
@@ -175,6 +178,9 @@ EXPECTED_COLUMNS = {
         "finished_at",
     ],
     "recording_notes": ["id", "session_id", "event_id", "stage", "problem", "ts"],
+    "share_settings": ["scope", "key", "shared", "reason", "set_at"],
+    "imports": ["path", "agent", "session_id", "size", "mtime", "lines", "skipped", "imported_at"],
+    "store_meta": ["key", "value"],
 }
 
 

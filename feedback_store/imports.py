@@ -1,0 +1,498 @@
+"""Sessions other coding agents kept on disk (Claude Code, Codex CLI), read into the store as
+teachback sessions with their feedback pairs.
+
+Each importer (feedback_store.import_claude, feedback_store.import_codex) reads one log file into a
+Trail: the session as teachback events (session, turns, replies, tool calls and their results,
+refusals), each with an id made from the session's id and the item's place in the log. The events
+are recorded like a live session's, so the store derives the same pairs from them: a tool error and
+the call that fixed it, a call the user refused (with what they said next). Two kinds the recorder
+cannot see in an imported log are added here: a reply the user interrupted and then corrected in
+words, and a failing command that passed again after an edit (the edit that made it pass is the
+correction). The agent's own tool names are kept; where a log holds no tool schemas, the schemas
+that agent is known to use stand in (agent_tools.json), else one made from the arguments seen.
+
+Importing is idempotent (ids are stable: a second import inserts nothing), incremental (a file whose
+size and time are unchanged is not read again; a grown one adds its new lines) and tolerant: a line
+that is not JSON, or of a kind the importer does not know, is counted and skipped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agent.protocol import (
+    ApprovalRequested,
+    ApprovalResolved,
+    AssistantMessage,
+    Event,
+    ModelUsage,
+    SessionStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+)
+from feedback_store import pairs
+from feedback_store.errors import StoreError
+from feedback_store.recorder import Recorder
+from feedback_store.store import Store
+
+log = logging.getLogger(__name__)
+
+Identify = Callable[[Path], str | None]  # a folder -> its repository's identity (agent.runtime)
+NO_RESULT = "[no result was recorded: the session stopped before this call finished]"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a tool call came to, as the foreign log says."""
+
+    ok: bool
+    text: str
+    error_kind: str | None = None
+    exit_code: int | None = None
+    refused: bool = False  # a person said no to the call
+    comment: str | None = None  # what they said with it, when the log has it with the result
+
+
+@dataclass
+class ImportReport:
+    files: int = 0
+    sessions_added: int = 0
+    sessions_updated: int = 0
+    unchanged: int = 0
+    events: int = 0
+    pairs: int = 0
+    lines: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self, agent: str) -> str:
+        text = (
+            f"Imported {self.sessions_added} new and {self.sessions_updated} changed {agent} session(s) "
+            f"from {self.files} file(s) ({self.unchanged} unchanged): {self.events} events, {self.pairs} feedback pairs."
+        )
+        if self.skipped:
+            text += " Skipped lines: " + ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) + "."
+        return text
+
+
+@cache
+def known_tools(agent: str) -> dict[str, dict[str, Any]]:
+    text = resources.files("feedback_store").joinpath("agent_tools.json").read_text(encoding="utf-8")
+    return {t["function"]["name"]: t for t in json.loads(text).get(agent, [])}
+
+
+def timestamp(value: Any, default: float) -> float:
+    """An ISO 8601 time (as the logs write them, Z included) as Unix time; `default` if unreadable."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            pass
+    return default
+
+
+class Trail:
+    """One foreign session as teachback events, in order. `tag`s name each item's place in the log
+    (its line), so the same log always gives the same event ids."""
+
+    def __init__(self, agent: str, key: str, *, command_tools: Iterable[str], edit_tools: Iterable[str]) -> None:
+        self.agent, self.session_id = agent, f"{agent}-{key}"
+        self.command_tools, self.edit_tools = frozenset(command_tools), frozenset(edit_tools)
+        self.version: str | None = None
+        self.cwd: str | None = None
+        self.model: str | None = None
+        self.repository: str | None = None
+        self.commit: str | None = None
+        self.context: list[str] = []  # what the agent was told before the first instruction
+        self.started: float | None = None
+        self.lines = 0
+        self.skipped: Counter[str] = Counter()
+        self.body: list[Event] = []
+        self.turn = 0
+        self.step = 0
+        self.in_turn = False
+        self.calls: dict[str, tuple[str, str | None, float]] = {}  # open call id -> name, target, start time
+        self.arguments: dict[str, set[str]] = {}  # tool name -> argument names seen, in order of first use
+        self.refusals: list[tuple[str, str, Outcome, float]] = []  # waiting for the user's next words
+        self.last_reply: str | None = None  # the latest assistant message's event id
+        self.interrupted: str | None = None  # the reply an interrupt stopped, until the user says why
+        self.interruptions: list[tuple[str, str, str, float]] = []  # (marker id, reply id, words, ts)
+
+    def _id(self, tag: str) -> str:
+        return f"{self.session_id}-{tag}"
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+    def seen(self, ts: float) -> float:
+        if self.started is None or ts < self.started:
+            self.started = ts
+        return ts
+
+    # -- what the log says ---------------------------------------------------------------
+
+    def user(self, tag: str, text: str, ts: float) -> None:
+        self.seen(ts)
+        self._close_calls(tag, ts)
+        self._flush_refusals(text, ts)
+        if self.interrupted is not None:
+            self.interruptions.append((self._id(f"{tag}-interrupt"), self.interrupted, text, ts))
+            self.interrupted = None
+        self._end_turn(tag, ts, "answered")
+        self.turn += 1
+        self.step, self.in_turn = 0, True
+        message = {"role": "user", "content": text}
+        self.body.append(
+            TurnStarted(session_id=self.session_id, id=self._id(tag), ts=ts, turn=self.turn, text=text, message=message)
+        )
+
+    def interrupt(self, ts: float) -> None:
+        """The user stopped the agent: their next words, if any, are feedback on the reply they stopped
+        (a refused call already waits for them as its comment)."""
+        self.seen(ts)
+        if not self.refusals and self.last_reply is not None:
+            self.interrupted = self.last_reply
+
+    def reply(
+        self,
+        tag: str,
+        text: str,
+        calls: list[tuple[str, str, Any]],
+        ts: float,
+        model: str | None = None,
+        usage: tuple[int, int] | None = None,
+    ) -> None:
+        """An assistant message: its text and its calls (call id, tool name, arguments)."""
+        self.seen(ts)
+        self._close_calls(tag, ts)
+        self._flush_refusals(None, ts)
+        self.interrupted = None
+        self.model = self.model or model
+        self.step += 1
+        tool_calls = []
+        for call_id, name, arguments in calls:
+            raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+            tool_calls.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}})
+            if isinstance(arguments, dict):
+                self.arguments.setdefault(name, set()).update(arguments)
+            else:
+                self.arguments.setdefault(name, set())
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        event_id = self._id(tag)
+        self.body.append(
+            AssistantMessage(session_id=self.session_id, id=event_id, ts=ts, step=self.step, message=message)
+        )
+        self.last_reply = event_id
+        if usage is not None:
+            self.body.append(
+                ModelUsage(
+                    session_id=self.session_id,
+                    id=self._id(f"{tag}-usage"),
+                    ts=ts,
+                    cause_id=event_id,  # the reply it made, as a live session's usage names it
+                    model=model or self.model or "unknown",
+                    step=self.step,
+                    prompt_tokens=usage[0],
+                    completion_tokens=usage[1],
+                    cost_usd=0.0,  # the logs keep no prices
+                    latency_ms=0.0,
+                )
+            )
+        for (call_id, name, arguments), call in zip(calls, tool_calls, strict=True):
+            target = self.target_of(name, arguments)
+            self.calls[call_id] = (name, target, ts)
+            self.body.append(
+                ToolCallStarted(
+                    session_id=self.session_id,
+                    id=self._id(f"{tag}-{call_id}"),
+                    ts=ts,
+                    call_id=call_id,
+                    name=name,
+                    arguments=call["function"]["arguments"],
+                    step=self.step,
+                    target=target,
+                )
+            )
+
+    def result(self, tag: str, call_id: str, outcome: Outcome, ts: float) -> None:
+        self.seen(ts)
+        if call_id not in self.calls:
+            self.skip("results of calls not in the log")
+            return
+        if outcome.refused:
+            self.refusals.append((tag, call_id, outcome, ts))
+            return
+        self._finish(tag, call_id, outcome, ts)
+
+    def target_of(self, name: str, arguments: Any) -> str | None:
+        """The path, command or pattern a call names (each importer knows its agent's arguments)."""
+        return None
+
+    # -- building ------------------------------------------------------------------------
+
+    def _finish(self, tag: str, call_id: str, outcome: Outcome, ts: float) -> None:
+        name, target, started = self.calls.pop(call_id)
+        message = {"role": "tool", "tool_call_id": call_id, "content": outcome.text}
+        self.body.append(
+            ToolCallFinished(
+                session_id=self.session_id,
+                id=self._id(f"{tag}-{call_id}-done"),
+                ts=max(ts, started),
+                call_id=call_id,
+                name=name,
+                ok=outcome.ok,
+                result=outcome.text,
+                step=self.step,
+                error_kind=None if outcome.ok else outcome.error_kind or "failed",
+                target=target,
+                exit_code=outcome.exit_code,
+                duration_ms=max(0.0, (ts - started) * 1000),
+                message=message,
+            )
+        )
+
+    def _flush_refusals(self, words: str | None, ts: float) -> None:
+        for tag, call_id, outcome, at in self.refusals:
+            request = self._id(f"{tag}-{call_id}-approval")
+            name, target, _ = self.calls[call_id]
+            kind = "command" if name in self.command_tools else "edit" if name in self.edit_tools else "call"
+            common = dict(session_id=self.session_id, request_id=request, call_id=call_id)
+            self.body.append(
+                ApprovalRequested(
+                    **common, id=f"{request}-asked", ts=at, action=kind, summary=name, detail=target or ""
+                )
+            )
+            said = outcome.comment or words
+            self.body.append(ApprovalResolved(**common, id=f"{request}-answered", ts=at, approved=False, comment=said))
+            self._finish(tag, call_id, outcome, at)
+        self.refusals = []
+
+    def _close_calls(self, tag: str, ts: float) -> None:
+        """Calls the log never answered get a result that says so: every call in a conversation
+        has one."""
+        for call_id in [c for c in self.calls if c not in {r[1] for r in self.refusals}]:
+            self._finish(f"{tag}-open", call_id, Outcome(False, NO_RESULT, "interrupted"), ts)
+
+    def _end_turn(self, tag: str, ts: float, reason: str) -> None:
+        if self.in_turn:
+            self.body.append(
+                TurnFinished(
+                    session_id=self.session_id,
+                    id=self._id(f"{tag}-end"),
+                    ts=ts,
+                    turn=self.turn,
+                    reason=reason,
+                    steps=self.step,
+                )  # type: ignore[arg-type]
+            )
+            self.in_turn = False
+
+    def tools(self) -> list[dict[str, Any]]:
+        known = known_tools(self.agent)
+        return [
+            known.get(name)
+            or {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": "",
+                    "parameters": {"type": "object", "properties": {k: {} for k in sorted(keys)}},
+                },
+            }
+            for name, keys in self.arguments.items()
+        ]
+
+    def events(self) -> list[Event]:
+        end = self.body[-1].ts if self.body else (self.started or 0.0)
+        self._close_calls("end", end)
+        self._flush_refusals(None, end)
+        self._end_turn("end", end, "interrupted" if self.interrupted else "answered")
+        config = {"agent": self.agent, "agent_version": self.version, "imported": True}
+        start = SessionStarted(
+            session_id=self.session_id,
+            id=self._id("start"),
+            ts=self.started or end,
+            workspace=self.cwd or "",
+            model=self.model or "unknown",
+            frontend=self.agent,
+            system_prompt="\n\n".join(self.context),
+            tools=self.tools(),
+            git_head=self.commit,
+            repository=self.repository,
+            config=config,
+        )
+        return [start, *self.body]
+
+
+def import_logs(
+    store: Store,
+    agent: str,
+    files: Iterable[Path],
+    read: Callable[[Path], Trail | None],
+) -> ImportReport:
+    """Import each log file not imported before, or changed since; count what was skipped."""
+    report = ImportReport()
+    for path in files:
+        report.files += 1
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            report.problems.append(f"{path}: {exc.strerror}")
+            continue
+        known = store.query("SELECT size, mtime FROM imports WHERE path = ?", (str(path),))
+        if known and known[0]["size"] == stat.st_size and known[0]["mtime"] == stat.st_mtime:
+            report.unchanged += 1
+            continue
+        try:
+            trail = read(path)
+        except OSError as exc:
+            report.problems.append(f"{path}: {exc.strerror or exc}")
+            continue
+        if trail is None:
+            report.skipped["files with no session in them"] += 1
+            continue
+        _record(store, trail, report)
+        report.lines += trail.lines
+        report.skipped.update(trail.skipped)
+        with store.write() as conn:
+            conn.execute(
+                """INSERT OR REPLACE INTO imports (path, agent, session_id, size, mtime, lines, skipped, imported_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    str(path),
+                    agent,
+                    trail.session_id,
+                    stat.st_size,
+                    stat.st_mtime,
+                    trail.lines,
+                    sum(trail.skipped.values()),
+                    time.time(),
+                ),
+            )
+    return report
+
+
+def _record(store: Store, trail: Trail, report: ImportReport) -> None:
+    existed = bool(store.query("SELECT 1 FROM sessions WHERE id = ?", (trail.session_id,)))
+    events = trail.events()
+    before = _count(store, trail.session_id)
+    refused = Recorder(store).record_many(events)
+    if refused:
+        raise StoreError(
+            f"{len(refused)} event(s) of {trail.session_id} could not be recorded; this is a teachback bug: "
+            "please report it with the log (-v)."
+        )
+    with store.write() as conn:
+        for marker, reply, words, ts in trail.interruptions:
+            _interruption_pair(conn, trail.session_id, marker, reply, words, ts)
+        _command_pairs(conn, trail)
+    events_after, pairs_after = _count(store, trail.session_id)
+    report.events += events_after - before[0]
+    report.pairs += pairs_after - before[1]
+    if events_after > before[0]:
+        if existed:
+            report.sessions_updated += 1
+        else:
+            report.sessions_added += 1
+
+
+def _count(store: Store, session_id: str) -> tuple[int, int]:
+    row = store.query(
+        "SELECT (SELECT count(*) FROM events WHERE session_id = ?) AS e, (SELECT count(*) FROM pairs WHERE session_id = ?) AS p",
+        (session_id, session_id),
+    )[0]
+    return row["e"], row["p"]
+
+
+def _interruption_pair(conn: Any, session_id: str, marker: str, reply: str, words: str, ts: float) -> None:
+    """The user stopped a reply and said what to do instead: a `user` pair on that reply."""
+    seq = conn.execute("SELECT seq FROM messages WHERE session_id = ? AND event_id = ?", (session_id, reply)).fetchone()
+    if seq is None:
+        return
+    call = conn.execute(
+        "SELECT name, target FROM tool_calls WHERE session_id = ? AND message_seq = ? ORDER BY started_at LIMIT 1",
+        (session_id, seq[0]),
+    ).fetchone()
+    pairs.open_pair(
+        conn,
+        source="user",
+        session_id=session_id,
+        failure_event_id=marker,
+        completion_seq=seq[0],
+        feedback=f"The user interrupted this reply and said: {words}",
+        ts=ts,
+        tool=call[0] if call else None,
+        error_kind="interrupted",
+        target=call[1] if call else None,
+    )
+
+
+def _command_pairs(conn: Any, trail: Trail) -> None:
+    """A command that failed (and could run), then passed again after an edit: a `test` pair whose
+    failed attempt is the last edit before the failure and whose correction is the first edit after
+    it, as the recorder links teachback's own test runs."""
+    sid = trail.session_id
+    commands, edit_tools = sorted(trail.command_tools), sorted(trail.edit_tools)
+    runs = conn.execute(
+        f"""SELECT id, name, target, status, error_kind, message_seq, result, finished_at FROM tool_calls
+            WHERE session_id = ? AND name IN ({",".join("?" * len(commands)) or "NULL"})
+            AND message_seq IS NOT NULL AND status IN ('ok', 'error') ORDER BY message_seq, finished_at""",
+        (sid, *commands),
+    ).fetchall()
+    edits = [
+        row[0]
+        for row in conn.execute(
+            f"""SELECT DISTINCT message_seq FROM tool_calls WHERE session_id = ? AND status = 'ok'
+                AND name IN ({",".join("?" * len(edit_tools)) or "NULL"}) AND message_seq IS NOT NULL
+                ORDER BY message_seq""",
+            (sid, *edit_tools),
+        )
+    ]
+    for index, (run_id, name, target, status, kind, seq, result, ts) in enumerate(runs):
+        if status != "error" or kind != "exit_status" or target is None:
+            continue
+        passed = next((r for r in runs[index + 1 :] if r[2] == target and r[3] == "ok"), None)
+        before = [e for e in edits if e < seq]
+        after = [e for e in edits if passed is not None and seq < e < passed[5]]
+        if passed is None or not before or not after:
+            continue
+        same = conn.execute(
+            "SELECT 1 FROM pairs WHERE session_id = ? AND source = 'test' AND target IS ? AND completion_seq = ? AND id != ?",
+            (sid, target, before[-1], f"{run_id}-test"),
+        ).fetchone()
+        if same:  # the same command failed again with no new edit: still the same failure
+            continue
+        pair_id = pairs.open_pair(
+            conn,
+            source="test",
+            session_id=sid,
+            failure_event_id=run_id,
+            completion_seq=before[-1],
+            anchor_seq=seq,
+            feedback=result or "",
+            ts=ts or 0.0,
+            tool=name,
+            error_kind="exit_status",
+            target=target,
+        )
+        conn.execute(
+            """UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?
+               WHERE id = ? AND correction_seq IS NULL""",
+            (after[0], passed[0], passed[7], pair_id),
+        )

@@ -1,0 +1,170 @@
+"""`teachback import`, `share`, `unshare` and `merge`: argument wiring and entry points.
+
+Nothing heavy is imported at module level: the command line registers these arguments at start-up.
+The command line sets `args.identify` (a folder -> its repository's identity) before calling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+AGENTS = {
+    "claude-code": ("feedback_store.import_claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
+    "codex": ("feedback_store.import_codex", "~/.codex/sessions (or $CODEX_HOME/sessions)"),
+}
+
+
+def _db(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="PATH", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
+
+
+def add_import_arguments(parser: argparse.ArgumentParser) -> None:
+    agents = parser.add_subparsers(dest="agent", required=True, metavar="AGENT")
+    for name, (_, where) in AGENTS.items():
+        agent = agents.add_parser(name, help=f"import {name} sessions (default: every log under {where})")
+        agent.add_argument("path", nargs="?", type=Path, help=f"a session log or a folder of them (default: {where})")
+        _db(agent)
+
+
+def add_share_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sessions", nargs="*", metavar="SESSION", help="session ids (see --list)")
+    parser.add_argument(
+        "--repository",
+        nargs="?",
+        const=Path("."),
+        type=Path,
+        metavar="DIR",
+        help="every session, past and future, of the repository DIR holds (default: the current folder), in any clone",
+    )
+    parser.add_argument(
+        "--workspace",
+        nargs="?",
+        const=Path("."),
+        type=Path,
+        metavar="DIR",
+        help="let DIR's teachback.toml decide (share = true in it shares the sessions recorded there)",
+    )
+    parser.add_argument("--list", action="store_true", help="show the settings and how many sessions are shared")
+    _db(parser)
+
+
+def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("sources", nargs="+", type=Path, metavar="DB", help="the stores to merge (only read)")
+    parser.add_argument("--into", required=True, type=Path, metavar="PATH", help="the team store (created if missing)")
+    parser.add_argument("--shared-only", action="store_true", help="only the sessions their user shared")
+    parser.set_defaults(db=None)  # reads no configured store: the sources are named
+
+
+def import_main(args: argparse.Namespace) -> int:
+    from importlib import import_module
+
+    from feedback_store.imports import import_logs
+    from feedback_store.store import open_store
+
+    module = import_module(AGENTS[args.agent][0])
+    root = (args.path or module.default_root()).expanduser()
+    if not root.exists():
+        print(
+            f"teachback import {args.agent}: {root} does not exist. Give the folder that holds the "
+            f"{args.agent} session logs (or one log file): teachback import {args.agent} PATH.",
+            file=sys.stderr,
+        )
+        return 1
+    with open_store(args.db) as store:
+        report = import_logs(
+            store, module.AGENT, module.find_files(root), lambda path: module.read(path, args.identify)
+        )
+    print(report.summary(args.agent))
+    for problem in report.problems:
+        print(f"teachback import {args.agent}: could not read {problem}", file=sys.stderr)
+    return 0
+
+
+def share_main(args: argparse.Namespace) -> int:
+    return _set(args, True)
+
+
+def unshare_main(args: argparse.Namespace) -> int:
+    return _set(args, False)
+
+
+def _set(args: argparse.Namespace, shared: bool) -> int:
+    from feedback_store.sharing import describe, resolve, set_share
+    from feedback_store.store import open_store
+
+    verb = "share" if shared else "unshare"
+    if not (args.sessions or args.repository or args.workspace or args.list):
+        print(
+            f"teachback {verb}: say what to {verb}: session ids, --repository [DIR] or --workspace [DIR] "
+            "(or --list to see the settings).",
+            file=sys.stderr,
+        )
+        return 2
+    with open_store(args.db) as store:
+        known = {r["id"] for r in store.query("SELECT id FROM sessions", ())}
+        missing = [s for s in args.sessions if s not in known]
+        if missing:
+            print(
+                f"teachback {verb}: no session {', '.join(missing)} in {store.path}. "
+                "`teachback stats` and the terminal app list the recorded sessions.",
+                file=sys.stderr,
+            )
+            return 1
+        for session in args.sessions:
+            set_share(store, "session", session, shared, f"{'shared' if shared else 'unshared'} with teachback {verb}")
+            print(f"Session {session}: {'shared' if shared else 'not shared'}.")
+        if args.repository is not None:
+            identity = args.identify(args.repository.resolve())
+            if identity is None:
+                print(
+                    f"teachback {verb}: {args.repository.resolve()} is not in a git repository with a commit, so "
+                    f"it has no identity to {verb} by. {verb.capitalize()} its sessions by id instead.",
+                    file=sys.stderr,
+                )
+                return 1
+            set_share(store, "repository", identity, shared, f"its repository was {verb}d with teachback {verb}")
+            print(f"Repository {identity}: its sessions are {'shared' if shared else 'not shared'}.")
+        if args.workspace is not None:
+            folder = str(args.workspace.resolve())
+            # Allowing is what unshare --workspace takes back: the file decides nothing then.
+            set_share(store, "workspace", folder, True if shared else None, "you allowed its teachback.toml")
+            print(
+                f"Workspace {folder}: "
+                + (
+                    "its teachback.toml (share = true) now decides."
+                    if shared
+                    else "its teachback.toml decides nothing."
+                )
+            )
+        if args.list:
+            for line in describe(store.query):
+                print(line)
+            states = resolve(store.query)
+            print(f"{sum(s.shared for s in states.values())} of {len(states)} sessions are shared.")
+    return 0
+
+
+def merge_main(args: argparse.Namespace) -> int:
+    from feedback_store.merge import merge
+
+    report = merge(args.sources, args.into, shared_only=args.shared_only)
+    added = ", ".join(f"{n} {table}" for table, n in sorted(report.added.items()) if n) or "nothing new"
+    print(f"Merged {report.sources} store(s) into {args.into}: {added}.")
+    if report.left_out:
+        print(f"Left out {report.left_out} session(s) their user has not shared.")
+    return 0
+
+
+# name -> (help, argument adder, entry point in this module)
+TEAM_COMMANDS = {
+    "import": (
+        "import Claude Code or Codex CLI sessions (and their feedback pairs)",
+        add_import_arguments,
+        "import_main",
+    ),
+    "share": ("share sessions, a repository or a workspace with your team", add_share_arguments, "share_main"),
+    "unshare": ("stop sharing sessions, a repository or a workspace", add_share_arguments, "unshare_main"),
+    "merge": ("merge feedback stores into one team store", add_merge_arguments, "merge_main"),
+}
