@@ -31,6 +31,7 @@ from agent.remote import RemoteError, RemoteSession, WorkerStopped
 from lsp_server import describe
 from lsp_server.commands import AskRequest, RequestFailed
 from lsp_server.corrections import CorrectionTracker
+from lsp_server.disk_view import DiskView
 from lsp_server.documents import Documents, OverlaySink
 from lsp_server.editor import Editor
 from lsp_server.mirror import mirror_turn, resync_open
@@ -62,6 +63,7 @@ class AgentHost:
         self.last_edits: list[EditApplied] = []
         self.pending: dict[str, ApprovalRequested] = {}
         self.corrections = CorrectionTracker()
+        self.disk = DiskView(root)  # the open files as the editor saw them, while the agent may write
         self.recording: str = "not started"
         self._attached: Any = None  # the recording of an inline session (feedback_store.recording)
         self._open_lock = asyncio.Lock()
@@ -160,7 +162,8 @@ class AgentHost:
             await self.flush_corrections()
             op = user_input(request, self.documents)
             self.turn.progress = await self.editor.progress_begin("teachback", request.instruction[:80])
-            finished, changes, mirrored = await self._run(session, op, request.instruction)
+            with self.disk.watch(self.documents.by_path()):
+                finished, changes, mirrored = await self._run(session, op, request.instruction)
         finally:
             turn, self.turn = self.turn, None
             self.pending.clear()
@@ -199,30 +202,38 @@ class AgentHost:
     async def _mirror(self, session: Any, label: str) -> tuple[Any, Any]:
         changes = session.last_turn_changes()
         mirrored = await mirror_turn(
-            changes, workspace=session.workspace, documents=self.documents, editor=self.editor, label=label
+            changes,
+            workspace=session.workspace,
+            documents=self.documents,
+            disk=self.disk,
+            editor=self.editor,
+            label=label,
         )
         return changes, mirrored
 
     async def _turn_lost(self, session: Any, how: str) -> RequestFailed:
-        """The worker died mid-turn: its edits stay on disk; open buffers follow them; say so."""
+        """The worker died mid-turn: open buffers take its edits, other files keep them on disk; say so."""
         assert self.turn is not None
         paths = sorted({p for e in self.turn.edits for p in (e.path, e.new_path) if p})
         self.session = None
         self.last_edits = []
-        await resync_open(
+        applied = await resync_open(
             paths,
             workspace=session.workspace,
             documents=self.documents,
+            disk=self.disk,
             editor=self.editor,
             label="teachback: edits of a stopped turn",
         )
-        kept = (
-            f"the edits it made stay on disk ({', '.join(paths)}); teachback.undo takes them back"
-            if paths
-            else "it had changed no file"
-        )
+        held = self.documents.by_path() if applied else {}
+        buffered = [p for p in paths if p in held]
+        self.disk.unsaved.update(buffered)
+        on_disk = [p for p in paths if p not in held]
+        kept = [f"the edits it made are in your open buffers, unsaved ({', '.join(buffered)})"] if buffered else []
+        kept += [f"the edits it made stay on disk ({', '.join(on_disk)})"] if on_disk else []
+        said = "; ".join(kept) + "; teachback.undo takes them back" if paths else "it had changed no file"
         return RequestFailed(
-            f"the turn stopped: {how}; {kept}. The next request starts a new agent process "
+            f"the turn stopped: {how}; {said}. The next request starts a new agent process "
             "(a new session); the server's log has the details."
         )
 
@@ -253,50 +264,59 @@ class AgentHost:
                 raise RequestFailed(f"approval {ident} is no longer pending ({exc}).") from exc
             return {"approval": ident, "approved": accepted}
         session = await self.ensure_session()
-        edit = next((e for e in self.last_edits if e.edit_id == ident), None)
-        try:
-            if edit is not None:
-                reviewed = await session.review_edit(ident, accepted, comment=reason)
-            else:
-                path = self.documents.ref(ident).path if ":" in ident else ident
-                if path is None:
-                    raise RequestFailed(f"{ident} is not a file in the workspace; send an edit id or a file URI.")
-                reviewed = await session.review_file(path, accepted, comment=reason)
-        except _refusals() as exc:
-            raise RequestFailed(f"{exc} Ids come from the teachback.ask result or the log.") from exc
-        self.corrections.forget(reviewed.path)
-        if not accepted:
-            await resync_open(
-                [reviewed.path],
-                workspace=session.workspace,
-                documents=self.documents,
-                editor=self.editor,
-                label="teachback: rejected change",
-            )
+        with self.disk.watch(self.documents.by_path()):
+            edit = next((e for e in self.last_edits if e.edit_id == ident), None)
+            try:
+                if edit is not None:
+                    reviewed = await session.review_edit(ident, accepted, comment=reason)
+                else:
+                    path = self.documents.ref(ident).path if ":" in ident else ident
+                    if path is None:
+                        raise RequestFailed(f"{ident} is not a file in the workspace; send an edit id or a file URI.")
+                    reviewed = await session.review_file(path, accepted, comment=reason)
+            except _refusals() as exc:
+                raise RequestFailed(f"{exc} Ids come from the teachback.ask result or the log.") from exc
+            self.corrections.forget(reviewed.path)
+            if not accepted:
+                await resync_open(
+                    [reviewed.path],
+                    workspace=session.workspace,
+                    documents=self.documents,
+                    disk=self.disk,
+                    editor=self.editor,
+                    label="teachback: rejected change",
+                )
         return {"edit": reviewed.edit_id, "path": reviewed.path, "decision": reviewed.decision}
 
     async def undo(self) -> dict[str, Any]:
         if self.turn is not None:
             raise RequestFailed("a turn is running; run teachback.cancel first, then undo.")
         session = await self.ensure_session()
-        try:
-            restored = await session.undo()
-        except _refusals() as exc:
-            raise RequestFailed(str(exc)) from exc
-        for path in restored:
-            self.corrections.forget(path)
-        applied = await resync_open(
-            restored,
-            workspace=session.workspace,
-            documents=self.documents,
-            editor=self.editor,
-            label="teachback: undo",
-        )
+        with self.disk.watch(self.documents.by_path()):
+            try:
+                restored = await session.undo()
+            except _refusals() as exc:
+                raise RequestFailed(str(exc)) from exc
+            for path in restored:
+                self.corrections.forget(path)
+            # Buffers still holding agent changes never saved: their files are as the checkpoint has them.
+            buffered = self.disk.unsaved & set(self.documents.by_path())
+            applied = await resync_open(
+                sorted(set(restored) | buffered),
+                workspace=session.workspace,
+                documents=self.documents,
+                disk=self.disk,
+                editor=self.editor,
+                label="teachback: undo",
+            )
+        if applied:
+            self.disk.unsaved -= buffered
+        taken_back = sorted(set(restored) | (buffered if applied else set()))
         # undo dropped the restored files from the overlay; the editor's next change re-adds
         # them, and buffers the editor did not update go back now.
         assert self._sink is not None
         self.documents.attach(self._sink, skip=set(restored) if applied else set())
-        return {"restored": restored}
+        return {"restored": taken_back}
 
     def document_changed(self, path: str | None, text: str) -> None:
         if path is not None:

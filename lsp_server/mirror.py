@@ -4,7 +4,10 @@ During a turn the agent writes to disk (so the commands it runs, such as tests, 
 keeps the overlay of open buffers in step. When the turn ends, its net change per file (content at
 turn start -> content now) goes to the editor as one `workspace/applyEdit`:
 
-- an open buffer gets a versioned `TextDocumentEdit` from its current text to the agent's version;
+- an open buffer gets a versioned `TextDocumentEdit` from its current text to the agent's version,
+  and its file is first put back as the editor last saw it, bytes and times (see
+  lsp_server.disk_view): a buffer whose file changed under it makes editors ask before they edit
+  or save it, so the buffer is the one place the change arrives, as after a rename refactoring;
 - a file the editor does not hold is handed over: the server puts its turn-start state back on
   disk and the edit carries the whole change (`TextDocumentEdit`, `CreateFile`, `RenameFile`,
   `DeleteFile`), so the editor performs it and one undo in the editor takes it back;
@@ -12,7 +15,7 @@ turn start -> content now) goes to the editor as one `workspace/applyEdit`:
   (or stays) written on disk, and the user is told.
 
 After a rejection or an undo (which the agent core performs on disk), `resync_open` edits the open
-buffers that no longer match what the workspace holds.
+buffers that no longer match what the workspace holds, putting their files back the same way.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from lsprotocol import types
 
 from agent.workspace import FileChange, Workspace, WorkspaceError
+from lsp_server.disk_view import DiskState, DiskView
 from lsp_server.documents import Documents
 from lsp_server.editor import Editor
 from lsp_server.edits import inverse, is_empty, plan_mirror, text_edits, uri_for
@@ -41,19 +45,31 @@ class MirrorResult:
 
 
 async def mirror_turn(
-    changes: Sequence[FileChange], *, workspace: Workspace, documents: Documents, editor: Editor, label: str
+    changes: Sequence[FileChange],
+    *,
+    workspace: Workspace,
+    documents: Documents,
+    disk: DiskView,
+    editor: Editor,
+    label: str,
 ) -> MirrorResult:
     support = editor.edit_support()
     held = documents.by_path()
     plan = plan_mirror(changes, root=workspace.root, open_documents=held, support=support)
     kept = tuple(c.path for c in plan.left_on_disk)
+    buffered = {c.path for c in plan.handed_over if c.kind in ("modify", "create") and c.path in held}
+    texts_after = {c.path: c.after for c in plan.handed_over if c.path in buffered}
+    replaced = await asyncio.to_thread(disk.settle, sorted(buffered), {p: held[p].text for p in buffered})
     if is_empty(plan.edit):
         return MirrorResult(applied=True, sent=False, left_on_disk=kept)
-    restored = [c for c in plan.handed_over if not (c.kind in ("modify", "create") and c.path in held)]
+    restored = [c for c in plan.handed_over if c.path not in buffered]
     await asyncio.to_thread(_write_all, workspace, [inverse(c) for c in restored])
     applied, reason = await editor.apply_edit(label, plan.edit)
-    if not applied:
+    if applied:
+        disk.unsaved.update(p for p in buffered if held[p].text != texts_after.get(p))
+    else:
         await asyncio.to_thread(_write_all, workspace, restored)
+        await asyncio.to_thread(_put_all, disk, replaced)
         editor.show(
             f"The editor did not apply teachback's changes ({reason or 'no reason given'}); they are saved on "
             "disk instead. Reload the files to see them, or run teachback.undo to take them back.",
@@ -63,22 +79,24 @@ async def mirror_turn(
 
 
 async def resync_open(
-    paths: Iterable[str], *, workspace: Workspace, documents: Documents, editor: Editor, label: str
+    paths: Iterable[str], *, workspace: Workspace, documents: Documents, disk: DiskView, editor: Editor, label: str
 ) -> bool:
-    """Edit the open buffers among `paths` whose text differs from the workspace's; True if all applied."""
+    """Edit the open buffers among `paths` whose text differs from the file on disk (the agent core
+    wrote it: an undo, a rejection, a stopped turn); True if all applied."""
     support = editor.edit_support()
     held = documents.by_path()
+    wanted = sorted(set(paths) & set(held))
     edits: list[types.TextDocumentEdit] = []
     plain: dict[str, list[types.TextEdit]] = {}
-    for path in sorted(set(paths)):
-        buffer = held.get(path)
-        if buffer is None:
-            continue
+    for path in wanted:
+        buffer = held[path]
         try:
-            target = await asyncio.to_thread(workspace.read_text, path)
+            target = await asyncio.to_thread(disk.text, path)
         except WorkspaceError as exc:
             log.info("not resyncing %s: %s", path, exc)
             continue
+        if target is None:
+            continue  # deleted: the buffer stays, for the user to keep or kill
         changes = text_edits(buffer.text, target, support.encoding)
         if not changes:
             continue
@@ -92,6 +110,7 @@ async def resync_open(
             )
         else:
             plain[uri] = changes
+    replaced = await asyncio.to_thread(disk.settle, wanted, {p: held[p].text for p in wanted})
     if not edits and not plain:
         return True
     edit = (
@@ -99,6 +118,7 @@ async def resync_open(
     )
     applied, reason = await editor.apply_edit(label, edit)
     if not applied:
+        await asyncio.to_thread(_put_all, disk, replaced)
         editor.show(
             f"The editor did not update its open buffers ({reason or 'no reason given'}); the files on disk are "
             "current: reload them.",
@@ -110,3 +130,8 @@ async def resync_open(
 def _write_all(workspace: Workspace, changes: Sequence[FileChange]) -> None:
     for change in changes:
         workspace.write(change)
+
+
+def _put_all(disk: DiskView, states: dict[str, DiskState]) -> None:
+    for path, state in states.items():
+        disk.put(path, state)

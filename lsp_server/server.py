@@ -116,7 +116,9 @@ def workspace_root(params: types.InitializeParams) -> Path:
 def did_open(ls: TeachbackServer, params: types.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
     if ls.documents is not None:
-        ls.documents.opened(doc.uri, doc.text, doc.version)
+        ref = ls.documents.opened(doc.uri, doc.text, doc.version)
+        if ls.host is not None and ref.path is not None:
+            ls.host.disk.saw(ref.path)  # opened during a turn: the editor read the agent's version
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -134,6 +136,7 @@ async def did_save(ls: TeachbackServer, params: types.DidSaveTextDocumentParams)
     if ls.documents is not None and ls.host is not None:
         path = ls.documents.ref(params.text_document.uri).path
         if path is not None:
+            ls.host.disk.saw(path)
             await ls.host.flush_corrections(path)
 
 
@@ -144,6 +147,7 @@ async def did_close(ls: TeachbackServer, params: types.DidCloseTextDocumentParam
     path = ls.documents.ref(params.text_document.uri).path
     if path is not None:
         await ls.host.flush_corrections(path)
+        ls.host.disk.saw(path)  # closed unsaved: the agent's change in it is gone with the buffer
     ls.documents.closed(params.text_document.uri)
 
 

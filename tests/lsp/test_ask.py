@@ -33,6 +33,7 @@ async def test_ask_sends_one_apply_edit_with_exactly_the_scripted_change(git_rep
     async with lsp_session(git_repo, options(tmp_path, "multi_file.json")) as (client, editor):
         app_uri = editor.open(git_repo / "app.py")
         editor.type_text(app_uri, APP_UNSAVED)  # unsaved: the disk still has the committed text
+        committed, seen = (git_repo / "app.py").read_bytes(), (git_repo / "app.py").stat().st_mtime_ns
 
         result = await command(client, "teachback.ask", {"instruction": "tidy up", "uri": app_uri})
 
@@ -60,7 +61,12 @@ async def test_ask_sends_one_apply_edit_with_exactly_the_scripted_change(git_rep
         assert editor.text(app_uri) == APP_AFTER
         assert (git_repo / "util.py").read_text() == UTIL_AFTER
         assert (git_repo / "greetings.py").read_text() == GREETINGS
-        assert (git_repo / "app.py").read_text() == APP_AFTER  # the agent wrote the buffer's text
+        # The open file is back as the editor saw it, bytes and time, so no editor asks about a file
+        # changed under its buffer; the buffer carries the change, and saving it writes it.
+        assert (git_repo / "app.py").read_bytes() == committed
+        assert (git_repo / "app.py").stat().st_mtime_ns == seen
+        editor.save(app_uri)
+        assert (git_repo / "app.py").read_text() == APP_AFTER
 
         (reports,) = client.progress_reports.values()
         kinds = [r.kind for r in reports]

@@ -70,10 +70,10 @@ async def test_a_worker_killed_mid_turn_is_an_error_answer_and_the_server_keeps_
         stopped_by = r"the turn stopped: the agent's process stopped \(killed by SIGKILL\)"
         with pytest.raises(JsonRpcException, match=stopped_by) as stopped:
             await asyncio.wait_for(asking, 30)
-        assert "stay on disk (app.py); teachback.undo takes them back" in str(stopped.value)
-        # The edit made before the crash is on disk, and the open buffer was brought in step with it.
-        assert (git_repo / "app.py").read_text() == APP_AFTER
+        assert "in your open buffers, unsaved (app.py); teachback.undo takes them back" in str(stopped.value)
+        # The edit made before the crash is in the open buffer; the file is back as the editor saw it.
         assert editor.text(app_uri) == APP_AFTER
+        assert (git_repo / "app.py").read_text() == APP_BEFORE
         # The server answers as before, and the next request runs in a new worker.
         assert [a.title for a in await code_actions(client, app_uri)][0] == "teachback: explain this code"
         status = await command(client, "teachback.status", timeout=10)
