@@ -265,10 +265,11 @@ def _examples(
             tally.duplicates += 1
             continue
         seen.add(key)
-        if near_key(pair) in near:
+        near_duplicate = near_key(pair)
+        if near_duplicate in near:
             tally.near_duplicates += 1
             continue
-        near.add(near_key(pair))
+        near.add(near_duplicate)
         fit = fitting_correction(workspaces[id(store)], pair)
         render = renders[id(store)].at(pair.session_id, len(pair.prompt))
         clean = messages.scrub(pair)

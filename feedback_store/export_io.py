@@ -52,33 +52,21 @@ def scrub_render(render: Render | None, pair: Pair, clean: Pair, redactor: Redac
 def redact_record(record: dict[str, Any], redactor: Redactor | None, memo: Memo) -> dict[str, Any]:
     """Every text field of the whole record redacted. Most of it already was, message by message;
     this also covers what the record derived (a correction from file contents, hindsight, tool
-    schemas). A dict inside a list (a message, a tool schema) is redacted once per session: the
-    record's parts not yet seen are redacted together, in one pass over their JSON."""
+    schemas). A dict in a top-level list (a message, a tool schema) is redacted on its own once per
+    session, since the session's records share them; the rest of the record is redacted in one pass
+    over its JSON."""
     if redactor is None:
         return record
-
-    def unseen(value: Any) -> Any:  # the value with the dicts already redacted left out
-        if isinstance(value, list):
-            return [None if isinstance(v, dict) and memo.has(v) else unseen(v) for v in value]
-        if isinstance(value, dict):
-            return {k: unseen(v) for k, v in value.items()}
-        return value
-
-    def merge(value: Any, clean: Any) -> Any:
-        if isinstance(value, list):
-            return [_merged_item(v, c) for v, c in zip(value, clean, strict=True)]
-        if isinstance(value, dict):
-            return {k: merge(v, clean[k]) for k, v in value.items()}
-        return clean
-
-    def _merged_item(value: Any, clean: Any) -> Any:
-        if isinstance(value, dict):
-            if not memo.has(value):
-                memo.put(value, merge(value, clean))
-            return memo.get(value, lambda v: v)
-        return merge(value, clean)
-
-    return merge(record, redactor.redact_value(unseen(record)))
+    out: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            out[key] = [memo.get(v, redactor.redact_value) for v in value]
+        else:
+            out[key] = rest[key] = value
+    if rest:
+        out.update(redactor.redact_value(rest))
+    return out
 
 
 def accepted_edits(store: Store, filters: dict[str, Any]) -> list[Pair]:

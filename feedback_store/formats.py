@@ -113,7 +113,20 @@ def prompt_of(ex: Example) -> list[Message]:
 def reply_of(ex: Example, message: Message) -> Message:
     if template_of(ex) == "text":
         return text_reply(message, "json" if style_of(ex) in JSON_MODES else "text", written_call(ex))
-    return canonical_message(message, tool_names(ex.pair.tools))
+    return canonical_of(ex, message)
+
+
+def canonical_of(ex: Example, message: Message) -> Message:
+    return _canonical(message, ex.pair.tools, ex.memo)
+
+
+def _canonical(message: Message, tools: list[dict[str, Any]], memo: Memo | None) -> Message:
+    """One message in the canonical view, made once per session: a failed reply is also a later
+    pair's prompt message, and a correction is often one too."""
+    names = tool_names(tools)
+    if memo is None:
+        return canonical_message(message, names)
+    return memo.get(message, lambda m: canonical_message(m, names))
 
 
 def written_call(ex: Example) -> str | None:
@@ -198,15 +211,14 @@ def render_message(message: Message | None) -> str:
     return "\n".join(lines)
 
 
-def hindsight(pair: Pair) -> str:
+def hindsight(pair: Pair, memo: Memo | None = None) -> str:
     """What the teacher knows that the student did not: the attempt, its feedback, and the fix."""
-    names = tool_names(pair.tools)
     correction = ""
     if pair.correction is not None:
-        fix = render_message(canonical_message(pair.correction, names))
+        fix = render_message(_canonical(pair.correction, pair.tools, memo))
         correction = f"\nA reply that worked afterwards:\n\n{fix}\n"
     return _hindsight_template().substitute(
-        attempt=render_message(canonical_message(pair.completion, names)),
+        attempt=render_message(_canonical(pair.completion, pair.tools, memo)),
         feedback=pair.feedback,
         correction=correction,
     )
@@ -236,7 +248,6 @@ def _head(kind: str, ex: Example) -> dict[str, Any]:
 
 def sdpo(ex: Example) -> Built:
     prompt = canonical(ex.pair.prompt, ex.pair.tools, ex.memo)
-    names = tool_names(ex.pair.tools)
     return [
         {
             "format": FORMATS["sdpo"].name,
@@ -244,13 +255,13 @@ def sdpo(ex: Example) -> Built:
             "target": ex.pair.target,
             "prompt": prompt,
             "tools": ex.pair.tools,
-            "completion": canonical_message(ex.pair.completion, names),
+            "completion": canonical_of(ex, ex.pair.completion),
             "feedback": ex.pair.feedback,
-            "correction": None if ex.pair.correction is None else canonical_message(ex.pair.correction, names),
-            "chosen": None if ex.fit.message is None else canonical_message(ex.fit.message, names),
+            "correction": None if ex.pair.correction is None else canonical_of(ex, ex.pair.correction),
+            "chosen": None if ex.fit.message is None else canonical_message(ex.fit.message, tool_names(ex.pair.tools)),
             "chosen_derived": ex.fit.derived,
             "chosen_left_out": ex.fit.reason,
-            "teacher_prompt": [*prompt, {"role": "user", "content": hindsight(ex.pair)}],
+            "teacher_prompt": [*prompt, {"role": "user", "content": hindsight(ex.pair, ex.memo)}],
             "rendered": rendered(ex),
         }
     ]
@@ -390,7 +401,7 @@ def verl(ex: Example) -> Built:
             "extra_info": {
                 **{k: v for k, v in _ids(ex).items() if k not in ("created_at", "corrected_at")},
                 "feedback": ex.pair.feedback,
-                "privileged_context": hindsight(ex.pair),
+                "privileged_context": hindsight(ex.pair, ex.memo),
                 "tools": json.dumps(tools_of(ex), ensure_ascii=False),
                 "rendered": json.dumps(rendered(ex), ensure_ascii=False),
                 "need_tools_kwargs": False,

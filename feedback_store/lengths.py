@@ -72,8 +72,10 @@ def record_tokens(record: dict[str, Any], counter: TokenCounter, memo: Memo | No
     memo = memo or Memo()
     prompt = _messages_tokens(record.get("prompt"), counter, memo)
     tools = record.get("tools")
-    if tools:
-        prompt += counter.count(tools if isinstance(tools, str) else json.dumps(tools, ensure_ascii=False))
+    if isinstance(tools, str):
+        prompt += counter.count(tools)
+    elif tools:  # a session's records share its schema list: counted once
+        prompt += memo.get(tools, lambda t: counter.count(json.dumps(t, ensure_ascii=False)))
     longest = max((_messages_tokens(record.get(key), counter, memo) for key in COMPLETIONS), default=0)
     context = record.get("privileged_context")
     return prompt, prompt + longest + (counter.count(context) if isinstance(context, str) else 0)
