@@ -215,6 +215,8 @@ async def _serve(out: BinaryIO) -> None:
     agent = TeachbackAgent()
     try:
         await run_agent(agent, writer, reader)
+    except ConnectionError as exc:  # the editor closed our output first: it is gone, so are we
+        log.info("the editor closed the connection: %s", exc)
     finally:
         try:
             await agent.close()

@@ -64,6 +64,8 @@ STOP_REASONS = {
     "max_time": "max_turn_requests",
     "stuck": "max_turn_requests",
     "interrupted": "cancelled",
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
 }
 
 
@@ -163,7 +165,7 @@ class Translator:
         self.calls.clear()
         if event.reason == "finished" and event.summary:
             return [update_agent_message_text(event.summary)]
-        if event.reason not in ("answered", "finished", "interrupted") and event.summary:
+        if event.reason not in ("answered", "finished", "interrupted", "refusal") and event.summary:
             return [update_agent_message_text(f"\n\n{event.summary}")]
         return []
 

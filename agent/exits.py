@@ -30,6 +30,10 @@ class LimitExceeded(LoopExit):
         self.reason = reason
 
 
+class Refused(LoopExit):
+    reason = "refusal"
+
+
 class Interrupted(LoopExit):
     reason = "interrupted"
 

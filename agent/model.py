@@ -37,6 +37,7 @@ class ModelReply:
     rendered_messages: list[dict[str, Any]] | None = None  # text/grammar modes: the messages as sent
     prompt_token_ids: list[int] | None = None  # when the provider reports them (the embedded model)
     completion_token_ids: list[int] | None = None
+    finish_reason: str | None = None  # the provider's: stop, tool_calls, length, content_filter, ...
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
@@ -91,7 +92,7 @@ class LiteLLMModel:
             attempt += 1
             try:
                 stream = await litellm.acompletion(**request, stream_options={"include_usage": True})
-                content, calls, usage, logprobs, token_ids = await _collect(stream, on_delta)
+                content, calls, usage, logprobs, token_ids, finish_reason = await _collect(stream, on_delta)
                 break
             except Exception as exc:  # classified below; anything unknown is re-raised
                 kind = classify(litellm, exc, self.name, self.api_base)
@@ -136,6 +137,7 @@ class LiteLLMModel:
             rendered_messages=None if mode == "native" else request["messages"],
             prompt_token_ids=token_ids.get("prompt"),
             completion_token_ids=token_ids.get("completion"),
+            finish_reason=finish_reason,
         )
 
 
@@ -145,12 +147,14 @@ async def _collect(stream: Any, on_delta: Callable[[str], None] | None):
     usage: dict[str, Any] = {}
     logprobs: list[dict[str, Any]] = []
     token_ids: dict[str, list[int]] = {}
+    finish_reason: str | None = None
     async for chunk in stream:
         if getattr(chunk, "usage", None):
             usage = dict(chunk.usage)
         if not chunk.choices:
             continue
         choice = chunk.choices[0]
+        finish_reason = getattr(choice, "finish_reason", None) or finish_reason
         delta = choice.delta
         token_ids.update((getattr(delta, "provider_specific_fields", None) or {}).get("token_ids") or {})
         if delta.content:
@@ -171,7 +175,7 @@ async def _collect(stream: Any, on_delta: Callable[[str], None] | None):
     ordered = [calls[i] for i in sorted(calls)]
     for number, call in enumerate(ordered):
         call["id"] = call["id"] or f"call_{number}"
-    return "".join(text_parts), ordered, usage, logprobs, token_ids
+    return "".join(text_parts), ordered, usage, logprobs, token_ids, finish_reason
 
 
 def _raw_text_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

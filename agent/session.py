@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from agent.approval import ApprovalPolicy
 from agent.checkpoint import Checkpoint
 from agent.config import settings_dict
-from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
+from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed, Refused
 from agent.interfaces import LessonSource, Model
 from agent.loop_guard import CycleGuard, call_key, call_target, cycle_feedback
 from agent.model import ModelError
@@ -306,6 +306,7 @@ class Session:
             self._reject_reply(reply.format_error, step, said.id)
             return
         if not reply.tool_calls:
+            self._check_cut(reply.finish_reason)
             raise Answered(reply.message.get("content") or "")
         finished: str | None = None
         for index, call in enumerate(reply.tool_calls):
@@ -325,6 +326,19 @@ class Session:
                 raise LimitExceeded("stuck", _stuck_summary(result.error_kind))
         if finished is not None:
             raise Finished(finished)
+
+    def _check_cut(self, finish_reason: str | None) -> None:
+        """A reply without a call that the model did not end itself: cut at its token limit, or
+        refused (the provider's content filter included)."""
+        if finish_reason == "length":
+            limit = f"max_tokens = {self.settings.max_tokens}" if self.settings.max_tokens else "the provider's limit"
+            raise LimitExceeded(
+                "max_tokens",
+                f"Stopped: the model's reply reached its token limit ({limit}) before it ended. Raise max_tokens "
+                "(TEACHBACK_MAX_TOKENS), or ask for a smaller step.",
+            )
+        if finish_reason in ("content_filter", "refusal"):
+            raise Refused("The model declined to answer.")
 
     async def _interruptible(self, awaitable: Awaitable[T], deadline: float) -> T:
         """Await `awaitable` unless the user interrupts or the turn's time runs out first."""

@@ -83,6 +83,8 @@ FinishReason = Literal[
     "max_steps",
     "max_cost",
     "max_time",
+    "max_tokens",  # the model's reply (text, no call) was cut at its token limit
+    "refusal",  # the model, or its provider's content filter, declined to answer
     "interrupted",
     "stuck",  # the model kept re-sending the same call (or cycle of calls) after being told it changes nothing
     "error",  # the model could not be reached or failed for good

@@ -2,8 +2,9 @@
 
 Model string `scripted/<path>`; the file is a list of turns in OpenAI chat shape:
 `{"content": str | null, "tool_calls": [{"id": str?, "function": {"name": str, "arguments": str}}],
-"delay": seconds?, "error": kind?, "times": n?}`. `arguments` is sent exactly as written, so a script
-can send invalid JSON, an unknown tool or wrong types on purpose. A turn with `error` (rate_limit,
+"delay": seconds?, "error": kind?, "times": n?, "finish_reason": str?}` (how the reply ends, e.g.
+"length" or "content_filter"; by default "tool_calls" or "stop"). `arguments` is sent exactly as
+written, so a script can send invalid JSON, an unknown tool or wrong types on purpose. A turn with `error` (rate_limit,
 unavailable, connection, auth, not_found, context_window) fails that way `times` times (default:
 every time) before it answers, to exercise retries. Which turn comes next is derived from the conversation (the
 number of assistant messages so far), so the provider keeps no state. When the script runs out it
@@ -97,7 +98,14 @@ def _response(model: str, messages: list[dict[str, Any]], turn: dict[str, Any]) 
     ]
     message = Message(role="assistant", content=turn.get("content"), tool_calls=tool_calls or None)
     response = ModelResponse(
-        model=model, choices=[{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}]
+        model=model,
+        choices=[
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": turn.get("finish_reason") or ("tool_calls" if calls else "stop"),
+            }
+        ],
     )
     response.usage = _usage(messages, turn)  # type: ignore[attr-defined]
     return response
@@ -129,7 +137,7 @@ def _chunks(messages: list[dict[str, Any]], turn: dict[str, Any]) -> Iterator[di
         "text": "",
         "tool_use": None,
         "is_finished": True,
-        "finish_reason": "tool_calls" if calls else "stop",
+        "finish_reason": turn.get("finish_reason") or ("tool_calls" if calls else "stop"),
         "usage": {
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,

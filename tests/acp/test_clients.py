@@ -128,3 +128,12 @@ def test_load_replays_a_recorded_session_and_goes_on(drive, git_repo: Path) -> N
     assert "First answer: the greeting is exclaimed." in said(replayed)
     # the conversation came back: the scripted model answers with its fourth turn
     assert said(seen["turns"][0]["updates"]) == "Second answer, after the load."
+
+
+def test_a_cut_reply_and_a_refusal_end_with_their_stop_reasons(drive) -> None:
+    cut = drive("cut.json", ["answer at length"])["turns"][0]
+    assert cut["stopReason"] == "max_tokens"
+    assert "token limit" in said(cut["updates"])
+    refused = drive("refused.json", ["do something refused"])["turns"][0]
+    assert refused["stopReason"] == "refusal"
+    assert said(refused["updates"]) == "I cannot help with that."
