@@ -63,7 +63,8 @@ await editor.connectWith(stream, async (agent) => {
   if (sessionId) {
     await agent.request(acp.methods.agent.session.load, { cwd: plan.cwd, sessionId, mcpServers: [] });
   } else {
-    ({ sessionId } = await agent.request(acp.methods.agent.session.new, { cwd: plan.cwd, mcpServers: [] }));
+    const mcpServers = plan.mcpServers ?? [];
+    ({ sessionId } = await agent.request(acp.methods.agent.session.new, { cwd: plan.cwd, mcpServers }));
   }
   transcript.sessionId = sessionId;
   for (const text of plan.prompts) {

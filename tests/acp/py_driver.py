@@ -4,7 +4,8 @@ it saw (the same plan and transcript as driver.mjs, the TypeScript library's cli
 Plan: `command` (argv), `env`, `cwd`, `load` (a session id, or null for session/new), `prompts`,
 `answers` (option ids for the permission requests, in order), `buffers` (path -> unsaved text the
 editor serves on fs/read_text_file), `fs` (offer fs/*), `cancelAfterToolCalls` (send session/cancel
-once that many tool calls have started), `stderr` (a file for the agent's log).
+once that many tool calls have started), `mcpServers` (the session's, as ACP writes them), `stderr`
+(a file for the agent's log).
 Transcript: `initialize`, `initializeMs`, `sessionId`, `loadUpdates`, `turns` ([{updates,
 stopReason, firstUpdateMs, ms}]), `permissions` ([{toolCall, options, chose}]), `reads`, `writes`.
 """
@@ -22,6 +23,7 @@ from acp.schema import (
     ClientCapabilities,
     FileSystemCapabilities,
     Implementation,
+    McpServerStdio,
     ReadTextFileResponse,
     RequestPermissionResponse,
     WriteTextFileResponse,
@@ -102,7 +104,8 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
                 await conn.load_session(cwd=plan["cwd"], session_id=plan["load"], mcp_servers=[])
                 session_id = plan["load"]
             else:
-                session_id = (await conn.new_session(cwd=plan["cwd"], mcp_servers=[])).session_id
+                servers = [McpServerStdio.model_validate(s) for s in plan.get("mcpServers", [])]
+                session_id = (await conn.new_session(cwd=plan["cwd"], mcp_servers=servers)).session_id
             transcript["sessionId"] = session_id
             for text in plan["prompts"]:
                 transcript["turns"].append(await _turn(conn, editor, session_id, text))

@@ -4,12 +4,14 @@ by the Python library's: initialize, sessions, streamed tool calls, permissions,
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from feedback_store import open_store
 from tests.acp.conftest import of_kind, said
 
+MCP_PROBE = Path(__file__).resolve().parents[1] / "mcp" / "probe_server.py"
 UTIL_BUFFER_EXTRA = "\n\ndef mul(a, b):\n    return a * b\n"  # in the editor's buffer only, unsaved
 
 
@@ -137,3 +139,13 @@ def test_a_cut_reply_and_a_refusal_end_with_their_stop_reasons(drive) -> None:
     refused = drive("refused.json", ["do something refused"])["turns"][0]
     assert refused["stopReason"] == "refusal"
     assert said(refused["updates"]) == "I cannot help with that."
+
+
+def test_the_sessions_mcp_servers_serve_the_model(drive) -> None:
+    probe = {"name": "probe", "command": sys.executable, "args": [str(MCP_PROBE)], "env": []}
+    seen = drive("mcp.json", ["divide"], mcpServers=[probe])
+    updates = seen["turns"][0]["updates"]
+    [started] = of_kind(updates, "tool_call")
+    assert (started["title"], started["kind"]) == ("probe: divide", "other")
+    done = updates[_position(updates, started["toolCallId"], "tool_call_update", "completed")]
+    assert "6 / 3 = 2" in done["content"][-1]["content"]["text"]
