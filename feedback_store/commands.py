@@ -103,7 +103,7 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
 
 def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
-    from feedback_store.export import EmptyExport, export
+    from feedback_store.export import EmptyExport, command_line_options, export
 
     if args.format == TRAJECTORY_FORMAT or args.hub:
         from feedback_store.hub import export_trajectories_or_hub
@@ -116,18 +116,8 @@ def export_main(args: argparse.Namespace) -> int:
             args.format,
             args.out,
             progress=bar,
-            redact=not args.no_redact,
-            include_flagged=args.include_flagged,
-            source=args.source,
-            since=args.since,
-            model=args.model,
-            test_fraction=args.test_fraction,
-            template=args.template,
-            compact_tools=args.compact_tools,
-            max_tokens=args.max_tokens,
-            tokenizer=getattr(args, "counter", None) or args.tokenizer,
             command=_command(args),
-            shared_only=args.shared_only,
+            **command_line_options(args),
         )
     except StoreError as exc:
         bar.clear()

@@ -26,7 +26,7 @@ SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_
 def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
     from feedback_store.atif import export_atif
     from feedback_store.errors import StoreError
-    from feedback_store.export import export
+    from feedback_store.export import command_line_options, export
 
     out = Path(args.out).expanduser()
     staged = out / STAGING / f"{args.format}.jsonl" if args.hub else out
@@ -48,18 +48,8 @@ def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
                 args.db,
                 args.format,
                 staged.with_suffix(".parquet") if args.format == "verl" else staged,
-                redact=not args.no_redact,
-                include_flagged=args.include_flagged,
-                source=args.source,
-                since=args.since,
-                model=args.model,
-                test_fraction=args.test_fraction,
-                template=args.template,
-                compact_tools=args.compact_tools,
-                max_tokens=args.max_tokens,
-                tokenizer=getattr(args, "counter", None) or args.tokenizer,
                 command=command,
-                shared_only=args.shared_only,
+                **command_line_options(args),
             )
             paths, splits, left, card = result.paths, result.splits, result.left_out, result.card
         if args.hub:
