@@ -1,6 +1,6 @@
 """Export throughput (pairs/s) over >= 100k pairs beside a raw SELECT + json.dumps baseline.
 
-    .venv/bin/python bench/export_bench.py [--pairs 100000] [--repeat 3]
+    .venv/bin/python bench/export_bench.py [--pairs 100000] [--repeat 3] [--json]
 
 One recorded session (five failed edits, each fixed) is cloned by SQL into enough sessions to
 hold --pairs pairs, each clone with its own instruction so no two pairs share content. Then, each
@@ -156,6 +156,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="end with one JSON object of the figures")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         db, out = Path(folder) / "bench.db", Path(folder) / "out.jsonl"
@@ -183,6 +184,16 @@ def main() -> None:
         base = rates["raw SELECT + json.dumps"]
         for name, rate in rates.items():
             print(f"  {name:<26} {rate / base:6.1%} of raw")
+        if args.json:
+            figures = {
+                "pairs": total,
+                "raw_pairs_per_s": round(base),
+                "pairs_per_s": round(rates["export sdpo, no redaction"]),
+                "redacted_pairs_per_s": round(rates["export sdpo, redacted"]),
+                "vs_raw": round(rates["export sdpo, no redaction"] / base, 4),
+                "vs_raw_redacted": round(rates["export sdpo, redacted"] / base, 4),
+            }
+            print(json.dumps(figures))
 
 
 if __name__ == "__main__":
