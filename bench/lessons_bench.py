@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import math
 import os
 import random
 import shutil
@@ -508,6 +509,66 @@ RULE = (
     "per wording, repeats per sample against no lessons: shown: change <= -50% and upper < 0; "
     "refuted: lower > -50%; else inconclusive (95% bootstrap over tasks, paired by seed)"
 )
+# The bootstrap's interval collapses to one point when an arm has no event at all (every resample
+# then gives -100%), however few events the other arm had, so it cannot refute anything there. The same
+# thresholds are therefore also read off an exact interval that counts events: samples matched by seed,
+# state and draw, the odds ratio of the discordant ones (Clopper-Pearson, conditional on their number).
+# It treats samples as independent (no clustering by task), so it is the narrower of what is honest.
+EXACT_RULE = (
+    "the same thresholds on the matched-pairs odds ratio: samples paired by seed, state and draw; "
+    "exact 95% interval from the discordant pairs"
+)
+
+
+def _binomial_tail(k: int, n: int, p: float, upper: bool) -> float:
+    """P(X >= k) when `upper`, else P(X <= k), for X ~ Binomial(n, p)."""
+    terms = range(k, n + 1) if upper else range(0, k + 1)
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in terms)
+
+
+def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial proportion, k successes in n trials."""
+
+    def solve(tail: float, upper: bool) -> float:
+        low, high = 0.0, 1.0
+        for _ in range(60):  # bisection: the tail grows with p for upper, shrinks for lower
+            mid = (low + high) / 2
+            grows = _binomial_tail(k, n, mid, upper) > tail if upper else _binomial_tail(k, n, mid, upper) < tail
+            low, high = (low, mid) if grows else (mid, high)
+        return (low + high) / 2
+
+    lower = 0.0 if k == 0 else solve(alpha / 2, upper=True)
+    upper = 1.0 if k == n else solve(alpha / 2, upper=False)
+    return lower, upper
+
+
+def matched_change(rows: list[dict[str, Any]], arm: str, key: str) -> dict[str, Any]:
+    """`key` in `arm` against the arm without lessons, sample by sample (the same seed, state and draw):
+    the odds ratio of the discordant pairs minus one, its exact interval, and the verdict by RULE's
+    thresholds on it."""
+    without = {(r["seed"], r["state"], r["k"]): bool(r[key]) for r in rows if r["arm"] == "none"}
+    pairs = [(without[(r["seed"], r["state"], r["k"])], bool(r[key])) for r in rows if r["arm"] == arm]
+    only_without = sum(b and not a for b, a in pairs)
+    only_with = sum(a and not b for b, a in pairs)
+    both = sum(a and b for b, a in pairs)
+    out: dict[str, Any] = {"only_without": only_without, "only_with": only_with, "both": both}
+    discordant = only_without + only_with
+    if not discordant:
+        return out | {"relative_change": None, "interval": None, "verdict": None}
+    low, high = clopper_pearson(only_with, discordant)
+    interval = [round(low / (1 - low) - 1, 4), None if high >= 1 else round(high / (1 - high) - 1, 4)]
+    point = None if not only_without else round(only_with / only_without - 1, 4)
+    upper = math.inf if interval[1] is None else interval[1]
+    verdict = None
+    if point is not None:
+        verdict = (
+            "shown"
+            if point <= REPEAT_TARGET and upper < 0
+            else "refuted"
+            if interval[0] > REPEAT_TARGET
+            else "inconclusive"
+        )
+    return out | {"relative_change": point, "interval": interval, "verdict": verdict}
 
 
 def states_part(
@@ -623,6 +684,7 @@ def summarize_states(rows: list[dict[str, Any]], arms: list[str], seed: int) -> 
     base_tokens = sum(r["prompt_tokens"] for r in rows if r["arm"] == "none")
     out: dict[str, Any] = {
         "rule": RULE,
+        "exact_rule": EXACT_RULE,
         "samples": sum(r["arm"] == "none" for r in rows),
         "states": len({(r["seed"], r["state"]) for r in rows}),
         "tasks": len({(r["seed"], r["task"]) for r in rows}),
@@ -646,6 +708,8 @@ def summarize_states(rows: list[dict[str, Any]], arms: list[str], seed: int) -> 
         out["wordings"][arm] = {
             "repeat_rate": rate(arm, "repeat"),
             "repeats": {**repeats, "verdict": verdict},
+            "repeats_exact": matched_change(rows, arm, "repeat"),
+            "call_errors_exact": matched_change(rows, arm, "call_error"),
             "call_errors": compare_cells(cells("none", "call_error"), cells(arm, "call_error"), seed),
             "copy_rate": rate(arm, f"copy_{arm}"),
             "copy_rate_without_lessons": rate("none", f"copy_{arm}"),
@@ -705,7 +769,7 @@ def _interval(found: dict[str, Any] | None) -> str:
     if not found or not found.get("interval"):
         return "no interval"
     low, high = found["interval"]
-    return f"{_pct(found.get('relative_change'))} [{_pct(low)}, {_pct(high)}]"
+    return f"{_pct(found.get('relative_change'))} [{_pct(low)}, {'+inf' if high is None else _pct(high)}]"
 
 
 def render(results: dict[str, Any]) -> str:
@@ -741,6 +805,13 @@ def render(results: dict[str, Any]) -> str:
                 f"  {name:14}{w['repeat_rate']!s:>10}  {_interval(w['repeats']):26} {w['repeats']['verdict']!s:13}"
                 f"{_interval(w['call_errors']):28}{w['copy_rate']!s} ({w['copy_rate_without_lessons']!s})  "
                 f"{_pct(w['prompt_tokens_added'])}"
+            )
+        lines.append(f"  exact, {st['exact_rule']}:")
+        for name, w in st["wordings"].items():
+            exact = w.get("repeats_exact") or {}
+            lines.append(
+                f"  {name:14}repeats only without {exact.get('only_without')}, only with {exact.get('only_with')}, "
+                f"both {exact.get('both')}: {_interval(exact)} {exact.get('verdict')}"
             )
     if "latency" in results:
         lat = results["latency"]

@@ -81,3 +81,43 @@ def test_a_merged_summary_keeps_the_other_parts_of_the_runs_it_merges(tmp_path: 
     assert parts["replay"] == {"sessions": 8, "from": str(tmp_path / "a.json")}
     assert parts["latency"] == {"pairs": 10, "from": str(tmp_path / "b.json")}
     assert "embedded" not in parts
+
+
+def test_the_exact_interval_counts_events_where_the_bootstrap_collapses() -> None:
+    bench = load_bench()
+    # Three repeats without lessons and none with: the bootstrap over tasks says -100% [-100%, -100%], but
+    # three events cannot show a halving. The exact matched-pairs interval says so.
+    base = rows("none", [1, 1, 1, 0, 0, 0])
+    three = bench.summarize_states(base + rows("fix", [0] * 6), ["none", "fix"], 0)["wordings"]["fix"]
+    assert three["repeats"]["interval"] == [-1.0, -1.0] and three["repeats"]["verdict"] == "shown"
+    exact = three["repeats_exact"]
+    assert (exact["only_without"], exact["only_with"], exact["both"]) == (3, 0, 0)
+    assert exact["interval"][0] == -1.0 and exact["interval"][1] > 0 and exact["verdict"] == "inconclusive"
+    # Many events, all gone with lessons: shown by both.
+    many = bench.summarize_states(rows("none", [4] * 6) + rows("fix", [0] * 6), ["none", "fix"], 0)["wordings"]["fix"][
+        "repeats_exact"
+    ]
+    assert many["verdict"] == "shown" and many["interval"][1] < -0.5
+    # The same events in both arms: refuted at -50% when there are enough of them.
+    same = bench.summarize_states(rows("none", [4] * 6) + rows("fix", [4] * 6), ["none", "fix"], 0)["wordings"]["fix"][
+        "repeats_exact"
+    ]
+    assert same["only_without"] == same["only_with"] == 0 and same["verdict"] is None
+
+
+def test_clopper_pearson_matches_known_values() -> None:
+    bench = load_bench()
+    low, high = bench.clopper_pearson(0, 3)
+    assert low == 0.0 and abs(high - 0.7076) < 1e-3  # 1 - 0.025 ** (1/3)
+    low, high = bench.clopper_pearson(5, 10)
+    assert abs(low - 0.1871) < 1e-3 and abs(high - 0.8129) < 1e-3
+
+
+def test_the_exact_interval_refutes_a_halving_when_the_events_only_move_around() -> None:
+    bench = load_bench()
+    none, fix = rows("none", [0] * 20), rows("fix", [0] * 20)
+    for i, (b, a) in enumerate(zip(none, fix, strict=True)):  # 40 repeats in each arm, never in both
+        b["repeat"], a["repeat"] = i % 2 == 0, i % 2 == 1
+    exact = bench.summarize_states(none + fix, ["none", "fix"], 0)["wordings"]["fix"]["repeats_exact"]
+    assert exact["only_without"] == exact["only_with"] == 40 and exact["relative_change"] == 0
+    assert exact["interval"][0] > -0.5 and exact["verdict"] == "refuted"
