@@ -14,6 +14,7 @@ import pytest
 
 from agent.providers.llama_engine import adapter_path, model_path, promoted_pointer
 from feedback_store import open_store
+from feedback_store.export import split_of
 from feedback_store.rounds import LEARN, Round, record_round, rounds, served
 from tests.train.test_eval import make_adapter, record_session
 
@@ -203,8 +204,14 @@ def test_a_second_learn_exits_busy_and_an_empty_store_trains_nothing(tmp_path: P
 
 def test_a_round_exports_trains_evaluates_and_records(embedded_model_dir: Path, tmp_path: Path) -> None:
     db = tmp_path / "feedback.db"
-    for n in range(3):  # sessions on both sides of the split
+    splits: set[str] = set()
+    for n in range(12):  # sessions on both sides of the split: their ids are random, so record until they are
         record_session(db, tmp_path / f"proj{n}", tmp_path / f"script{n}.json")
+        with open_store(db) as store:
+            splits = {split_of(s.id, 0.5) for s in store.list_sessions()}
+        if n >= 2 and splits == {"train", "test"}:
+            break
+    assert splits == {"train", "test"}
     done = teachback(
         "learn",
         "--base",
