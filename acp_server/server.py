@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
@@ -34,6 +33,7 @@ from acp_server.session import AcpSession, ClientOffers, spare_worker
 from agent.config import ConfigError, Settings, load_settings
 from agent.protocol import event_from_dict, new_id
 from agent.remote import RemoteSession, WorkerStopped
+from agent.session_server import log_to_stderr, protocol_stream
 
 log = logging.getLogger(__name__)
 
@@ -193,15 +193,8 @@ def _version() -> str:
 
 def main() -> int:
     """Serve ACP on stdin/stdout until the editor closes them."""
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol's alone; stray prints go to stderr
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
-        format="%(asctime)s teachback-acp %(name)s %(levelname)s %(message)s",
-    )
+    out = protocol_stream(buffered=False)
+    log_to_stderr("teachback-acp")
     asyncio.run(_serve(out))
     return 0
 

@@ -19,11 +19,18 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from agent.config import Settings
-from agent.session_server import LineWriter, Opened, ParentCallFailed, ParentCalls, SessionServer, serve_with
+from agent.session_server import (
+    LineWriter,
+    Opened,
+    ParentCallFailed,
+    ParentCalls,
+    SessionServer,
+    serve_with,
+    start_worker,
+)
 
 log = logging.getLogger(__name__)
 
-NICE = 5  # added to the worker's niceness: the editor's requests come first
 WORKER_ARGV = (sys.executable, "-m", "acp_server.worker")
 CLIENT_TIMEOUT = 30.0  # seconds the editor gets to answer one fs/* call before the disk answers
 READ, WRITE = "fs/read_text_file", "fs/write_text_file"
@@ -181,19 +188,7 @@ def _mcp_servers(entries: list[dict[str, Any]], root: Path, warnings: list[str])
 
 
 def main() -> int:
-    try:  # before any thread starts: on Linux each thread inherits its creator's niceness
-        os.nice(NICE)
-    except (AttributeError, OSError) as exc:
-        log.info("the agent's process keeps its priority: %s", exc)
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "wb")  # the protocol's alone; stray prints go to stderr
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
-        format="%(asctime)s acp-worker %(name)s %(levelname)s %(message)s",
-    )
+    out = start_worker("acp-worker")
     threading.Thread(target=_warm_up, name="teachback-warm-up", daemon=True).start()
     asyncio.run(_serve(out))
     return 0

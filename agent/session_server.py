@@ -25,6 +25,8 @@ import concurrent.futures
 import dataclasses
 import json
 import logging
+import os
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from agent.protocol import Event, UserInput, op_from_dict
 
 log = logging.getLogger(__name__)
 
+WORKER_NICE = 5  # added to a worker's niceness: the editor's requests come first (weight 1024 : 335)
 LINE_LIMIT = 2**30  # one event can carry whole files and conversations
 # Errors whose type the parent re-raises as the same class (see agent.remote); any other is a bug.
 EXPECTED_ERRORS = ("ReviewError", "WorkspaceError", "UndoError", "KeyError", "RuntimeError")
@@ -252,3 +255,37 @@ async def serve_with(server: SessionServer, inp: BinaryIO) -> None:
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), inp)
     await server.serve(reader)
+
+
+# -- a protocol process's own stdout and log -------------------------------------------------------
+
+
+def protocol_stream(buffered: bool = True) -> BinaryIO:
+    """The real stdout, for the protocol alone; anything else written to fd 1 (a library's print,
+    native code's logging) goes to stderr instead of corrupting it."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "wb") if buffered else os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
+
+
+def log_to_stderr(name: str) -> None:
+    """Log at TEACHBACK_LOG_LEVEL (default WARNING) to stderr, each line naming the process."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
+        format=f"%(asctime)s {name} %(name)s %(levelname)s %(message)s",
+    )
+
+
+def start_worker(name: str) -> BinaryIO:
+    """Set up a worker process (lower priority, the protocol's stdout, logging); its protocol stream.
+    Call it before any thread starts: on Linux each thread inherits its creator's niceness."""
+    try:
+        os.nice(WORKER_NICE)
+    except (AttributeError, OSError) as exc:  # no os.nice on Windows; a sandbox may refuse it
+        log.info("the agent's process keeps its priority: %s", exc)
+    out = protocol_stream()
+    log_to_stderr(name)
+    return out

@@ -28,7 +28,6 @@ from lsp_server.mapfeed import MapFeeder, Tee
 
 log = logging.getLogger(__name__)
 
-NICE = 5  # added to the worker's niceness: the editor's requests come first (weight 1024 : 335)
 WORKER_ARGV = (sys.executable, "-m", "lsp_server.worker")
 
 
@@ -91,32 +90,10 @@ async def _open(params: dict[str, Any]) -> Any:
     return Opened(session, overlay_sink(session), {"recording": where, "warnings": warnings}, on_close)
 
 
-def _protocol_stream() -> BinaryIO:
-    """The real stdout, for the protocol alone; anything else written to fd 1 (a library's print,
-    native code's logging) goes to stderr instead of corrupting it."""
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return out
-
-
-def _lower_priority() -> None:
-    # Before any thread starts: on Linux each thread inherits its creator's niceness.
-    try:
-        os.nice(NICE)
-    except (AttributeError, OSError) as exc:  # no os.nice on Windows; a sandbox may refuse it
-        log.info("the agent's process keeps its priority: %s", exc)
-
-
 def main() -> int:
-    _lower_priority()
-    out = _protocol_stream()
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=os.environ.get("TEACHBACK_LOG_LEVEL", "WARNING").upper(),
-        format="%(asctime)s worker %(name)s %(levelname)s %(message)s",
-    )
+    from agent.session_server import start_worker
+
+    out = start_worker("worker")
     threading.Thread(target=warm_up_imports, name="teachback-warm-up", daemon=True).start()
     asyncio.run(_serve(out))
     return 0

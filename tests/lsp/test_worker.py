@@ -13,8 +13,8 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from agent.session_server import WORKER_NICE
 from feedback_store import open_store
-from lsp_server.worker import NICE
 from tests.lsp.harness import command, event_types, lsp_session, scripted, wait_for
 
 APP_BEFORE = "def greet(name):\n    return 'Hello, ' + name\n"
@@ -109,7 +109,7 @@ async def test_the_worker_records_the_whole_session_at_lower_priority(git_repo: 
         assert len(editor.applied) == 1  # the turn's edits reached the editor as one applyEdit
         pid = (await command(client, "teachback.status"))["agentPid"]
         if sys.platform == "linux":
-            assert niceness(pid) - niceness(client._server.pid) == NICE  # type: ignore[union-attr]
+            assert niceness(pid) - niceness(client._server.pid) == WORKER_NICE  # type: ignore[union-attr]
         shown = [e for e in editor.events if e["type"] != "assistant_delta"]
     assert not running(pid)  # shutdown ends the worker
     events = recorded(tmp_path / "feedback.db")
