@@ -135,26 +135,11 @@ class LspEditor(Client):
         self.events: list[tuple[float, float, dict[str, Any]]] = []
         super().__init__(process)
 
-    async def _read(self) -> None:
-        stdout = self.process.stdout
-        assert stdout is not None
-        while True:
-            length = 0
-            while (line := await stdout.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            if not length:
-                return
-            message = json.loads(await stdout.readexactly(length))
-            now, wall = time.perf_counter(), time.time()
-            if message.get("method") == "teachback/event":
-                self.events.append((now, wall, message["params"]))
-            elif "method" in message and "id" in message:
-                self.send(
-                    {"id": message["id"], "result": {"applied": True} if "applyEdit" in message["method"] else None}
-                )
-            elif message.get("id") in self.pending:
-                self.pending.pop(message["id"]).set_result((now, message))
+    def _received(self, message: dict[str, Any], now: float) -> None:
+        if message.get("method") == "teachback/event":
+            self.events.append((now, time.time(), message["params"]))
+        else:
+            super()._received(message, now)
 
 
 def _summary(sent: float, arrivals: list[float], first_text: float | None, lags: list[float], ended: float) -> dict:

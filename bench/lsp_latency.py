@@ -111,12 +111,14 @@ class Client:
                     length = int(line.split(b":")[1])
             if not length:
                 return
-            message = json.loads(await stdout.readexactly(length))
-            now = time.perf_counter()
-            if "method" in message and "id" in message:
-                self.send({"id": message["id"], "result": _answer(message["method"])})
-            elif "id" in message and message["id"] in self.pending:
-                self.pending.pop(message["id"]).set_result((now, message))
+            self._received(json.loads(await stdout.readexactly(length)), time.perf_counter())
+
+    def _received(self, message: dict[str, Any], now: float) -> None:
+        """A message from the server: a request of its own is answered, a reply resolves its request."""
+        if "method" in message and "id" in message:
+            self.send({"id": message["id"], "result": _answer(message["method"])})
+        elif "id" in message and message["id"] in self.pending:
+            self.pending.pop(message["id"]).set_result((now, message))
 
     async def stop(self) -> float | None:
         """Shut down and exit; the seconds that took, or None when the server had to be killed."""
