@@ -149,80 +149,96 @@ Span = tuple[int, int, str]  # start, end, kind
 
 
 class _Selection(NamedTuple):
-    """What to look for in one text: the rules to try (in rule order), and whether environment
-    values and base64 of text may occur in it."""
+    """What to look for in one text: the rules to try (in rule order), whether environment values
+    may occur in it, and which decode passes may find something (base64, percent, escapes)."""
 
     tokens: list[_Compiled]
     others: list[_Compiled]
     env: bool
     base64: bool
+    percent: bool
+    escapes: bool
     lowered: str | None = None  # the text lower-cased, where choosing needed it
 
 
-NOTHING = _Selection([], [], False, False)
+NOTHING = _Selection([], [], False, False, False, False)
+# What a hit of the one-pass database stands for, besides rules: a decode pass may find something,
+# an environment value occurs.
+BASE64, PERCENT, ESCAPES, ENV = "base64", "percent", "escapes", "env"
 
 
 class _Selector:
     """The rules to try on a text: those with neither keywords nor a prefilter, and those one of
-    whose keywords the text holds (in any case) or whose prefilter matches it; base64 where a run
-    of it may decode to text. On an ASCII text hyperscan finds every keyword and prefilter in one
-    pass over its bytes (where their syntax means what it means to Python's re); on any other
-    text, or without hyperscan, each keyword is looked for alone and the prefiltered rules are
-    tried (they find their own places, as they did before prefilters)."""
+    whose keywords the text holds (in any case) or whose prefilter matches it; the decode passes
+    whose trigger (redact_decode) matches it. On an ASCII text hyperscan finds every prefilter,
+    keyword (of a rule without a prefilter) and trigger in one pass over its bytes (where their
+    syntax means what it means to Python's re), and a text with none of them is left at once; on
+    any other text, or without hyperscan, each keyword is looked for alone, and the rules with a
+    prefilter and no keywords and base64 are tried (they find their own places)."""
 
     def __init__(self, tokens: list[_Compiled], others: list[_Compiled], env_forms: list[str]) -> None:
         self.rules = tokens + others
         self.split = len(tokens)
         self.always = [i for i, c in enumerate(self.rules) if not c.rule.keywords and not c.rule.prefilter]
-        self.by_keyword: dict[str, list[int]] = {}
+        by_keyword: dict[str, list[int]] = {}
         self.token_keywords: dict[str, list[int]] = {}  # the fallback looks for these in the long words only
         self.other_keywords: dict[str, list[int]] = {}
         for i, compiled in enumerate(self.rules):
             for keyword in compiled.rule.keywords:
-                self.by_keyword.setdefault(keyword, []).append(i)
+                if not compiled.rule.prefilter:  # hyperscan reads the prefilter instead
+                    by_keyword.setdefault(keyword, []).append(i)
                 (self.token_keywords if i < self.split else self.other_keywords).setdefault(keyword, []).append(i)
-        self.keyword_rules = tuple(self.by_keyword.values())
         self.prefiltered = [i for i, c in enumerate(self.rules) if c.rule.prefilter]
+        self.unindexed = [i for i in self.prefiltered if not self.rules[i].rule.keywords]  # tried without hyperscan
         self.env_keywords = tuple(sorted({v.lower() for v in env_forms}))
+        # Each hit of the database, by its id: the rules it chooses, or the pass it calls for.
+        self.targets: list[list[int] | str] = [*by_keyword.values(), *([i] for i in self.prefiltered)]
+        self.targets += [BASE64, PERCENT, ESCAPES] + [ENV] * len(self.env_keywords)
         prefilters = tuple(self.rules[i].rule.prefilter for i in self.prefiltered)
-        self._database, self._lock = _database(tuple(self.by_keyword), prefilters, self.env_keywords)
+        self._database, self._lock = _database(tuple(by_keyword), prefilters, self.env_keywords)
 
     def select(self, text: str) -> _Selection:
-        chosen = set(self.always)
-        env = base64 = False
-        if self._database is not None and text.isascii():
-            hits: set[int] = set()
-            with self._lock:
-                self._database.scan(text.encode("ascii"), match_event_handler=_collect, context=hits)
-            if not hits and not chosen:
-                return NOTHING
-            keywords, prefiltered = len(self.keyword_rules), len(self.prefiltered)
-            for hit in hits:
-                if hit < keywords:
-                    chosen.update(self.keyword_rules[hit])
-                elif hit < keywords + prefiltered:
-                    chosen.add(self.prefiltered[hit - keywords])
-                elif hit == keywords + prefiltered:
-                    base64 = True
-                else:
-                    env = True
-        else:
-            lowered = text.lower()
-            for keyword in filter(lowered.__contains__, self.other_keywords):
-                chosen.update(self.other_keywords[keyword])
-            long_words = "\n".join({w for w in text.split() if len(w) >= MIN_TOKEN}).lower()
-            for keyword in filter(long_words.__contains__, self.token_keywords):
-                chosen.update(self.token_keywords[keyword])
-            chosen.update(self.prefiltered)  # a prefilter alone in re costs more than its rule tried
-            env = any(map(lowered.__contains__, self.env_keywords))
-            base64 = True
+        if self._database is None or not text.isascii():
+            return self._select_each(text)
+        hits: set[int] = set()
+        with self._lock:
+            self._database.scan(text.encode("ascii"), match_event_handler=_collect, context=hits)
+        if not hits and not self.always:
+            return NOTHING
+        chosen, passes = set(self.always), set()
+        for hit in hits:
+            target = self.targets[hit]
+            if isinstance(target, str):
+                passes.add(target)
+            else:
+                chosen.update(target)
         order = sorted(chosen)
         return _Selection(
             [self.rules[i] for i in order if i < self.split],
             [self.rules[i] for i in order if i >= self.split],
-            env,
-            base64,
-            None if self._database is not None and text.isascii() else lowered,
+            ENV in passes,
+            BASE64 in passes,
+            PERCENT in passes,
+            ESCAPES in passes,
+        )
+
+    def _select_each(self, text: str) -> _Selection:
+        chosen = set(self.always)
+        lowered = text.lower()
+        for keyword in filter(lowered.__contains__, self.other_keywords):
+            chosen.update(self.other_keywords[keyword])
+        long_words = "\n".join({w for w in text.split() if len(w) >= MIN_TOKEN}).lower()
+        for keyword in filter(long_words.__contains__, self.token_keywords):
+            chosen.update(self.token_keywords[keyword])
+        chosen.update(self.unindexed)  # a prefilter alone in re costs more than its rule tried
+        order = sorted(chosen)
+        return _Selection(
+            [self.rules[i] for i in order if i < self.split],
+            [self.rules[i] for i in order if i >= self.split],
+            any(map(lowered.__contains__, self.env_keywords)),
+            True,
+            *redact_decode.may_hold(text),
+            lowered,
         )
 
 
@@ -236,15 +252,17 @@ _DATABASES: dict[tuple, tuple[Any, threading.Lock]] = {}
 def _database(
     keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywords: tuple[str, ...]
 ) -> tuple[Any, threading.Lock]:
-    """One hyperscan database of the keywords (caseless literals), the prefilters, the base64
-    trigger and the environment values (caseless literals), numbered in that order; built once
-    per set and shared, with the lock its one scratch space needs."""
+    """One hyperscan database of the keywords (caseless literals), the prefilters, the decode
+    passes' triggers (base64, percent, escapes) and the environment values (caseless literals),
+    numbered in that order; built once per set and shared, with the lock its one scratch space
+    needs."""
     if hyperscan is None:
         return None, threading.Lock()
     key = (keywords, prefilters, env_keywords)
     if key not in _DATABASES:
         literal = [_hs_literal(k) for k in keywords]
-        patterns = [p.encode("utf-8") for p in (*prefilters, redact_decode.BASE64_TRIGGER)]
+        triggers = (redact_decode.BASE64_TRIGGER, redact_decode.PERCENT_TRIGGER, redact_decode.ESCAPE_TRIGGER)
+        patterns = [p.encode("utf-8") for p in (*prefilters, *triggers)]
         expressions = literal + patterns + [_hs_literal(v) for v in env_keywords]
         flags = [hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS] * len(literal)
         flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(patterns)
@@ -300,6 +318,8 @@ class Redactor:
 
     def _find(self, text: str, depth: int, budget: list[int]) -> list[Span]:
         chosen = self._selector.select(text)
+        if chosen is NOTHING:
+            return []
         words = (
             [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
         )
@@ -317,12 +337,14 @@ class Redactor:
             else:
                 spans += [_span(m, compiled) for m in compiled.pattern.finditer(text) if compiled.accepts(m)]
         if depth > 0:
-            spans += self._decoded_spans(text, words if chosen.base64 else [], depth, budget)
+            spans += self._decoded_spans(text, chosen, words if chosen.base64 else [], depth, budget)
         return _merge(spans)
 
-    def _decoded_spans(self, text: str, words: list[str], depth: int, budget: list[int]) -> list[Span]:
+    def _decoded_spans(
+        self, text: str, chosen: _Selection, words: list[str], depth: int, budget: list[int]
+    ) -> list[Span]:
         spans = []
-        for segment in redact_decode.segments(text, words):
+        for segment in redact_decode.segments(text, words, chosen.percent, chosen.escapes):
             budget[0] -= len(segment.decoded)
             if budget[0] < 0:
                 break

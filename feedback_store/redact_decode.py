@@ -26,8 +26,21 @@ BASE64_ALPHABET_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
 # in code (`assert_called_once_with`, paths, hashes) fail within their first groups.
 _ASCII_GROUP = r"[A-Za-f][A-HQ-Xg-nw-z0-3][ABEFIJMNQRUVYZcdghklopstwx014589][A-Za-z0-9+/_\-]"
 BASE64_TEXT = re.compile(rf"(?:{_ASCII_GROUP}){{4,}}(?:[A-Za-z0-9+/_\-]{{2,3}}(?![A-Za-z0-9+/_\-]))?={{0,2}}")
-# Where base64 of text may start: what BASE64_TEXT needs, without lookarounds (redact's prefilter).
+# The hex of a character that may stand for text (_stands_for_text): no control character, no
+# non-character (U+FFFE, U+FFFF); of two digits and of four.
+_TEXT_HEX2 = r"0[9Aa]|[2-7A-Fa-f][0-9A-Fa-f]"
+_TEXT_HEX4 = (
+    rf"00(?:{_TEXT_HEX2})|0[1-9A-Fa-f][0-9A-Fa-f]{{2}}|[1-9A-Ea-e][0-9A-Fa-f]{{3}}"
+    r"|[Ff](?:[0-9A-Ea-e][0-9A-Fa-f]{2}|[Ff](?:[0-9A-Ea-e][0-9A-Fa-f]|[Ff][0-9A-Da-d]))"
+)
+_TEXT_ESCAPE = rf"(?:u(?:{_TEXT_HEX4})|x(?:{_TEXT_HEX2}))"  # after its backslash
+_TEXT_PERCENT = f"%(?:{_TEXT_HEX2})"
+# Where each pass may find something, without lookarounds (redact's one-pass prefilter, which
+# skips a pass whose trigger a text does not match): what BASE64_TEXT needs, a `%XX` and an escape
+# (its optional second backslash aside) that may stand for text.
 BASE64_TRIGGER = f"(?:{_ASCII_GROUP}){{4}}"
+PERCENT_TRIGGER = _TEXT_PERCENT
+ESCAPE_TRIGGER = rf"\\{_TEXT_ESCAPE}"
 MIN_WRAPPED_LINE = 40
 BASE64_WRAPPED = re.compile(
     r"(?:(?<![A-Za-z0-9+/=\\])|(?<=\\[nrt]))(?:[A-Za-z0-9+/]{40,120}(?:\r?\n|(?:\\r)?\\n))+[A-Za-z0-9+/]{0,120}={0,2}"
@@ -36,12 +49,14 @@ LINE_BREAK = re.compile(r"\r?\n|(?:\\r)?\\n")
 TRAILING_BREAK = re.compile(f"(?:{LINE_BREAK.pattern})$")
 PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 PERCENT_RUN = re.compile(r"(?:[^\s\"'<>`\\%]|%[0-9A-Fa-f]{2}|%)*")
-ESCAPE = re.compile(r"\\\\?(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2})")
+# Where a run may start: an encoded character that may stand for text (a JSON-escaped escape too).
+PERCENT_HIT = re.compile(_TEXT_PERCENT)
+ESCAPE_HIT = re.compile(rf"\\\\?{_TEXT_ESCAPE}")
 ESCAPE_RUN = re.compile(r"(?:\\\\?(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}|[nrt\"'/\\])|[^\s\"'<>`\\])*")
 ESCAPE_UNIT = re.compile(r"\\\\?(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}|.)|.", re.DOTALL)
 SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 MAX_RUN_BEFORE = 4096  # how far back from its first escape a run is looked for
-RUN_STOP = " \t\r\n\"'<>`\\"
+RUN_BEFORE = re.compile(r"[^ \t\r\n\"'<>`\\]*")  # a run's characters before its first hit: no stop
 
 
 @dataclass(frozen=True)
@@ -59,16 +74,22 @@ class Segment:
         return self.offsets[start], self.offsets[end]
 
 
-def segments(text: str, words: list[str]) -> Iterator[Segment]:
+def segments(text: str, words: list[str], percent: bool, escapes: bool) -> Iterator[Segment]:
     """The encoded segments of `text`, decoded: base64 that decodes to readable text, runs of
     percent-encoding or escapes of which one at least stands for text. `words` are the text's
-    whitespace-separated words of MIN_BASE64 characters or more."""
+    whitespace-separated words of MIN_BASE64 characters or more (none: no base64 is looked for);
+    `percent` and `escapes`: whether the text may hold those (see `may_hold`)."""
     if words:
         yield from _base64_segments(text, words)
-    if "%" in text:
-        yield from _runs(text, PERCENT, _percent_decode)
-    if "\\u" in text or "\\x" in text:
-        yield from _runs(text, ESCAPE, _unescape)
+    if percent:
+        yield from _runs(text, PERCENT_HIT, PERCENT_RUN, _percent_decode)
+    if escapes:
+        yield from _runs(text, ESCAPE_HIT, ESCAPE_RUN, _unescape)
+
+
+def may_hold(text: str) -> tuple[bool, bool]:
+    """Whether `text` may hold percent-encoding, and escapes, found without a prefilter."""
+    return "%" in text, "\\u" in text or "\\x" in text
 
 
 def _base64_segments(text: str, words: list[str]) -> Iterator[Segment]:
@@ -125,19 +146,21 @@ def _readable(text: str) -> bool:
     return text.replace("\n", "").replace("\t", "").replace("\r", "").isprintable()
 
 
-def _runs(text: str, hit: re.Pattern[str], decode: Callable[[str, int, int], Segment | None]) -> Iterator[Segment]:
-    """Each run of text around a `hit` (an encoded character that stands for text), decoded; runs
+def _runs(
+    text: str, hit: re.Pattern[str], run: re.Pattern[str], decode: Callable[[str, int, int], Segment | None]
+) -> Iterator[Segment]:
+    """Each `run` of text around a `hit` (an encoded character that stands for text), decoded; runs
     end at whitespace, quotes and backslashes that are not part of an escape."""
-    run = ESCAPE_RUN if hit is ESCAPE else PERCENT_RUN
-    end = 0
+    end, backwards = 0, ""
     for m in hit.finditer(text):
-        if m.start() < end or not _stands_for_text(chr(int(m.group().lstrip("\\%ux"), 16))):
+        at = m.start()
+        if at < end or not _stands_for_text(chr(int(m.group().lstrip("\\%ux"), 16))):
             continue
-        start, low = m.start(), max(end, m.start() - MAX_RUN_BEFORE)
-        while start > low and text[start - 1] not in RUN_STOP:
-            start -= 1
-        end = max(m.end(), run.match(text, m.start()).end())
-        if end - start <= MAX_SEGMENT:
+        backwards = backwards or text[::-1]  # what precedes a hit, read forwards by one match
+        before = len(text) - at
+        start = at - RUN_BEFORE.match(backwards, before, before + at - max(end, at - MAX_RUN_BEFORE)).end() + before
+        end = max(m.end(), run.match(text, at).end())
+        if MIN_DECODED <= end - start <= MAX_SEGMENT:  # each decoded character takes one or more
             segment = decode(text, start, end)
             if segment is not None:
                 yield segment
