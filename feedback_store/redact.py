@@ -128,10 +128,10 @@ class _Compiled:
     anchor_prefix: re.Pattern[str] | None
 
     def accepts(self, match: re.Match[str]) -> bool:
-        secret = match.group(self.rule.checked or self.rule.secret or 0)
-        if not all(check(secret) for check in self.checks):
+        if self.ignore_key is not None and self.ignore_key.search(match.group("key")):  # cheaper than checks
             return False
-        return self.ignore_key is None or not self.ignore_key.search(match.group("key"))
+        secret = match.group(self.rule.checked or self.rule.secret or 0)
+        return all(check(secret) for check in self.checks)
 
 
 def _compile(rule: Rule) -> _Compiled:
@@ -313,13 +313,13 @@ class Redactor:
         (base64, percent-encoding, `\\u` escapes) are decoded and read too, to MAX_DECODE_DEPTH
         levels and MAX_DECODED_SHARE times the text's length in all; a secret found in one is
         replaced in its encoded form."""
-        budget = [MAX_DECODED_SHARE * len(text) + MIN_TOKEN]  # decoded characters left, shared by all levels
-        return self._find(text, MAX_DECODE_DEPTH, budget)
-
-    def _find(self, text: str, depth: int, budget: list[int]) -> list[Span]:
         chosen = self._selector.select(text)
-        if chosen is NOTHING:
+        if chosen is NOTHING:  # most texts: nothing more to do
             return []
+        budget = [MAX_DECODED_SHARE * len(text) + MIN_TOKEN]  # decoded characters left, shared by all levels
+        return self._find(text, chosen, MAX_DECODE_DEPTH, budget)
+
+    def _find(self, text: str, chosen: _Selection, depth: int, budget: list[int]) -> list[Span]:
         words = (
             [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
         )
@@ -348,7 +348,10 @@ class Redactor:
             budget[0] -= len(segment.decoded)
             if budget[0] < 0:
                 break
-            for start, end, kind in self._find(segment.decoded, depth - 1, budget):
+            inner = self._selector.select(segment.decoded)
+            if inner is NOTHING:
+                continue
+            for start, end, kind in self._find(segment.decoded, inner, depth - 1, budget):
                 spans.append((*segment.span(start, end), kind))
         return spans
 

@@ -22,6 +22,16 @@ def _char_class(c: str) -> int:
     return 0 if c.islower() else 1 if c.isupper() else 2 if c.isdigit() else 3
 
 
+ASCII_CLASS_RUN = re.compile(r"[a-z]+|[A-Z]+|[0-9]+|[^a-zA-Z0-9]+")  # _char_class's classes, in ASCII
+
+
+def class_changes(text: str) -> int:
+    """How often the character class (lower, upper, digit, other) changes from one to the next."""
+    if text.isascii():  # one run of a class per change, counted in C
+        return max(0, len(ASCII_CLASS_RUN.findall(text)) - 1)
+    return sum(_char_class(a) != _char_class(b) for a, b in zip(text, text[1:]))
+
+
 WORD_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 DIGIT_RUN = re.compile(r"\d+")
 SEPARATORS = re.compile(r"[._\-]")
@@ -51,11 +61,11 @@ def looks_random(value: str) -> bool:
     digit, other) that changes often, and no word structure."""
     if len(value) < 8 or "://" in value or value.isdigit():
         return False
-    if shannon_entropy(value) < min(3.0, 0.8 * math.log2(len(value))):
+    entropy = shannon_entropy(value)
+    if entropy < min(3.0, 0.8 * math.log2(len(value))):
         return False
     bare = SEPARATORS.sub("", value)  # snake_case and dotted names change class only at separators
-    changes = sum(_char_class(a) != _char_class(b) for a, b in zip(bare, bare[1:]))
-    varied = changes / max(1, len(bare) - 1) >= 0.15 or (len(value) >= 16 and shannon_entropy(value) >= 4.0)
+    varied = class_changes(bare) / max(1, len(bare) - 1) >= 0.15 or (len(value) >= 16 and entropy >= 4.0)
     return varied and not looks_like_words(value)
 
 

@@ -36,9 +36,10 @@ _TEXT_HEX4 = (
 _TEXT_ESCAPE = rf"(?:u(?:{_TEXT_HEX4})|x(?:{_TEXT_HEX2}))"  # after its backslash
 _TEXT_PERCENT = f"%(?:{_TEXT_HEX2})"
 # Where each pass may find something, without lookarounds (redact's one-pass prefilter, which
-# skips a pass whose trigger a text does not match): what BASE64_TEXT needs, a `%XX` and an escape
+# skips a pass whose trigger a text does not match): what BASE64_TEXT needs at the start of a run
+# of the alphabet (or one character in, after a JSON escape's backslash), a `%XX` and an escape
 # (its optional second backslash aside) that may stand for text.
-BASE64_TRIGGER = f"(?:{_ASCII_GROUP}){{4}}"
+BASE64_TRIGGER = rf"(?:^|[^A-Za-z0-9+/_\-])[nrt]?(?:{_ASCII_GROUP}){{4}}"
 PERCENT_TRIGGER = _TEXT_PERCENT
 ESCAPE_TRIGGER = rf"\\{_TEXT_ESCAPE}"
 MIN_WRAPPED_LINE = 40
@@ -167,16 +168,13 @@ def _runs(
 
 
 def _percent_decode(text: str, start: int, end: int) -> Segment | None:
-    chars, offsets = [], []
-    i = start
-    while i < end:
-        offsets.append(i)
-        if text[i] == "%" and PERCENT.match(text, i, end):
-            chars.append(chr(int(text[i + 1 : i + 3], 16)))
-            i += 3
-        else:
-            chars.append(text[i])
-            i += 1
+    chars, offsets, i = [], [], start
+    for m in PERCENT.finditer(text, start, end):  # the text between two %XX is copied whole
+        chars += [text[i : m.start()], chr(int(m.group()[1:], 16))]
+        offsets += range(i, m.end() - 2)
+        i = m.end()
+    chars.append(text[i:end])
+    offsets += range(i, end)
     return _segment(start, end, chars, offsets)
 
 
