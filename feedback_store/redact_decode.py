@@ -35,13 +35,16 @@ _TEXT_HEX4 = (
 )
 _TEXT_ESCAPE = rf"(?:u(?:{_TEXT_HEX4})|x(?:{_TEXT_HEX2}))"  # after its backslash
 _TEXT_PERCENT = f"%(?:{_TEXT_HEX2})"
+_RUN_CHAR = r"[^ \t\r\n\"'<>`\\]"  # a character a run of encoded text may hold before its first hit
+
 # Where each pass may find something, without lookarounds (redact's one-pass prefilter, which
 # skips a pass whose trigger a text does not match): what BASE64_TEXT needs at the start of a run
-# of the alphabet (or one character in, after a JSON escape's backslash), a `%XX` and an escape
-# (its optional second backslash aside) that may stand for text.
+# of the alphabet (or one character in, after a JSON escape's backslash); a `%XX` or an escape that
+# may stand for text with a character of its run before or after it (one alone, 3 to 7
+# characters, decodes to less than MIN_DECODED).
 BASE64_TRIGGER = rf"(?:^|[^A-Za-z0-9+/_\-])[nrt]?(?:{_ASCII_GROUP}){{4}}"
-PERCENT_TRIGGER = _TEXT_PERCENT
-ESCAPE_TRIGGER = rf"\\{_TEXT_ESCAPE}"
+PERCENT_TRIGGER = rf"{_RUN_CHAR}{_TEXT_PERCENT}|{_TEXT_PERCENT}[^\s\"'<>`\\]"
+ESCAPE_TRIGGER = rf"{_RUN_CHAR}\\?\\{_TEXT_ESCAPE}|\\{_TEXT_ESCAPE}[^\s\"'<>`]"
 MIN_WRAPPED_LINE = 40
 BASE64_WRAPPED = re.compile(
     r"(?:(?<![A-Za-z0-9+/=\\])|(?<=\\[nrt]))(?:[A-Za-z0-9+/]{40,120}(?:\r?\n|(?:\\r)?\\n))+[A-Za-z0-9+/]{0,120}={0,2}"
@@ -57,7 +60,7 @@ ESCAPE_RUN = re.compile(r"(?:\\\\?(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}|[nrt\"'/\\]
 ESCAPE_UNIT = re.compile(r"\\\\?(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}|.)|.", re.DOTALL)
 SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 MAX_RUN_BEFORE = 4096  # how far back from its first escape a run is looked for
-RUN_BEFORE = re.compile(r"[^ \t\r\n\"'<>`\\]*")  # a run's characters before its first hit: no stop
+RUN_BEFORE = re.compile(f"{_RUN_CHAR}*")
 
 
 @dataclass(frozen=True)
