@@ -1,6 +1,7 @@
 """The one-pass rule selection of redaction: a rule's prefilter matches every text the rule
-matches, and redaction finds the same secrets whether hyperscan chooses the rules (ASCII texts)
-or each keyword is looked for on its own (other texts, or no hyperscan)."""
+matches, a decode pass's trigger every text the pass decodes something in, and redaction finds the
+same secrets whether hyperscan chooses the rules (ASCII texts) or each keyword is looked for on its
+own (other texts, or no hyperscan)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 
 import pytest
 
-from feedback_store import redact
+from feedback_store import redact, redact_decode
 from feedback_store.redact import Redactor, load_rules
 from tests.store.secret_corpus import cases
 from tests.store.test_secret_corpus import stdlib_sample
@@ -64,3 +65,41 @@ def test_a_text_with_nothing_to_look_for_tries_no_rule() -> None:
     assert "generic_secret" in {c.rule.id for c in chosen.others}
     # A credential word with no value after it is no reason to try the name rules.
     assert "generic_secret" not in {c.rule.id for c in selector.select("the api_key argument").others}
+
+
+def encoded_texts() -> list[str]:
+    """The corpus, and random strings of encoded characters, quotes, separators and word characters."""
+    rng = random.Random(11)
+    pieces = ["a", "Z", "7", " ", "\n", '"', "'", "<", "\\", "%", "%41", "%0a", "%02", "%2D", "=", "/", "é"]
+    pieces += ["\\u0041", "\\\\u0042", "\\x41", "\\x00", "\\ufffe", "\\u00e9", "\\n", "\\t"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(1, 40))) for _ in range(20_000)]
+    return corpus_texts() + texts
+
+
+def test_each_decode_trigger_matches_every_text_its_pass_decodes() -> None:
+    percent, escapes, base64 = (
+        re.compile(t)
+        for t in (redact_decode.PERCENT_TRIGGER, redact_decode.ESCAPE_TRIGGER, redact_decode.BASE64_TRIGGER)
+    )
+    decoded = {"percent": 0, "escapes": 0, "base64": 0}
+    for text in encoded_texts():
+        words = [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64]
+        for name, trigger, args in (
+            ("percent", percent, ([], True, False)),
+            ("escapes", escapes, ([], False, True)),
+            ("base64", base64, (words, False, False)),
+        ):
+            if next(redact_decode.segments(text, *args), None) is not None:
+                decoded[name] += 1
+                assert trigger.search(text), f"{name}: its trigger misses {text[:200]!r}"
+    assert min(decoded.values()) > 300, decoded  # each pass decoded something
+
+
+@pytest.mark.skipif(redact.hyperscan is None, reason="hyperscan is not installed")
+def test_encoded_characters_too_short_to_hold_a_secret_are_no_reason_to_decode() -> None:
+    selector = Redactor(env={})._selector
+    codec_table = "".join(f"    '\\x{i:02x}'     #  0x{i:02X} -> CHARACTER\n" for i in range(0xA0, 0x100))
+    assert selector.select(codec_table) is redact.NOTHING
+    assert selector.select("print('%2d items' % n)") is redact.NOTHING
+    assert selector.select("name = 'caf\\u00e9'").escapes
+    assert selector.select("q=caf%C3%A9").percent
