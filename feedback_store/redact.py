@@ -9,8 +9,9 @@ alike; under a name that says "password", a password a person made up counts too
 depth (redact_decode), and a secret found in one is replaced in its encoded form. All rules look
 at the original text; their hits are merged (an earlier rule names the kind) and replaced in one
 pass. Speed comes from trying little: a rule only on a text that holds one of its keywords or
-matches its prefilter (all found in one hyperscan pass over an ASCII text), token rules and base64
-only on the text's long words, the name rules only where a credential word starts.
+matches its prefilter, a decode pass only on a text its trigger matches (all found in one
+hyperscan pass over an ASCII text, which leaves most texts at once), token rules and base64 only
+on the text's long words, the name rules only where a credential word starts.
 """
 
 from __future__ import annotations
