@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from feedback_store import redact as redact_module  # noqa: E402
+from feedback_store import redact_select  # noqa: E402
 from feedback_store.redact import Redactor  # noqa: E402
 from tests.store import secret_contexts  # noqa: E402
 from tests.store.secret_corpus import KINDS, cases  # noqa: E402
@@ -142,9 +142,9 @@ def main() -> None:
     messages = transcript(args.mb)
     megabytes = sum(map(len, messages)) / 1e6
     redactor = Redactor(env={})
-    hyperscan, redact_module.hyperscan = redact_module.hyperscan, None
+    hyperscan, redact_select.hyperscan = redact_select.hyperscan, None
     alone = Redactor(env={})
-    redact_module.hyperscan = hyperscan
+    redact_select.hyperscan = hyperscan
     times = timed_rounds(
         {
             "redact": lambda: [redactor.redact(m) for m in messages],

@@ -19,25 +19,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, NamedTuple
-
-try:  # one pass over a text for every rule's keywords and prefilter; without it, one check each
-    import hyperscan
-except ImportError:  # pragma: no cover - a platform without its wheel
-    hyperscan = None
+from typing import Any
 
 from feedback_store import redact_decode
 from feedback_store.redact_checks import CHECKS
+from feedback_store.redact_select import MIN_TOKEN, NOTHING, Selection, Selector
 
 CREDENTIAL_ENV_NAME = re.compile(r"(?i)api|key|token|secret|passw|pwd|credential|auth|private")
 MIN_ENV_VALUE = 8
-MIN_TOKEN = 20  # the shortest match of a `token` rule
 # A token starts where no letter or digit precedes it, or right after a JSON-escaped `\n`/`\t`.
 TOKEN_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
 # After a credential's name in a name/value list (`- name: DD_API_KEY` / `  value: ...`,
@@ -121,7 +115,7 @@ def credential_env_values(env: Mapping[str, str]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Compiled:
+class CompiledRule:
     rule: Rule
     pattern: re.Pattern[str]
     checks: tuple[Callable[[str], bool], ...]
@@ -135,9 +129,9 @@ class _Compiled:
         return all(check(secret) for check in self.checks)
 
 
-def _compile(rule: Rule) -> _Compiled:
+def _compile(rule: Rule) -> CompiledRule:
     prefix = re.compile(f"(?:{rule.anchor_prefix})$") if rule.anchor_prefix else None
-    return _Compiled(
+    return CompiledRule(
         rule,
         re.compile(rule.regex),
         tuple(CHECKS[name] for name in rule.checks),
@@ -147,138 +141,6 @@ def _compile(rule: Rule) -> _Compiled:
 
 
 Span = tuple[int, int, str]  # start, end, kind
-
-
-class _Selection(NamedTuple):
-    """What to look for in one text: the rules to try (in rule order), whether environment values
-    may occur in it, and which decode passes may find something (base64, percent, escapes)."""
-
-    tokens: list[_Compiled]
-    others: list[_Compiled]
-    env: bool
-    base64: bool
-    percent: bool
-    escapes: bool
-    lowered: str | None = None  # the text lower-cased, where choosing needed it
-
-
-NOTHING = _Selection([], [], False, False, False, False)
-# What a hit of the one-pass database stands for, besides rules: a decode pass may find something,
-# an environment value occurs.
-BASE64, PERCENT, ESCAPES, ENV = "base64", "percent", "escapes", "env"
-
-
-class _Selector:
-    """The rules to try on a text: those with neither keywords nor a prefilter, and those one of
-    whose keywords the text holds (in any case) or whose prefilter matches it; the decode passes
-    whose trigger (redact_decode) matches it. On an ASCII text hyperscan finds every prefilter,
-    keyword (of a rule without a prefilter) and trigger in one pass over its bytes (where their
-    syntax means what it means to Python's re), and a text with none of them is left at once; on
-    any other text, or without hyperscan, each keyword is looked for alone, and the rules with a
-    prefilter and no keywords and base64 are tried (they find their own places)."""
-
-    def __init__(self, tokens: list[_Compiled], others: list[_Compiled], env_forms: list[str]) -> None:
-        self.rules = tokens + others
-        self.split = len(tokens)
-        self.always = [i for i, c in enumerate(self.rules) if not c.rule.keywords and not c.rule.prefilter]
-        by_keyword: dict[str, list[int]] = {}
-        self.token_keywords: dict[str, list[int]] = {}  # the fallback looks for these in the long words only
-        self.other_keywords: dict[str, list[int]] = {}
-        for i, compiled in enumerate(self.rules):
-            for keyword in compiled.rule.keywords:
-                if not compiled.rule.prefilter:  # hyperscan reads the prefilter instead
-                    by_keyword.setdefault(keyword, []).append(i)
-                (self.token_keywords if i < self.split else self.other_keywords).setdefault(keyword, []).append(i)
-        self.prefiltered = [i for i, c in enumerate(self.rules) if c.rule.prefilter]
-        self.unindexed = [i for i in self.prefiltered if not self.rules[i].rule.keywords]  # tried without hyperscan
-        self.env_keywords = tuple(sorted({v.lower() for v in env_forms}))
-        # Each hit of the database, by its id: the rules it chooses, or the pass it calls for.
-        self.targets: list[list[int] | str] = [*by_keyword.values(), *([i] for i in self.prefiltered)]
-        self.targets += [BASE64, PERCENT, ESCAPES] + [ENV] * len(self.env_keywords)
-        prefilters = tuple(self.rules[i].rule.prefilter for i in self.prefiltered)
-        self._database, self._lock = _database(tuple(by_keyword), prefilters, self.env_keywords)
-
-    def select(self, text: str) -> _Selection:
-        if self._database is None or not text.isascii():
-            return self._select_each(text)
-        hits: set[int] = set()
-        with self._lock:
-            self._database.scan(text.encode("ascii"), match_event_handler=_collect, context=hits)
-        if not hits and not self.always:
-            return NOTHING
-        chosen, passes = set(self.always), set()
-        for hit in hits:
-            target = self.targets[hit]
-            if isinstance(target, str):
-                passes.add(target)
-            else:
-                chosen.update(target)
-        order = sorted(chosen)
-        return _Selection(
-            [self.rules[i] for i in order if i < self.split],
-            [self.rules[i] for i in order if i >= self.split],
-            ENV in passes,
-            BASE64 in passes,
-            PERCENT in passes,
-            ESCAPES in passes,
-        )
-
-    def _select_each(self, text: str) -> _Selection:
-        chosen = set(self.always)
-        lowered = text.lower()
-        for keyword in filter(lowered.__contains__, self.other_keywords):
-            chosen.update(self.other_keywords[keyword])
-        long_words = "\n".join({w for w in text.split() if len(w) >= MIN_TOKEN}).lower()
-        for keyword in filter(long_words.__contains__, self.token_keywords):
-            chosen.update(self.token_keywords[keyword])
-        chosen.update(self.unindexed)  # a prefilter alone in re costs more than its rule tried
-        order = sorted(chosen)
-        return _Selection(
-            [self.rules[i] for i in order if i < self.split],
-            [self.rules[i] for i in order if i >= self.split],
-            any(map(lowered.__contains__, self.env_keywords)),
-            True,
-            *redact_decode.may_hold(text),
-            lowered,
-        )
-
-
-def _collect(pattern: int, start: int, end: int, flags: int, hits: set[int]) -> None:
-    hits.add(pattern)
-
-
-_DATABASES: dict[tuple, tuple[Any, threading.Lock]] = {}
-
-
-def _database(
-    keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywords: tuple[str, ...]
-) -> tuple[Any, threading.Lock]:
-    """One hyperscan database of the keywords (caseless literals), the prefilters, the decode
-    passes' triggers (base64, percent, escapes) and the environment values (caseless literals),
-    numbered in that order; built once per set and shared, with the lock its one scratch space
-    needs."""
-    if hyperscan is None:
-        return None, threading.Lock()
-    key = (keywords, prefilters, env_keywords)
-    if key not in _DATABASES:
-        literal = [_hs_literal(k) for k in keywords]
-        triggers = (redact_decode.BASE64_TRIGGER, redact_decode.PERCENT_TRIGGER, redact_decode.ESCAPE_TRIGGER)
-        patterns = [p.encode("utf-8") for p in (*prefilters, *triggers)]
-        expressions = literal + patterns + [_hs_literal(v) for v in env_keywords]
-        flags = [hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS] * len(literal)
-        flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(patterns)
-        flags += [hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS] * len(env_keywords)
-        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        database.compile(
-            expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
-        )
-        _DATABASES[key] = database, threading.Lock()
-    return _DATABASES[key]
-
-
-def _hs_literal(text: str) -> bytes:
-    """`text` as a hyperscan pattern that matches its UTF-8 bytes literally."""
-    return b"".join(b"\\x%02x" % byte for byte in text.encode("utf-8"))
 
 
 class Redactor:
@@ -296,7 +158,7 @@ class Redactor:
         forms = set(values) | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}
         forms = sorted(forms, key=lambda v: (-len(v), v))
         self._env = re.compile("|".join(map(re.escape, forms))) if forms else None
-        self._selector = _Selector(self._tokens, self._others, forms)
+        self._selector = Selector(self._tokens, self._others, forms)
 
     @property
     def total(self) -> int:
@@ -320,7 +182,7 @@ class Redactor:
         budget = [MAX_DECODED_SHARE * len(text) + MIN_TOKEN]  # decoded characters left, shared by all levels
         return self._find(text, chosen, MAX_DECODE_DEPTH, budget)
 
-    def _find(self, text: str, chosen: _Selection, depth: int, budget: list[int]) -> list[Span]:
+    def _find(self, text: str, chosen: Selection, depth: int, budget: list[int]) -> list[Span]:
         words = (
             [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
         )
@@ -342,7 +204,7 @@ class Redactor:
         return _merge(spans)
 
     def _decoded_spans(
-        self, text: str, chosen: _Selection, words: list[str], depth: int, budget: list[int]
+        self, text: str, chosen: Selection, words: list[str], depth: int, budget: list[int]
     ) -> list[Span]:
         spans = []
         for segment in redact_decode.segments(text, words, chosen.percent, chosen.escapes):
@@ -356,7 +218,7 @@ class Redactor:
                 spans.append((*segment.span(start, end), kind))
         return spans
 
-    def _token_spans(self, rules: list[_Compiled], text: str, words: list[str]) -> list[Span]:
+    def _token_spans(self, rules: list[CompiledRule], text: str, words: list[str]) -> list[Span]:
         """Token rules run over the long words only (most text is short words), and each secret
         found is then located wherever it occurs in the whole text."""
         long_words = {w for w in words if len(w) >= MIN_TOKEN}
@@ -377,7 +239,7 @@ class Redactor:
         return spans
 
     def _anchored_spans(
-        self, compiled: _Compiled, text: str, lowered: str, anchors: dict[str, list[int]]
+        self, compiled: CompiledRule, text: str, lowered: str, anchors: dict[str, list[int]]
     ) -> list[Span]:
         starts = set()
         for word in compiled.rule.anchors:
@@ -442,7 +304,7 @@ def _replace(text: str, spans: list[Span]) -> str:
     return "".join(pieces)
 
 
-def _span(match: re.Match[str], compiled: _Compiled) -> Span:
+def _span(match: re.Match[str], compiled: CompiledRule) -> Span:
     start, end = match.span(compiled.rule.secret or 0)
     return start, end, compiled.rule.id
 

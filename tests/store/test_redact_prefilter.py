@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from feedback_store import redact, redact_decode
+from feedback_store import redact_decode, redact_select
 from feedback_store.redact import Redactor, load_rules
 from tests.store.secret_corpus import cases
 from tests.store.test_secret_corpus import stdlib_sample
@@ -40,14 +40,14 @@ def test_each_prefilter_matches_every_text_its_rule_matches() -> None:
     assert matched > 1000  # the corpus exercised the rules
 
 
-@pytest.mark.skipif(redact.hyperscan is None, reason="hyperscan is not installed")
+@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
 def test_hyperscan_selection_redacts_exactly_what_checking_each_rule_does(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = corpus_texts()
     env = {"DEPLOY_TOKEN": "Zq8#mW2!pL5x-envvalue", "HOME": "/home/someone"}
     texts += [f"echo {env['DEPLOY_TOKEN']} > out", 'log: {"token": "Zq8#mW2!pL5x-envvalue"}']
     fast = Redactor(env=env)
     fast_out = [fast.redact(text) for text in texts]
-    monkeypatch.setattr(redact, "hyperscan", None)
+    monkeypatch.setattr(redact_select, "hyperscan", None)
     slow = Redactor(env=env)
     assert slow._selector._database is None
     slow_out = [slow.redact(text) for text in texts]
@@ -56,10 +56,10 @@ def test_hyperscan_selection_redacts_exactly_what_checking_each_rule_does(monkey
     assert fast.counts == slow.counts and fast.counts["env_value"] == 2
 
 
-@pytest.mark.skipif(redact.hyperscan is None, reason="hyperscan is not installed")
+@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
 def test_a_text_with_nothing_to_look_for_tries_no_rule() -> None:
     selector = Redactor(env={})._selector
-    assert selector.select("def add(a, b):\n    return a + b\n") is redact.NOTHING
+    assert selector.select("def add(a, b):\n    return a + b\n") is redact_select.NOTHING
     chosen = selector.select("export GITHUB_TOKEN=ghp_" + "a1B2" * 9)
     assert {c.rule.id for c in chosen.tokens} >= {"github_token"}
     assert "generic_secret" in {c.rule.id for c in chosen.others}
@@ -95,11 +95,11 @@ def test_each_decode_trigger_matches_every_text_its_pass_decodes() -> None:
     assert min(decoded.values()) > 300, decoded  # each pass decoded something
 
 
-@pytest.mark.skipif(redact.hyperscan is None, reason="hyperscan is not installed")
+@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
 def test_encoded_characters_too_short_to_hold_a_secret_are_no_reason_to_decode() -> None:
     selector = Redactor(env={})._selector
     codec_table = "".join(f"    '\\x{i:02x}'     #  0x{i:02X} -> CHARACTER\n" for i in range(0xA0, 0x100))
-    assert selector.select(codec_table) is redact.NOTHING
-    assert selector.select("print('%2d items' % n)") is redact.NOTHING
+    assert selector.select(codec_table) is redact_select.NOTHING
+    assert selector.select("print('%2d items' % n)") is redact_select.NOTHING
     assert selector.select("name = 'caf\\u00e9'").escapes
     assert selector.select("q=caf%C3%A9").percent
