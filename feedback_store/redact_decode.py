@@ -187,8 +187,10 @@ def _unescape(text: str, start: int, end: int) -> Segment | None:
         offsets.append(m.start())
         unit = m.group()
         body = unit.lstrip("\\")
-        if len(unit) == 1 or not body:
+        if len(unit) == 1:
             chars.append(unit)
+        elif not body:  # backslashes only: an escaped backslash, one character like every unit
+            chars.append("\\")
         elif len(body) > 1:  # uXXXX, xXX
             chars.append(chr(int(body[1:], 16)))
         else:
