@@ -92,7 +92,7 @@ def segments(text: str, words: list[str], percent: bool, escapes: bool) -> Itera
 
 
 def may_hold(text: str) -> tuple[bool, bool]:
-    """Whether `text` may hold percent-encoding, and escapes, found without a prefilter."""
+    """Whether `text` may hold percent-encoding, and escapes: the test where no trigger was read."""
     return "%" in text, "\\u" in text or "\\x" in text
 
 
@@ -160,9 +160,9 @@ def _runs(
         at = m.start()
         if at < end or not _stands_for_text(chr(int(m.group().lstrip("\\%ux"), 16))):
             continue
-        backwards = backwards or text[::-1]  # what precedes a hit, read forwards by one match
-        before = len(text) - at
-        start = at - RUN_BEFORE.match(backwards, before, before + at - max(end, at - MAX_RUN_BEFORE)).end() + before
+        backwards = backwards or text[::-1]  # reversed, the run before a hit is one forward match
+        low, before = max(end, at - MAX_RUN_BEFORE), len(text) - at  # `before`: `at` in `backwards`
+        start = at - (RUN_BEFORE.match(backwards, before, before + at - low).end() - before)
         end = max(m.end(), run.match(text, at).end())
         if MIN_DECODED <= end - start <= MAX_SEGMENT:  # each decoded character takes one or more
             segment = decode(text, start, end)
