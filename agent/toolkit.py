@@ -30,6 +30,8 @@ class ToolResult:
 
     output: str
     error_kind: str | None = None
+    # The call's declared target in its resolved form (a path relative to the workspace root); left
+    # None, the session sets the target argument's value as sent.
     target: str | None = None
     changes: list[FileChange] = field(default_factory=list)
     exit_code: int | None = None  # run_command's exit status, when the command ran to its end
