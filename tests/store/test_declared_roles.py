@@ -24,8 +24,9 @@ from agent.toolkit import Toolbox, ToolResult, error, tool
 from agent.tools import ALL_TOOLS, builtin_roles_json, builtin_roles_path, run_command
 from agent.tools.context import ToolContext
 from agent.workspace import Workspace, WorkspaceError
-from feedback_store import Recorder, open_store
+from feedback_store import Recorder, import_claude, open_store
 from feedback_store.export import export
+from feedback_store.imports import import_logs
 from feedback_store.lessons import refresh
 from feedback_store.monitor import check_call
 from tests.conftest import call, turn
@@ -186,3 +187,27 @@ def test_a_tool_from_an_mcp_server_has_no_roles() -> None:
     arguments = {"command": "git log -p", "path": ".git/ORIG_HEAD"}
     assert toolbox.roles(shell.name).target_of(arguments) is None
     assert check_call(shell.name, arguments, toolbox.roles(shell.name).to_dict()) == []
+
+
+def test_an_imported_agents_calls_are_checked_by_its_tools_roles(tmp_path: Path) -> None:
+    """Claude Code's tools declare their roles beside their schemas: a Bash command line that reads
+    the git history, and a file its Read was asked for in the object store, are flagged."""
+    logs = Path(__file__).parent / "data" / "agent_logs" / "claude-code" / "-home-dev-shop"
+    text = (logs / "0a1b2c3d-0000-4000-8000-000000000002.jsonl").read_text(encoding="utf-8")
+    assert text.count('"command": "pytest -q"') and text.count('"file_path": "/home/dev/shop/src/cart.py"')
+    text = text.replace('"command": "pytest -q"', '"command": "git log -p && pytest -q"', 1)
+    text = text.replace('"file_path": "/home/dev/shop/src/cart.py"', '"file_path": "/home/dev/shop/.git/ORIG_HEAD"')
+    log = tmp_path / "-home-dev-shop" / "0a1b2c3d-0000-4000-8000-000000000002.jsonl"
+    log.parent.mkdir()
+    log.write_text(text, encoding="utf-8")
+    with open_store(tmp_path / "f.db") as store:
+        import_logs(
+            store, import_claude.AGENT, import_claude.find_files(tmp_path), lambda p: import_claude.read(p, none)
+        )
+        flags = {(f["rule"], f["detail"]) for f in store.flags()}
+    assert ("reads_git_history", "command: git log") in flags
+    assert ("reads_git_history", "path /home/dev/shop/.git/ORIG_HEAD") in flags
+
+
+def none(_: Path) -> None:
+    return None
