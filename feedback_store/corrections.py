@@ -89,8 +89,8 @@ class Workspace:
         fixes = self.store.query(
             """
             SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at, v.json AS event,
-                (SELECT json_extract(s.json, '$.roles') FROM events s WHERE s.session_id = p.session_id
-                 AND s.type = 'tool_call_started' AND s.id = v.cause_id) AS roles
+                (SELECT json_extract(s.json, '$.roles') FROM events s WHERE s.id = v.cause_id
+                 AND s.type = 'tool_call_started' AND json_type(s.json, '$.roles') = 'object') AS roles
             FROM pairs p LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
             """,
             (session_id,),

@@ -165,7 +165,10 @@ def _command_not_runnable(event: ToolCallFinished) -> bool:
 
 def _runs_command(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
     """Whether the call's tool runs a command line, by the roles its started event recorded."""
-    row = conn.execute("SELECT json_extract(json, '$.roles') FROM events WHERE id = ?", (event.cause_id,)).fetchone()
+    row = conn.execute(
+        "SELECT json_extract(json, '$.roles') FROM events WHERE id = ? AND json_type(json, '$.roles') = 'object'",
+        (event.cause_id,),
+    ).fetchone()
     return roles_for(event.name, json.loads(row[0]) if row and row[0] else None).command is not None
 
 
