@@ -30,6 +30,7 @@ from feedback_store.imports import import_logs
 from feedback_store.lessons import refresh
 from feedback_store.monitor import check_call
 from tests.conftest import call, turn
+from tests.store.events import mixed_session
 
 
 @tool("read", target="document", reads=("document",))
@@ -211,3 +212,32 @@ def test_an_imported_agents_calls_are_checked_by_its_tools_roles(tmp_path: Path)
 
 def none(_: Path) -> None:
     return None
+
+
+def test_a_store_recorded_before_calls_carried_roles_gives_the_same_pairs_and_exports(tmp_path: Path) -> None:
+    """Started events without roles in the store (as every recorder before them wrote): the pairs
+    and the exports' corrections come out as they do with roles, from the built-in tools' roles."""
+    session = mixed_session(session_id="s1")
+    now = tmp_path / "now.db"
+    with open_store(now) as store:
+        Recorder(store).record_many(session.events)
+    before = tmp_path / "before.db"
+    with open_store(before) as store:
+        recorder = Recorder(store)
+        for event in session.events:
+            recorder(event)
+            with store.write() as conn:
+                conn.execute("UPDATE events SET json = json_remove(json, '$.roles')")
+        assert store.query("SELECT count(*) AS n FROM events WHERE json_extract(json, '$.roles') IS NOT NULL") == [
+            {"n": 0}
+        ]
+    shown = "SELECT source, tool, error_kind, target, completion_seq, correction_seq FROM pairs ORDER BY id"
+    with open_store(now) as a, open_store(before) as b:
+        assert a.query(shown) == b.query(shown) and {r["source"] for r in a.query(shown)} >= {"test", "tool", "lint"}
+    records = []
+    for name, db in (("now", now), ("before", before)):
+        export([db], "sdpo", tmp_path / f"{name}.jsonl")
+        records.append([json.loads(line) for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()])
+        for record in records[-1]:
+            record["provenance"].pop("author")  # keyed by each store's own secret
+    assert records[0] == records[1] and any(r["chosen"] for r in records[0])
