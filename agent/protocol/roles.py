@@ -42,9 +42,6 @@ class Roles:
     def paths_read(self, arguments: Mapping[str, Any] | None) -> list[str]:
         return [p for name in self.reads if (p := _text(arguments, name)) is not None]
 
-    def paths_written(self, arguments: Mapping[str, Any] | None) -> list[str]:
-        return [p for name in self.writes if (p := _text(arguments, name)) is not None]
-
     @property
     def target_is_path(self) -> bool:
         return self.target is not None and self.target in (*self.reads, *self.writes)
