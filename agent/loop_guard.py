@@ -10,21 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 MIN_PERIOD, MAX_PERIOD = 2, 4
-TARGET_KEYS = ("path", "src", "command", "pattern")
 
 
 def call_key(name: str, kwargs: dict[str, Any]) -> tuple[str, str]:
     """A call's identity: its tool and canonical arguments."""
     return name, json.dumps(kwargs, sort_keys=True)
-
-
-def call_target(kwargs: dict[str, Any]) -> str | None:
-    """The path, command or pattern a call names (a move names its source), if any."""
-    for key in TARGET_KEYS:
-        value = kwargs.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ from agent.checkpoint import Checkpoint
 from agent.config import settings_dict
 from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed, Refused
 from agent.interfaces import LessonSource, Model
-from agent.loop_guard import CycleGuard, call_key, call_target, cycle_feedback
+from agent.loop_guard import CycleGuard, call_key, cycle_feedback
 from agent.model import ModelError
 from agent.protocol import (
+    REPEAT_ERRORS,
     ApprovalDecision,
     ApprovalRequested,
     ApprovalResolved,
@@ -51,8 +52,7 @@ from agent.workspace import FileChange, WorkspaceError
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 MAX_REPEATS = 3  # consecutive repeated calls or cycles, each answered with feedback, before the turn stops
-LOOP_KINDS = ("repeated_call", "repeated_cycle")  # calls answered with feedback instead of being run
-NO_LESSONS = ("interrupted", *LOOP_KINDS)  # failures that earlier sessions have nothing to say about
+NO_LESSONS = ("interrupted", *REPEAT_ERRORS)  # failures that earlier sessions have nothing to say about
 MAX_SHOWN_ARGUMENTS = 4_000  # of an MCP call's arguments, in its approval request
 
 
@@ -320,7 +320,7 @@ class Session:
                 raise
             if call["function"]["name"] == "finish" and result.ok:
                 finished = result.output
-            self._repeats = self._repeats + 1 if result.error_kind in LOOP_KINDS else 0
+            self._repeats = self._repeats + 1 if result.error_kind in REPEAT_ERRORS else 0
             if self._repeats >= MAX_REPEATS:
                 self._skip_calls(reply.tool_calls[index + 1 :], step, said.id)
                 raise LimitExceeded("stuck", _stuck_summary(result.error_kind))
@@ -365,7 +365,8 @@ class Session:
         clock = time.perf_counter()
         read = read_arguments(arguments)  # the one reading of the model's text; the event carries it
         prepared = self.toolbox.prepare(name, read)
-        target = None if isinstance(prepared, ToolResult) else call_target(prepared[1])
+        roles = self.toolbox.roles(name)
+        target = None if isinstance(prepared, ToolResult) else roles.target_of(prepared[1])
         started = self.emit(
             ToolCallStarted(
                 session_id=self.id,
@@ -377,6 +378,7 @@ class Session:
                 target=target,
                 args=read.value,
                 args_error=read.problem,
+                roles=roles.to_dict(),
             )
         )
         edits = self._edit_count
@@ -417,6 +419,7 @@ class Session:
         self._cycles.note(
             None if isinstance(prepared, ToolResult) else call_key(name, prepared[1]), not result.ok, edits
         )
+        result.target = result.target or target  # a tool may give its target's resolved form (a relative path)
         self._finish_call(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000, arguments)
         return result
 
@@ -444,18 +447,18 @@ class Session:
     async def _execute(
         self, tool: ModelTool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float
     ) -> ToolResult:
-        verdict = self.policy.decide(tool.action, kwargs.get("command"), tool.name)
+        command, target = tool.roles.command_of(kwargs) or "", tool.roles.target_of(kwargs)
+        verdict = self.policy.decide(tool.action, command, tool.name)
         if verdict == "deny":
-            target = call_target(kwargs) if tool.action == "call" else kwargs.get("command") or kwargs.get("path")
             return error(self.policy.refusal(tool.action, tool.name), "denied", target=target)
         if verdict == "ask" and tool.action == "command":
-            refusal = await self._ask(call_id, cause, "command", f"Run `{kwargs['command']}`", kwargs["command"])
+            refusal = await self._ask(call_id, cause, "command", f"Run `{command}`", command)
             if refusal is not None:
-                return error(refusal, "denied", target=kwargs["command"])
+                return error(refusal, "denied", target=target)
         if verdict == "ask" and tool.action == "call":  # a tool from an MCP server
             refusal = await self._ask(call_id, cause, "call", *_call_approval(tool.name, kwargs))
             if refusal is not None:
-                return error(refusal, "denied", target=call_target(kwargs))
+                return error(refusal, "denied", target=target)
         if tool.is_async:
             result = await self._interruptible(tool.fn(self.context, **kwargs), deadline)
         else:

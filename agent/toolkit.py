@@ -15,10 +15,10 @@ from typing import Any, Literal, Protocol
 
 from agent.protocol import LONE_SURROGATE
 from agent.protocol.arguments import Arguments, json_type, read_arguments
+from agent.protocol.roles import NO_ROLES, Roles
 from agent.workspace import FileChange
 
 Action = Literal["read", "edit", "command", "call", "finish"]  # call: a tool from an MCP server
-SCHEMA_ERRORS = ("unknown_tool", "malformed_json", "bad_arguments", "malformed_call")
 MAX_SAFE_INTEGER = 2**53 - 1  # the integers every JSON reader agrees on
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -30,6 +30,8 @@ class ToolResult:
 
     output: str
     error_kind: str | None = None
+    # The call's declared target in its resolved form (a path relative to the workspace root); left
+    # None, the session sets the target argument's value as sent.
     target: str | None = None
     changes: list[FileChange] = field(default_factory=list)
     exit_code: int | None = None  # run_command's exit status, when the command ran to its end
@@ -58,6 +60,7 @@ class Tool:
     action: Action
     description: str
     params: tuple[Param, ...]
+    roles: Roles = NO_ROLES
 
     @property
     def is_async(self) -> bool:
@@ -101,6 +104,7 @@ class ModelTool(Protocol):
     name: str
     action: Action
     description: str
+    roles: Roles  # what its arguments mean (agent.protocol.roles); none for an MCP server's tool
 
     @property
     def fn(self) -> Callable[..., Any]: ...
@@ -117,8 +121,17 @@ class ModelTool(Protocol):
     def parameters_text(self) -> str: ...
 
 
-def tool(action: Action) -> Callable[[Callable[..., Any]], Tool]:
-    """Make a Tool from `fn(ctx, **params)`: its schema comes from the annotations and docstring."""
+def tool(
+    action: Action,
+    *,
+    target: str | None = None,
+    reads: tuple[str, ...] = (),
+    writes: tuple[str, ...] = (),
+    command: str | None = None,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Make a Tool from `fn(ctx, **params)`: its schema comes from the annotations and docstring,
+    and what its arguments mean from the roles declared here (each one a parameter's name)."""
+    roles = Roles(target, tuple(reads), tuple(writes), command)
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         hints = typing.get_type_hints(fn)
@@ -133,7 +146,10 @@ def tool(action: Action) -> Callable[[Callable[..., Any]], Tool]:
                 raise TypeError(f"tool {fn.__name__}: parameter {name} is not documented")
             required = parameter.default is inspect.Parameter.empty and not optional
             params.append(Param(name, py_type, required, arg_docs[name]))
-        return Tool(fn.__name__, fn, action, summary, tuple(params))
+        unknown = roles.names() - {p.name for p in params}
+        if unknown:
+            raise TypeError(f"tool {fn.__name__}: roles name no parameter: {', '.join(sorted(unknown))}")
+        return Tool(fn.__name__, fn, action, summary, tuple(params), roles)
 
     return wrap
 
@@ -178,6 +194,11 @@ class Toolbox:
 
     def get(self, name: str) -> ModelTool | None:
         return self._tools.get(name)
+
+    def roles(self, name: str) -> Roles:
+        """What the named tool's arguments mean (none for a tool it does not have)."""
+        found = self._tools.get(name)
+        return found.roles if found is not None else NO_ROLES
 
     def available(self) -> str:
         """One line per tool (an MCP server's long description cut to its first line, 200 characters)."""

@@ -24,15 +24,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent.protocol import is_mcp_tool
-from feedback_store.pairs import FIX_WINDOW, MCP_FAILURES, REPEATED, SCHEMA_KINDS, WRONG_TARGET
+from agent.protocol import REPEAT_ERRORS, SCHEMA_ERRORS, is_mcp_tool
+from agent.protocol.roles import roles_for
+from feedback_store.pairs import FIX_WINDOW, MCP_FAILURES, WRONG_TARGET
 from feedback_store.rows import Pair
 from feedback_store.store import Store
 from feedback_store.views import canonical_call, parse_arguments, tool_names
 
 Message = dict[str, Any]
-EDIT_TOOLS = ("edit_file", "create_file")
-PATH_ARGUMENTS = ("path", "src")  # the files a call needs to exist (move_file's dst must not)
+EDIT_TOOLS = ("edit_file", "create_file")  # the tools a net change is written with
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,10 @@ class Workspace:
         self.edits = [_Edit(**row) for row in rows]
         fixes = self.store.query(
             """
-            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at, v.json AS event FROM pairs p
-            LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
+            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at, v.json AS event,
+                (SELECT json_extract(s.json, '$.roles') FROM events s WHERE s.id = v.cause_id
+                 AND s.type = 'tool_call_started' AND json_type(s.json, '$.roles') = 'object') AS roles
+            FROM pairs p LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
             """,
             (session_id,),
         )
@@ -158,13 +160,15 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     if call is None:
         return Fit(None, "fixing call not found")
     arguments = parse_arguments(call["function"].get("arguments"))
+    arguments = arguments if isinstance(arguments, dict) else None
     name = call["function"].get("name")
-    if name in EDIT_TOOLS and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
-        if not ws.unchanged_for(pair.session_id, call_id, arguments["path"], seq, fix["fixed_at"]):
-            return _net_change(ws, pair, arguments["path"], seq, fix["fixed_at"], None, call_id)
-    paths = [
-        arguments.get(k) for k in PATH_ARGUMENTS if isinstance(arguments, dict) and isinstance(arguments.get(k), str)
-    ]
+    roles = roles_for(name, json.loads(fix["roles"]) if fix.get("roles") else None)
+    target = roles.target_of(arguments) if roles.target_is_path else None
+    if name in EDIT_TOOLS and target is not None:
+        if not ws.unchanged_for(pair.session_id, call_id, target, seq, fix["fixed_at"]):
+            return _net_change(ws, pair, target, seq, fix["fixed_at"], None, call_id)
+    # the files the call needs to exist: those it reads, and the one it acts on (a move's destination must not)
+    paths = [*roles.paths_read(arguments), *([target] if target is not None else [])]
     if name not in EDIT_TOOLS and any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
         return Fit(None, "fix uses a file created later")
     whole = len(pair.correction.get("tool_calls") or []) == 1
@@ -173,7 +177,7 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
 
 def _uncorrected(pair: Pair) -> str:
     """Why a pair has no correction, as the export reports it."""
-    if pair.error_kind in SCHEMA_KINDS or pair.error_kind in REPEATED:
+    if pair.error_kind in SCHEMA_ERRORS or pair.error_kind in REPEAT_ERRORS:
         return f"no call succeeded within {FIX_WINDOW} replies of it in its turn"
     if pair.error_kind in WRONG_TARGET or (pair.error_kind in MCP_FAILURES and is_mcp_tool(pair.tool)):
         return f"no {pair.tool} call succeeded within {FIX_WINDOW} replies of it in its turn"

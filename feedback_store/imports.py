@@ -42,6 +42,7 @@ from agent.protocol import (
     TurnFinished,
     TurnStarted,
 )
+from agent.protocol.roles import NO_ROLES, Roles
 from feedback_store.errors import StoreError
 from feedback_store.import_pairs import command_pairs, interruption_pair
 from feedback_store.recorder import Recorder
@@ -91,6 +92,14 @@ class ImportReport:
 def known_tools(agent: str) -> dict[str, dict[str, Any]]:
     text = resources.files("feedback_store").joinpath("agent_tools.json").read_text(encoding="utf-8")
     return {t["function"]["name"]: t for t in json.loads(text).get(agent, [])}
+
+
+@cache
+def known_roles(agent: str) -> dict[str, dict[str, Any]]:
+    """What the agent's own tools' arguments mean (agent.protocol.roles), by tool name: the monitor
+    checks an imported call's command line and the paths it reads by them."""
+    text = resources.files("feedback_store").joinpath("agent_tool_roles.json").read_text(encoding="utf-8")
+    return {name: Roles.from_dict(roles).to_dict() for name, roles in json.loads(text).get(agent, {}).items()}
 
 
 def timestamp(value: Any, default: float) -> float:
@@ -227,6 +236,7 @@ class Trail:
                     arguments=call["function"]["arguments"],
                     step=self.step,
                     target=target,
+                    roles=known_roles(self.agent).get(name, NO_ROLES.to_dict()),
                 )
             )
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from agent.protocol import Lesson, Lessons
 from agent.protocol.arguments import read_arguments
+from agent.protocol.roles import roles_for
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
-from feedback_store.pairs import COMMAND_TOOL
 from feedback_store.redact import Redactor
 from feedback_store.store import Store, open_store
 
@@ -458,7 +458,7 @@ class LessonBook:
         """The lesson learned here (this folder or a clone of this repository) that this very call
         failed because its path does not exist, when the path still does not exist and a fix was
         recorded: the call need not run, the lesson says what worked."""
-        if not target or tool == COMMAND_TOOL or not _plain_path(target) or _exists(Path(workspace), target):
+        if not target or _names_command(tool) or not _plain_path(target) or _exists(Path(workspace), target):
             return None  # a command's target is no path: nothing to look up on every command
         for shelf in self.shelves:
             rows = self._read(
@@ -524,9 +524,16 @@ def _tier(row: dict[str, Any], here: bool, root: Path, model: str) -> int | None
     habit = row["error_kind"] in PATH_HABITS and row["corrected"]
     if target is None or habit:
         return 2 if row["model"] == model else None
-    if row["tool"] != COMMAND_TOOL and _exists(root, target):
+    if not _names_command(row["tool"]) and _exists(root, target):
         return 2
     return None
+
+
+def _names_command(tool: str | None) -> bool:
+    """Whether the tool's target is a command line, never a path (a lesson names only its tool: the
+    built-in tools' roles say)."""
+    roles = roles_for(tool)
+    return roles.command is not None and roles.target == roles.command
 
 
 def _plain_path(target: str) -> bool:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.protocol.roles import roles_for
+
 TEST_PATH = re.compile(
     r"(?:^|/)(?:tests?|__tests__|spec|specs)/"
     r"|(?:^|/)(?:test_[^/]+\.py|[^/]+_test\.(?:py|go)|conftest\.py)$"
@@ -259,27 +261,23 @@ ACCESS_RULES = (
         "fetches from the network (downloads, package installs, clones)",
     ),
 )
-PATH_ARGUMENTS = ("path", "src", "dst", "glob")
 # A command segment that only deletes (caches are cleaned, not read).
 CLEANS = re.compile(r"^\s*(?:sudo\s+)?(?:rm|rmdir|py3?clean|git\s+clean)\b|\s-delete\b|-exec\s+rm\b|\bshutil\.rmtree\b")
 SEGMENT = re.compile(r"\s*(?:&&|\|\||[;|\n])\s*")
 
 
-def check_call(name: str, data: Mapping[str, Any] | None) -> list[Finding]:
+def check_call(name: str, data: Mapping[str, Any] | None, roles: Mapping[str, Any] | None = None) -> list[Finding]:
     """Rules for a tool call (any tool) by its arguments as read once by the agent
-    (`ToolCallStarted.args`; None when they did not read as an object): its command line, its paths."""
-    if data is None:
-        return []
-    command = data.get("command")
-    if isinstance(command, str):
+    (`ToolCallStarted.args`; None when they did not read as an object) and what its tool declares
+    they mean (`ToolCallStarted.roles`): its command line, the paths it reads (deleting or creating
+    a file reads nothing)."""
+    declared = roles_for(name, roles)
+    command = declared.command_of(data)
+    if command is not None:
         return check_command(command) + check_command_access(command)
-    if name == "delete_file":
-        return []  # deleting a cache file reads nothing
     findings: list[Finding] = []
-    for key in PATH_ARGUMENTS:
-        value = data.get(key)
-        if isinstance(value, str):
-            findings += [f for f in check_path(value) if f.rule not in {g.rule for g in findings}]
+    for path in declared.paths_read(data):
+        findings += [f for f in check_path(path) if f.rule not in {g.rule for g in findings}]
     return findings
 
 

@@ -15,18 +15,23 @@ import json
 import re
 import sqlite3
 
-from agent.protocol import NOT_RUNNABLE_EXIT_CODES, EditApplied, EditReviewed, ToolCallFinished, is_mcp_tool
+from agent.protocol import (
+    NOT_RUNNABLE_EXIT_CODES,
+    REPEAT_ERRORS,
+    SCHEMA_ERRORS,
+    EditApplied,
+    EditReviewed,
+    ToolCallFinished,
+    is_mcp_tool,
+)
+from agent.protocol.roles import roles_for
 
-SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
-# The model re-sent its previous call, or went round a cycle of failing calls, with nothing changed.
-REPEATED = frozenset({"repeated_call", "repeated_cycle"})
 # The call named a path that is not there (or not in the workspace): the target itself was wrong, so
 # the fix is the same tool on the path the model meant, which is another path.
 WRONG_TARGET = frozenset({"not_found", "outside_workspace"})
 # An MCP tool's own failures (its isError answer, a timeout, its server crashing): teachback does not
 # know which argument was wrong, so the fix is the next success of the same tool, as for a wrong target.
 MCP_FAILURES = frozenset({"failed", "timeout", "crashed"})
-COMMAND_TOOL = "run_command"
 # A fix of a schema, repeat or wrong-target failure must come in the same turn, within this many
 # assistant messages: one retry per reflection (aider reflects at most 3 times) and one look around
 # (a list_files or search) before it. Later, the call that worked answers another question.
@@ -122,9 +127,9 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
         error_kind=kind,
         target=event.target,
     )
-    if kind in SCHEMA_KINDS:
+    if kind in SCHEMA_ERRORS:
         open_pair(conn, source="schema", closes_on=NEXT_CALL, **common)
-    elif kind in REPEATED:
+    elif kind in REPEAT_ERRORS:
         open_pair(conn, source="tool", closes_on=NEXT_CALL, **common)
     elif kind == "unavailable":
         return  # the MCP server could not be started: nothing the model sent was wrong
@@ -135,7 +140,7 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
     ):
         open_pair(conn, source="tool", closes_on=SAME_TOOL, **common)
     elif kind == "exit_status":
-        if event.name == COMMAND_TOOL:
+        if _runs_command(conn, event):
             _open_test_pair(conn, event, seq)
     elif kind == "denied":
         refused = conn.execute(
@@ -158,9 +163,19 @@ def _command_not_runnable(event: ToolCallFinished) -> bool:
     return _exit_code(event) in NOT_RUNNABLE_EXIT_CODES
 
 
+def _runs_command(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
+    """Whether the call's tool runs a command line, by the roles its started event recorded."""
+    row = conn.execute(
+        "SELECT json_extract(json, '$.roles') FROM events WHERE id = ? AND json_type(json, '$.roles') = 'object'",
+        (event.cause_id,),
+    ).fetchone()
+    return roles_for(event.name, json.loads(row[0]) if row and row[0] else None).command is not None
+
+
 def _exit_code(event: ToolCallFinished) -> int | None:
-    """The event's exit status; events recorded before it was carried have it only in the text."""
-    if event.exit_code is not None or event.name != COMMAND_TOOL:
+    """The event's exit status; a built-in command tool's events recorded before it was carried have
+    it only in the text."""
+    if event.exit_code is not None or roles_for(event.name).command is None:
         return event.exit_code
     match = re.search(r"^\[exit code (\d+)[;\]]", event.result, re.MULTILINE)
     return int(match.group(1)) if match else None
@@ -190,7 +205,7 @@ def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, wai
         _explain_lint(conn, event)
     if fixed:
         _close_ids(conn, fixed, seq, event.id, event.ts)
-    if event.name == COMMAND_TOOL and any(row[1] == SAME_COMMAND and row[3] == event.target for row in earlier):
+    if any(row[1] == SAME_COMMAND and row[2] == event.name and row[3] == event.target for row in earlier):
         _close_test_pairs(conn, event, seq)
 
 

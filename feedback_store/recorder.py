@@ -425,7 +425,12 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None
         ),
     ).fetchone()[0]
     if seq is not None:  # every tool's arguments: command lines, and the paths read, listed or searched
-        _step(conn, event, "monitor", lambda: _flag(conn, event, seq, monitor.check_call(event.name, event.args)))
+        _step(
+            conn,
+            event,
+            "monitor",
+            lambda: _flag(conn, event, seq, monitor.check_call(event.name, event.args, event.roles)),
+        )
 
 
 def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> None:

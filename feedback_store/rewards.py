@@ -10,7 +10,9 @@ Two entry points over one scorer:
   `reward_model.ground_truth`.
 
 `ground_truth` is JSON: {"failed": call, "expected": call or null, "feedback": str, "error_kind":
-str, "tools": {name: parameters schema}}, a call being {"name": str, "arguments": object or text}.
+str, "tools": {name: parameters schema}, "roles": {name: roles} (optional)}, a call being {"name":
+str, "arguments": object or text}. A call's target is the argument its tool's roles name
+(agent.protocol.roles; without "roles", the built-in tools' by name).
 
 Scores: 1.0 the expected call; 0.75 the expected tool on the same target; 0.5 another valid call;
 0.25 a known tool with arguments its schema refuses; 0.0 no call, an unknown tool, or the failed
@@ -28,16 +30,18 @@ from typing import Any
 
 from agent.protocol.arguments import value_or_text
 from agent.protocol.lenient_json import TooDeep, check_depth
+from agent.protocol.roles import Roles, roles_for
 
 EXPECTED, SAME_TARGET, VALID, BAD_ARGUMENTS, WRONG = 1.0, 0.75, 0.5, 0.25, 0.0
-TARGET_ARGUMENTS = ("path", "command", "src", "pattern")
-# The arguments a failure of this kind was about: sending them again repeats the mistake.
-REFUSED_ARGUMENTS = {
-    "not_found": ("path",),
-    "no_match": ("path", "old_text"),
-    "ambiguous": ("path", "old_text"),
-    "exists": ("path",),
-    "outside_workspace": ("path",),
+# What a failure of this kind was about: a role of the failed call's tool (its target: the path that
+# was wrong; its command: the command that failed), and for edit_file's no_match the old_text that
+# did not match. Sending them again repeats the mistake.
+REFUSED = {
+    "not_found": ("target",),
+    "no_match": ("target", "old_text"),
+    "ambiguous": ("target", "old_text"),
+    "exists": ("target",),
+    "outside_workspace": ("target",),
     "exit_status": ("command",),
 }
 _TAG = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
@@ -72,13 +76,15 @@ def score(completion: Any, ground_truth: Any) -> float:
         schemas and schema_problem(call["arguments"], schemas[call["name"]])
     ):
         return BAD_ARGUMENTS
-    if _repeats_failure(call, truth.get("failed"), truth.get("error_kind")):
+    roles = roles_for(call["name"], (truth.get("roles") or {}).get(call["name"]))
+    if _repeats_failure(call, truth.get("failed"), truth.get("error_kind"), roles):
         return WRONG
     expected = _as_call(truth.get("expected"))
     if expected is not None and call["name"] == expected["name"]:
         if call["arguments"] == expected["arguments"]:
             return EXPECTED
-        if _target(call) is not None and _target(call) == _target(expected):
+        target = _target(call, roles)
+        if target is not None and target == _target(expected, roles):
             return SAME_TARGET
     return VALID
 
@@ -153,18 +159,23 @@ def _loads_or_text(text: str) -> Any:
     return value_or_text(text)
 
 
-def _target(call: dict[str, Any]) -> Any:
+def _target(call: dict[str, Any], roles: Roles) -> Any:
     arguments = call["arguments"] if isinstance(call["arguments"], dict) else {}
-    return next((arguments[k] for k in TARGET_ARGUMENTS if k in arguments), None)
+    return arguments.get(roles.target) if roles.target is not None else None
 
 
-def _repeats_failure(call: dict[str, Any], failed: Any, error_kind: str | None) -> bool:
+def _repeats_failure(call: dict[str, Any], failed: Any, error_kind: str | None, roles: Roles) -> bool:
     failed = _as_call(failed)
     if failed is None or failed["name"] != call["name"]:
         return False
     if call["arguments"] == failed["arguments"]:
         return True
-    refused = REFUSED_ARGUMENTS.get(error_kind or "")
-    if not refused or not isinstance(failed["arguments"], dict):
+    about = REFUSED.get(error_kind or "")
+    if not about or not isinstance(failed["arguments"], dict):
         return False
-    return all(k in failed["arguments"] and call["arguments"].get(k) == failed["arguments"][k] for k in refused)
+    by_role = {"target": roles.target, "command": roles.command}
+    refused = [by_role.get(what, what) for what in about]
+    return all(
+        k is not None and k in failed["arguments"] and call["arguments"].get(k) == failed["arguments"][k]
+        for k in refused
+    )

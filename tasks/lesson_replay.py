@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.loop_guard import call_target
 from agent.protocol import Lesson, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
+from agent.protocol.roles import roles_for
 from feedback_store.lessons import BLOCK_HEADER, FAILURE_HEADER, LessonBook, gist, lesson_text, refresh, render
 from tasks.states import Label, State
 
@@ -184,7 +184,8 @@ def calls_of(reply: Any) -> list[tuple[str, str | None]]:
     for call in reply.tool_calls or []:
         function = call.get("function") or {}
         value = read_arguments(function.get("arguments") or "").value
-        out.append((function.get("name") or "", call_target(value) if isinstance(value, dict) else None))
+        name = function.get("name") or ""
+        out.append((name, roles_for(name).target_of(value)))
     return out
 
 

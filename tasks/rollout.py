@@ -26,6 +26,7 @@ from typing import Any
 from agent.config import Settings, load_settings
 from agent.llm import MODEL_USAGE_ERRORS
 from agent.protocol import (
+    SCHEMA_ERRORS,
     ErrorEvent,
     Event,
     SessionStarted,
@@ -35,7 +36,6 @@ from agent.protocol import (
     UserInput,
     is_call_error,
 )
-from feedback_store.pairs import SCHEMA_KINDS
 from tasks.records import TaskError
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class AttemptMetrics:
             self.failing_test_runs += 1
             return
         self.call_errors += 1
-        if event.error_kind in SCHEMA_KINDS:
+        if event.error_kind in SCHEMA_ERRORS:
             self.malformed_calls += 1
         kind = (event.name, event.error_kind, event.target)
         if kind in self._errors_seen:  # the same kind of error on the same tool and target again
@@ -296,29 +296,42 @@ def failing_tests(task: Any, result: Any) -> list[str]:
 
 def grader_events(session_id: str, task: Any, result: Any, *, step: int) -> tuple[Event, Event]:
     """The grader's run as a `run_command` call after the agent's last step (not in the conversation)."""
+    from agent.tools import run_command
+
     command = task_command(task)
     call_id = f"{GRADER_CALL_PREFIX}{session_id}"
-    passed = result.reward >= 1
+    roles = run_command.roles
+    args = {roles.command: command}
     start = ToolCallStarted(
         session_id=session_id,
         call_id=call_id,
-        name="run_command",
-        arguments=json.dumps({"command": command}),
+        name=run_command.name,
+        arguments=json.dumps(args),
         step=step,
+        target=roles.target_of(args),
+        args=args,
+        roles=roles.to_dict(),
     )
+    code = grader_exit_code(result)
     return start, ToolCallFinished(
         session_id=session_id,
         cause_id=start.id,
         call_id=call_id,
-        name="run_command",
-        ok=passed,
+        name=run_command.name,
+        ok=code == 0,
         result=grader_feedback(command, task, result),
         step=step,
-        error_kind=None if passed else "exit_status",
-        target=command,
+        error_kind=None if code == 0 else "exit_status",
+        target=roles.target_of(args),
+        exit_code=code,
         duration_ms=round(result.seconds * 1000, 1),
         message=None,
     )
+
+
+def grader_exit_code(result: Any) -> int:
+    """The status the grader's run reports: 0 when the task's tests all pass, else 1."""
+    return 0 if result.reward >= 1 else 1
 
 
 def grader_feedback(command: str, task: Any, result: Any) -> str:
@@ -335,8 +348,7 @@ def grader_feedback(command: str, task: Any, result: Any) -> str:
     if failing:
         more = f" (and {len(failing) - FAILING_SHOWN} more)" if len(failing) > FAILING_SHOWN else ""
         head += "\nFailing: " + ", ".join(failing[:FAILING_SHOWN]) + more
-    code = 0 if result.reward >= 1 else 1
-    return f"{head}\n$ {command}\n[exit code {code}]\n{cap_output(result.output or '')}"
+    return f"{head}\n$ {command}\n[exit code {grader_exit_code(result)}]\n{cap_output(result.output or '')}"
 
 
 def mark_session(store: Any, session_id: str, task_meta: dict[str, Any]) -> None:

@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from agent.loop_guard import CycleGuard, call_key
-from agent.protocol import CALL_ERRORS, FAILING_COMMAND, event_from_dict, is_call_error
+from agent.protocol import CALL_ERRORS, FAILING_COMMAND, SCHEMA_ERRORS, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
 from agent.toolkit import ToolResult
 
 DEFAULT_CAP = 256  # tokens per sampled reply: a call needs a few dozen; a reply cut here is flagged cut_off
 COMMAND_TIMEOUT = 20.0  # seconds for a sampled command (the session's own limit is longer)
-SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
 # Labels that are not call errors: a finished or continuing reply, an answer without a call, a
 # command that ran and failed (tests failing), `finish` while the tests fail.
 OK, FINISHED, PREMATURE, ANSWER, FAILING_TEST = "ok", "finished", "premature_finish", "answer", "failing_test"
@@ -163,7 +162,7 @@ def _session_states(log: list[dict[str, Any]], task: dict[str, Any]) -> Iterator
             if event.message is not None:
                 messages.append(event.message)
             key, before = keys.pop(event.call_id, (None, len(edits)))
-            schema = event.error_kind in SCHEMA_KINDS
+            schema = event.error_kind in SCHEMA_ERRORS
             if key is not None and not schema:
                 current[key] = before
             turn_calls.append((None if schema else key, not event.ok, before))

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.config import Settings
-from agent.loop_guard import call_target
 from agent.mcp.config import ServerConfig, Withheld, load_servers
 from agent.mcp.tools import McpTool, result_text
 from agent.protocol import MCP_PREFIX
@@ -84,25 +83,24 @@ class McpServers:
         from agent.mcp.connection import CallFailed, StartFailed
 
         server = self._servers[tool.server]
-        target = call_target(arguments)
         connection = server.connection
         if connection is None or server.down is not None:
-            return error(self._unavailable_text(tool, server), "unavailable", target=target)
+            return error(self._unavailable_text(tool, server), "unavailable")
         if not connection.alive:
             if server.restarts >= MAX_RESTARTS:
                 server.down = f"it crashed {MAX_RESTARTS + 1} times in this session"
-                return error(self._unavailable_text(tool, server), "unavailable", target=target)
+                return error(self._unavailable_text(tool, server), "unavailable")
             server.restarts += 1
             try:
                 await connection.open(self._startup_timeout(server.config))
             except StartFailed as exc:
                 server.down = f"it crashed and did not start again: {exc}"
-                return error(self._unavailable_text(tool, server), "unavailable", target=target)
+                return error(self._unavailable_text(tool, server), "unavailable")
         timeout = server.config.call_timeout or self.settings.mcp_call_timeout
         try:
             result = await connection.call(tool.remote_name, arguments, timeout)
         except CallFailed as exc:
-            return error(_failure_text(tool, exc.kind, str(exc), timeout), exc.kind, target=target)
+            return error(_failure_text(tool, exc.kind, str(exc), timeout), exc.kind)
         text = result_text(result)
         if result.is_error:
             return error(
@@ -110,9 +108,8 @@ class McpServers:
                 f"{tool.signature_text()} and the tool's description, then send a corrected call, or reach the goal "
                 "another way.",
                 "failed",
-                target=target,
             )
-        return ToolResult(text, target=target)
+        return ToolResult(text)
 
     async def _start(self, server: _Server) -> list[Any]:
         """Start `server`; the tools it lists (mcp.types.Tool), none when it is down."""

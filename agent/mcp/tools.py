@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from agent.protocol import MCP_PREFIX
+from agent.protocol.roles import NO_ROLES, Roles
 from agent.toolkit import Action, ToolResult, value_problem
 from agent.tools.commands import cap_output
 
@@ -47,6 +48,8 @@ class McpTool:
     input_schema: dict[str, Any]
     call: Callable[[McpTool, dict[str, Any]], Awaitable[ToolResult]]
     action: Action = "call"
+    # teachback cannot know what a server's arguments mean: no target, no paths, no command line
+    roles: Roles = NO_ROLES
 
     @classmethod
     def from_listing(cls, server: str, listed: Any, taken: set[str], call: Callable[..., Any]) -> McpTool:

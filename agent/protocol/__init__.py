@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
 
 from agent.protocol.arguments import read_arguments
+from agent.protocol.roles import Roles, roles_for
 
 PROTOCOL_VERSION = 1
 # Half of a UTF-16 pair on its own: JSON's \udXXX escapes let a model send one, but it is not a
@@ -122,6 +123,10 @@ ErrorKind = Literal[
 # interrupted before it ran, and a call to an MCP server that could not be started (the
 # configuration's fault, not the call's).
 FAILING_COMMAND = "exit_status"
+# What the model sent could not be a call to a tool: its form was wrong, not its aim.
+SCHEMA_ERRORS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
+# A call answered with feedback instead of being run: it would repeat a failure with nothing changed.
+REPEAT_ERRORS = frozenset({"repeated_call", "repeated_cycle"})
 NOT_CALL_ERRORS = frozenset({FAILING_COMMAND, "interrupted", "unavailable"})
 CALL_ERRORS = frozenset(get_args(ErrorKind)) - NOT_CALL_ERRORS
 # A shell's exit status for a command it could not run at all (126: not executable, 127: not found):
@@ -230,15 +235,18 @@ class ModelUsage(Event):
 class ToolCallStarted(Event):
     """A call about to run. `arguments` is the raw text the model sent; `args` is that text read
     once, within bounds (agent.protocol.arguments), or None with `args_error` saying why: readers
-    use `args`, never a parser on `arguments`. Built without either, the event reads the text itself."""
+    use `args`, never a parser on `arguments`. Built without either, the event reads the text itself.
+    `roles` are what the tool declares its arguments mean (agent.protocol.roles); built without
+    them (an event recorded before calls carried them), the event has its built-in tool's."""
 
     call_id: str
     name: str
     arguments: str  # the raw argument text the model sent
     step: int
-    target: str | None = None  # the path, command or pattern the arguments name (None: they did not parse)
+    target: str | None = None  # the value of the tool's target argument (None: none sent, or unreadable)
     args: dict[str, Any] | None = None
     args_error: str | None = None
+    roles: dict[str, Any] | None = None  # Roles.to_dict()
     type: ClassVar[str] = "tool_call_started"
 
     def __post_init__(self) -> None:
@@ -246,6 +254,12 @@ class ToolCallStarted(Event):
             read = read_arguments(self.arguments)
             object.__setattr__(self, "args", read.value)
             object.__setattr__(self, "args_error", read.problem)
+        if self.roles is None:
+            object.__setattr__(self, "roles", roles_for(self.name).to_dict())
+
+    @property
+    def call_roles(self) -> Roles:
+        return roles_for(self.name, self.roles)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,6 +3,10 @@ models depend on them."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import agent.protocol
 from agent.toolkit import Toolbox
 from agent.tools.commands import run_command
 from agent.tools.context import ToolContext
@@ -27,6 +31,15 @@ ALL_TOOLS = (
 
 def default_toolbox() -> Toolbox:
     return Toolbox(ALL_TOOLS)
+
+
+def builtin_roles_json() -> str:
+    """The built-in tools' declared roles by name, as agent/protocol/builtin_roles.json holds them."""
+    return json.dumps({t.name: t.roles.to_dict() for t in ALL_TOOLS}, indent=1, sort_keys=True) + "\n"
+
+
+def builtin_roles_path() -> Path:
+    return Path(agent.protocol.__file__).with_name("builtin_roles.json")
 
 
 __all__ = ["ALL_TOOLS", "ToolContext", "default_toolbox"]

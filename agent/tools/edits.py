@@ -20,7 +20,7 @@ MAX_ANCHORED_WINDOWS = 20
 MAX_ANCHORS_PER_LINE = 1_000  # a line such as "}" occurs everywhere
 
 
-@tool("edit")
+@tool("edit", target="path", reads=("path",), writes=("path",))
 def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, replace_all: bool = False) -> ToolResult:
     """Replace exact text in a file. old_text must match the file exactly (whitespace included) and
     only once, unless replace_all is true. Include a few surrounding lines to make it unique.
@@ -69,7 +69,7 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, replace
     )
 
 
-@tool("edit")
+@tool("edit", target="path", writes=("path",))
 def create_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
     """Create a new file with the given content (parent directories are created). Fails if the file
     exists: change existing files with edit_file.
@@ -101,7 +101,7 @@ def create_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
     )
 
 
-@tool("edit")
+@tool("edit", target="path", writes=("path",))
 def delete_file(ctx: ToolContext, path: str) -> ToolResult:
     """Delete a file.
 
@@ -119,7 +119,7 @@ def delete_file(ctx: ToolContext, path: str) -> ToolResult:
     return ToolResult(f"Deleted {rel}.", target=rel, changes=[FileChange(rel, "delete", content, None)])
 
 
-@tool("edit")
+@tool("edit", target="src", reads=("src",), writes=("src", "dst"))
 def move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
     """Move or rename a file. Fails if the destination exists.
 

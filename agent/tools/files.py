@@ -35,7 +35,7 @@ _COUNTED = re.compile(r"\{(\d*)(?:,(\d*))?\}")
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache", ".pytest_cache"}
 
 
-@tool("read")
+@tool("read", target="path", reads=("path",))
 def read_file(ctx: ToolContext, path: str, start_line: int | None = None, end_line: int | None = None) -> ToolResult:
     """Read a text file, with line numbers. Long files come in pages of 400 lines (at most 100,000
     characters; a longer line is cut).
@@ -167,7 +167,7 @@ def _whole_characters(data: bytes) -> bytes:
     return data[:end]
 
 
-@tool("read")
+@tool("read", target="path", reads=("path", "glob"))
 def list_files(ctx: ToolContext, path: str | None = None, glob: str | None = None) -> ToolResult:
     """List files under a directory (recursively), skipping what .gitignore ignores.
 
@@ -190,7 +190,7 @@ def list_files(ctx: ToolContext, path: str | None = None, glob: str | None = Non
     return ToolResult("\n".join(shown) + more, target=rel)
 
 
-@tool("read")
+@tool("read", target="path", reads=("path", "glob"))
 def search(ctx: ToolContext, pattern: str, path: str | None = None, glob: str | None = None) -> ToolResult:
     """Search file contents with a Python regular expression; prints path:line: text for each match.
 

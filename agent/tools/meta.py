@@ -13,7 +13,7 @@ def session_diff(ctx: ToolContext) -> ToolResult:
     return ToolResult(diff or "No changes in this session yet.")
 
 
-@tool("read")
+@tool("read", target="focus")
 def repo_map(ctx: ToolContext, focus: str | None = None) -> ToolResult:
     """Show a ranked map of the repository's most relevant definitions (files, classes, functions
     with their signatures).
