@@ -116,7 +116,8 @@ def build(db: Path, pairs: int) -> int:
         )
         conn.execute("""INSERT INTO pairs SELECT p.id || '-' || k, p.session_id || '-' || k, source, tool, error_kind,
             target, feedback, tools_hash, anchor_seq, completion_seq, correction_seq, correction, closes_on,
-            failure_event_id, correction_event_id, created_at + i, corrected_at + i FROM pairs p, nums""")
+            failure_event_id, correction_event_id, created_at + i, corrected_at + i, correction_call_id
+            FROM pairs p, nums""")
     total = store.count_pairs()
     store.close()
     return total

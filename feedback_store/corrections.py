@@ -20,7 +20,6 @@ with the reason counted in the export's report.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,10 +85,17 @@ class Workspace:
             (session_id,),
         )
         self.edits = [_Edit(**row) for row in rows]
+        # The fixing call's id as the recorder stored it (read from the fixing event for a pair
+        # merged from a store older than that column). Only a recorder from before corrections had
+        # to succeed linked a failed call: its event says so.
         fixes = self.store.query(
             """
-            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at, v.json AS event FROM pairs p
-            LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
+            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at,
+                coalesce(p.correction_call_id, CASE WHEN json_valid(v.json) THEN json_extract(v.json, '$.call_id') END)
+                    AS call_id,
+                v.type = 'tool_call_finished' AND json_valid(v.json) AND NOT coalesce(json_extract(v.json, '$.ok'), 0)
+                    AS fix_failed
+            FROM pairs p LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
             """,
             (session_id,),
         )
@@ -145,10 +151,9 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     fix = ws.fix(pair)
     if fix.get("fixed_at") is None:
         return Fit(None, "fix not recorded")
-    event = json.loads(fix["event"]) if fix.get("event") else {}
-    if event.get("type") == "tool_call_finished" and not event.get("ok"):
+    if fix["fix_failed"]:
         return Fit(None, "the fixing call failed")  # linked by a recorder from before corrections had to succeed
-    call_id = event.get("call_id")
+    call_id = fix["call_id"]
     if pair.source in ("lint", "test"):
         paths = ws.paths_edited_by(pair.session_id, seq) if pair.source == "test" else [pair.target or ""]
         if len(paths) != 1:

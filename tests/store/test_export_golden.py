@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,33 @@ def test_export_output_is_unchanged(database: Path, tmp_path: Path, fmt: str, op
     assert outputs and all(outputs.values())
     assert outputs == snapshot
     assert (tmp_path / "README.md").read_text(encoding="utf-8") == snapshot
+
+
+def without_correction_call_ids(path: Path, into: Path) -> Path:
+    """A copy of the database as the schema before m008 left it: no stored fixing-call ids."""
+    into.write_bytes(path.read_bytes())
+    conn = sqlite3.connect(into)
+    conn.execute("ALTER TABLE pairs DROP COLUMN correction_call_id")
+    conn.execute("DELETE FROM migrations WHERE name = 'm008_pair_correction_call'")
+    conn.commit()
+    conn.close()
+    return into
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_a_migrated_database_exports_the_same_bytes(database: Path, tmp_path: Path, fmt: str) -> None:
+    older = without_correction_call_ids(database, tmp_path / "older.db")
+    suffix = ".parquet" if FORMATS[fmt].parquet else ".jsonl"
+    recorded = export([database], fmt, tmp_path / f"recorded{suffix}", tokenizer="estimate")
+    migrated = export([older], fmt, tmp_path / f"migrated{suffix}", tokenizer="estimate")
+    assert call_ids(older) == call_ids(database)  # each id the recorder stored, back from the fixing event
+    assert len([i for i in call_ids(database).values() if i]) == 9
+    assert [exported(p) for p in migrated.paths] == [exported(p) for p in recorded.paths]
+
+
+def call_ids(path: Path) -> dict[str, str | None]:
+    conn = sqlite3.connect(path)
+    try:
+        return dict(conn.execute("SELECT id, correction_call_id FROM pairs"))
+    finally:
+        conn.close()
