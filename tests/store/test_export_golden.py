@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.protocol import Event
+from agent.protocol import Event, SessionStarted
 from feedback_store import Recorder, open_store
 from feedback_store.export import FORMATS, export
 from feedback_store.provenance import teachback_version
@@ -91,8 +91,11 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
         mixed_session(session_id="s-mixed-2", task=f"Fix the greeting; the key is {SECRET}"),
         reviewed_session(),
     ]
+    events = [e for s in sessions for e in s.events]
+    system = f"You are a careful coding agent. Deploy with {SECRET}."  # one secret every session shares
+    events = [dataclasses.replace(e, system_prompt=system) if isinstance(e, SessionStarted) else e for e in events]
     with open_store(path) as store:
-        Recorder(store).record_many(fixed([e for s in sessions for e in s.events]))
+        Recorder(store).record_many(fixed(events))
         with store.write() as conn:  # the author hash is of this user and machine
             conn.execute("UPDATE sessions SET author = 'author-hash'")
     return path
