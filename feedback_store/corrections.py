@@ -27,7 +27,7 @@ from agent.protocol import is_mcp_tool
 from feedback_store.pairs import FIX_WINDOW, MCP_FAILURES, REPEATED, SCHEMA_KINDS, WRONG_TARGET
 from feedback_store.rows import Pair
 from feedback_store.store import Store
-from feedback_store.views import canonical_call, parse_arguments, tool_names
+from feedback_store.views import canonical_call, tool_names
 
 Message = dict[str, Any]
 EDIT_TOOLS = ("edit_file", "create_file")
@@ -162,7 +162,8 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     call = next((c for c in pair.correction.get("tool_calls") or [] if c.get("id") == call_id), None)
     if call is None:
         return Fit(None, "fixing call not found")
-    arguments = parse_arguments(call["function"].get("arguments"))
+    made = canonical_call(call)  # its arguments parsed once, for the checks and the record
+    arguments = made["function"]["arguments"]
     name = call["function"].get("name")
     if name in EDIT_TOOLS and isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
         if not ws.unchanged_for(pair.session_id, call_id, arguments["path"], seq, fix["fixed_at"]):
@@ -173,7 +174,7 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     if name not in EDIT_TOOLS and any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
         return Fit(None, "fix uses a file created later")
     whole = len(pair.correction.get("tool_calls") or []) == 1
-    return Fit(_as_made(pair.correction, call), seq=fix.get("correction_seq") if whole else None)
+    return Fit(_as_made(pair.correction, made), seq=fix.get("correction_seq") if whole else None)
 
 
 def _uncorrected(pair: Pair) -> str:
@@ -185,12 +186,12 @@ def _uncorrected(pair: Pair) -> str:
     return "no correction"
 
 
-def _as_made(message: Message, call: dict[str, Any]) -> Message:
-    """The fixing call as the model sent it: the whole reply (its text as written) when that call is
-    all it made, else that call alone."""
+def _as_made(message: Message, made: dict[str, Any]) -> Message:
+    """The fixing call (`made`, in its canonical form) as the model sent it: the whole reply (its
+    text as written) when that call is all it made, else that call alone."""
     calls = message.get("tool_calls") or []
     content = message.get("content") if len(calls) == 1 else ""
-    return {"role": "assistant", "content": content or "", "tool_calls": [canonical_call(call)]}
+    return {"role": "assistant", "content": content or "", "tool_calls": [made]}
 
 
 def _net_change(
