@@ -9,6 +9,7 @@ import os
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -146,7 +147,9 @@ class OncePerText:
         key = json.dumps(value, ensure_ascii=False) if serialized is None else serialized
         return self._once(self.values, key, value, lambda v: self.redactor.redact_value(v, serialized=key))
 
-    def _once(self, memo: dict[str, tuple[Any, tuple[str, ...]]], key: str, value: Any, redact: Any) -> Any:
+    def _once(
+        self, memo: dict[str, tuple[Any, tuple[str, ...]]], key: str, value: Any, redact: Callable[[Any], Any]
+    ) -> Any:
         known = memo.get(key)
         if known is None:
             before = Counter(self.redactor.counts)
