@@ -268,7 +268,8 @@ def _examples(
 ) -> Iterator[Example]:
     """Each distinct pair as an Example: its fitting correction and render, redacted, with where it
     came from. With `shared_only`, pairs of sessions their user has not shared are left out."""
-    total = sum(store.count_pairs(**filters) for store in stores)
+    # Only progress reports need the total, and counting reads every pair once more.
+    total = sum(store.count_pairs(**filters) for store in stores) if progress is not None else 0
     workspaces = {id(store): Workspace(store) for store in stores}
     origins = {id(store): Origins(store) for store in stores}
     shares = {id(store): resolve(store.query) for store in stores} if shared_only else {}
