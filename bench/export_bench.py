@@ -3,8 +3,10 @@
     .venv/bin/python bench/export_bench.py [--pairs 100000] [--repeat 3] [--json]
 
 One recorded session (five failed edits, each fixed) is cloned by SQL into enough sessions to
-hold --pairs pairs, each clone with its own instruction so no two pairs share content. Then, each
-repeated and the medians printed:
+hold --pairs pairs, each clone with its own instruction so no two pairs share content (the clones'
+other messages are the same texts, which the redacted export redacts once, as it does a real store's
+shared system prompt and tool schemas). Then, each repeated, the ways interleaved so that a slow
+spell of the machine hits each, and the medians printed:
 - raw: one SELECT of the pairs, one SELECT of each session's messages, json.dumps of a record with
   the same prompt / completion / feedback / correction / teacher_prompt content, written as JSON Lines;
 - export sdpo (redaction off, and on): `feedback_store.export.export`.
@@ -116,7 +118,8 @@ def build(db: Path, pairs: int) -> int:
         )
         conn.execute("""INSERT INTO pairs SELECT p.id || '-' || k, p.session_id || '-' || k, source, tool, error_kind,
             target, feedback, tools_hash, anchor_seq, completion_seq, correction_seq, correction, closes_on,
-            failure_event_id, correction_event_id, created_at + i, corrected_at + i FROM pairs p, nums""")
+            failure_event_id, correction_event_id, created_at + i, corrected_at + i, correction_call_id
+            FROM pairs p, nums""")
     total = store.count_pairs()
     store.close()
     return total
@@ -171,16 +174,17 @@ def main() -> None:
             "export sdpo, no redaction": lambda: export([db], "sdpo", out, redact=False),
             "export sdpo, redacted": lambda: export([db], "sdpo", out),
         }
-        rates = {}
-        for name, run in runners.items():
-            times = []
-            for _ in range(args.repeat):
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        sizes: dict[str, float] = {}
+        for _ in range(args.repeat):  # interleaved, so a slow spell of the machine hits every way
+            for name, run in runners.items():
                 start = time.perf_counter()
                 run()
-                times.append(time.perf_counter() - start)
-            rates[name] = total / statistics.median(times)
-            size = out.stat().st_size / 1e6
-            print(f"  {name:<26} {rates[name]:>9,.0f} pairs/s  ({size:,.0f} MB written)")
+                times[name].append(time.perf_counter() - start)
+                sizes[name] = out.stat().st_size / 1e6
+        rates = {name: total / statistics.median(t) for name, t in times.items()}
+        for name, rate in rates.items():
+            print(f"  {name:<26} {rate:>9,.0f} pairs/s  ({sizes[name]:,.0f} MB written)")
         base = rates["raw SELECT + json.dumps"]
         for name, rate in rates.items():
             print(f"  {name:<26} {rate / base:6.1%} of raw")

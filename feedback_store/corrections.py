@@ -29,7 +29,7 @@ from agent.protocol.roles import roles_for
 from feedback_store.pairs import FIX_WINDOW, MCP_FAILURES, WRONG_TARGET
 from feedback_store.rows import Pair
 from feedback_store.store import Store
-from feedback_store.views import canonical_call, parse_arguments, tool_names
+from feedback_store.views import canonical_call, tool_names
 
 Message = dict[str, Any]
 EDIT_TOOLS = ("edit_file", "create_file")  # the tools a net change is written with
@@ -86,9 +86,16 @@ class Workspace:
             (session_id,),
         )
         self.edits = [_Edit(**row) for row in rows]
+        # The fixing call's id as the recorder stored it (read from the fixing event for a pair
+        # merged from a store older than that column). Only a recorder from before corrections had
+        # to succeed linked a failed call: its event says so.
         fixes = self.store.query(
             """
-            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at, v.json AS event,
+            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at,
+                coalesce(p.correction_call_id, CASE WHEN json_valid(v.json) THEN json_extract(v.json, '$.call_id') END)
+                    AS call_id,
+                v.type = 'tool_call_finished' AND json_valid(v.json) AND NOT coalesce(json_extract(v.json, '$.ok'), 0)
+                    AS fix_failed,
                 (SELECT json_extract(s.json, '$.roles') FROM events s WHERE s.id = v.cause_id
                  AND s.type = 'tool_call_started' AND json_type(s.json, '$.roles') = 'object') AS roles
             FROM pairs p LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
@@ -147,10 +154,9 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     fix = ws.fix(pair)
     if fix.get("fixed_at") is None:
         return Fit(None, "fix not recorded")
-    event = json.loads(fix["event"]) if fix.get("event") else {}
-    if event.get("type") == "tool_call_finished" and not event.get("ok"):
+    if fix["fix_failed"]:
         return Fit(None, "the fixing call failed")  # linked by a recorder from before corrections had to succeed
-    call_id = event.get("call_id")
+    call_id = fix["call_id"]
     if pair.source in ("lint", "test"):
         paths = ws.paths_edited_by(pair.session_id, seq) if pair.source == "test" else [pair.target or ""]
         if len(paths) != 1:
@@ -159,7 +165,8 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     call = next((c for c in pair.correction.get("tool_calls") or [] if c.get("id") == call_id), None)
     if call is None:
         return Fit(None, "fixing call not found")
-    arguments = parse_arguments(call["function"].get("arguments"))
+    made = canonical_call(call)  # its arguments parsed once, for the checks and the record
+    arguments = made["function"]["arguments"]
     arguments = arguments if isinstance(arguments, dict) else None
     name = call["function"].get("name")
     roles = roles_for(name, json.loads(fix["roles"]) if fix.get("roles") else None)
@@ -172,7 +179,7 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
     if name not in EDIT_TOOLS and any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
         return Fit(None, "fix uses a file created later")
     whole = len(pair.correction.get("tool_calls") or []) == 1
-    return Fit(_as_made(pair.correction, call), seq=fix.get("correction_seq") if whole else None)
+    return Fit(_as_made(pair.correction, made), seq=fix.get("correction_seq") if whole else None)
 
 
 def _uncorrected(pair: Pair) -> str:
@@ -184,12 +191,12 @@ def _uncorrected(pair: Pair) -> str:
     return "no correction"
 
 
-def _as_made(message: Message, call: dict[str, Any]) -> Message:
-    """The fixing call as the model sent it: the whole reply (its text as written) when that call is
-    all it made, else that call alone."""
+def _as_made(message: Message, made: dict[str, Any]) -> Message:
+    """The fixing call (`made`, in its canonical form) as the model sent it: the whole reply (its
+    text as written) when that call is all it made, else that call alone."""
     calls = message.get("tool_calls") or []
     content = message.get("content") if len(calls) == 1 else ""
-    return {"role": "assistant", "content": content or "", "tool_calls": [canonical_call(call)]}
+    return {"role": "assistant", "content": content or "", "tool_calls": [made]}
 
 
 def _net_change(

@@ -34,9 +34,13 @@ def slim(conn: sqlite3.Connection, data: dict[str, Any], put_blob: PutBlob) -> d
     """The event's dict with its large values replaced by blob hashes (the blobs written)."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if key in CHUNKED and _is_refs(value):
+        if isinstance(value, str):  # most values: ids, names, short texts (checked first, as it is cheap)
+            out[key] = {TEXT: put_blob(conn, KINDS.get(key, "text"), value)} if len(value) >= LARGE else value
+        elif not isinstance(value, (list, dict)):
+            out[key] = value
+        elif key in CHUNKED and _is_refs(value):
             out[key] = value  # already chunked into blobs by renders
-        elif isinstance(value, (list, dict)) and not _marker(value):
+        elif not _marker(value):
             text = ordered_json(value)
             large = len(text) >= LARGE
             if large:

@@ -22,7 +22,15 @@ from typing import Any
 from feedback_store.card import CardInfo, write_card
 from feedback_store.corrections import Fit, Workspace, fitting_correction
 from feedback_store.errors import StoreError
-from feedback_store.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
+from feedback_store.export_io import (
+    OncePerText,
+    SessionMessages,
+    Sink,
+    accepted_edits,
+    near_key,
+    redact_record,
+    scrub_render,
+)
 from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
 from feedback_store.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.provenance import Origins, content_key
@@ -111,6 +119,7 @@ def export(
     filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
     options = Options(template=template, compact_tools=compact_tools)
     redactor = Redactor() if redact else None
+    once = OncePerText(redactor) if redactor else None
     # `tokenizer`: a counter (the command line builds the embedded model's when --max-tokens decides
     # what is left out) or the estimate; the length report says which.
     counter = counter_of(tokenizer)
@@ -119,8 +128,8 @@ def export(
     with ExitStack() as stack:
         stores = [stack.enter_context(open_store(path)) for path in db_paths]
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
-        examples = _examples(stores, filters, options, redactor, tally, progress, fmt == "kto", shared_only)
-        _fill(sinks, examples, form, redactor, counter, report, tally, test_fraction)
+        examples = _examples(stores, filters, options, once, tally, progress, fmt == "kto", shared_only)
+        _fill(sinks, examples, form, once, counter, report, tally, test_fraction)
         splits = {name: len(sink) for name, sink in sinks.items()}
         if not sum(splits.values()):
             raise EmptyExport(_empty_message(fmt, stores, filters, tally, report))
@@ -197,7 +206,7 @@ def _fill(
     sinks: dict[str, Sink],
     examples: Iterator[Example],
     form: Format,
-    redactor: Redactor | None,
+    redactor: OncePerText | None,
     counter: TokenCounter,
     report: LengthReport,
     tally: _Tally,
@@ -251,7 +260,7 @@ def _examples(
     stores: list[Store],
     filters: dict[str, Any],
     options: Options,
-    redactor: Redactor | None,
+    redactor: OncePerText | None,
     tally: _Tally,
     progress: Progress | None,
     with_accepted: bool,
@@ -259,7 +268,8 @@ def _examples(
 ) -> Iterator[Example]:
     """Each distinct pair as an Example: its fitting correction and render, redacted, with where it
     came from. With `shared_only`, pairs of sessions their user has not shared are left out."""
-    total = sum(store.count_pairs(**filters) for store in stores)
+    # Only progress reports need the total, and counting reads every pair once more.
+    total = sum(store.count_pairs(**filters) for store in stores) if progress is not None else 0
     workspaces = {id(store): Workspace(store) for store in stores}
     origins = {id(store): Origins(store) for store in stores}
     shares = {id(store): resolve(store.query) for store in stores} if shared_only else {}
@@ -315,7 +325,7 @@ def _examples(
                 )
 
 
-def _fix_ids(renders: Renders, pair: Pair, fit: Fit, redactor: Redactor | None) -> list[int] | None:
+def _fix_ids(renders: Renders, pair: Pair, fit: Fit, redactor: OncePerText | None) -> list[int] | None:
     """The token ids the model sampled for the fit, when the fit is a whole recorded reply of a
     model whose ids were recorded and redaction leaves its text as it is."""
     if fit.seq is None or fit.message is None:

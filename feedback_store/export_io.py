@@ -8,6 +8,8 @@ import json
 import os
 import re
 import tempfile
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,9 @@ def _normal(text: str) -> str:
     return " ".join(_IDS.sub("<id>", text).split())
 
 
-def scrub_render(render: Render | None, pair: Pair, clean: Pair, redactor: Redactor | None) -> Render | None:
+def scrub_render(
+    render: Render | None, pair: Pair, clean: Pair, redactor: Redactor | OncePerText | None
+) -> Render | None:
     """The render with secrets redacted. Token ids and logprob tokens would still spell a secret
     out, so when redaction changed the rendered text they are dropped."""
     if render is None or redactor is None:
@@ -49,7 +53,7 @@ def scrub_render(render: Render | None, pair: Pair, clean: Pair, redactor: Redac
     return replace(render, messages=messages, prompt_token_ids=None, completion_token_ids=None, logprobs=None)
 
 
-def redact_record(record: dict[str, Any], redactor: Redactor | None, memo: Memo) -> dict[str, Any]:
+def redact_record(record: dict[str, Any], redactor: Redactor | OncePerText | None, memo: Memo) -> dict[str, Any]:
     """Every text field of the whole record redacted. Most of it already was, message by message;
     this also covers what the record derived (a correction from file contents, hindsight, tool
     schemas). A dict in a top-level list (a message, a tool schema) is redacted on its own once per
@@ -118,11 +122,60 @@ def accepted_edits(store: Store, filters: dict[str, Any]) -> list[Pair]:
     return out
 
 
+class OncePerText:
+    """A Redactor that redacts each distinct text once per export: the same text met again (a
+    system prompt or tool schemas shared by sessions, a message shared by a session's pairs, a
+    feedback that recurs) gets the first result, and its secrets are counted again, as if it had
+    been redacted anew. A value is known by its JSON text, as given or as the Redactor would write
+    it. Past MEMO_CHARS characters of remembered text it starts over, so memory stays bounded."""
+
+    MEMO_CHARS = 32_000_000
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        # text -> (result, or None when the text had no secret; the kinds of secret it had)
+        self.texts: dict[str, tuple[Any, tuple[str, ...]]] = {}
+        self.values: dict[str, tuple[Any, tuple[str, ...]]] = {}
+        self.chars = 0
+
+    def redact(self, text: str) -> str:
+        return self._once(self.texts, text, text, self.redactor.redact)
+
+    def redact_value(self, value: Any, serialized: str | None = None) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        key = json.dumps(value, ensure_ascii=False) if serialized is None else serialized
+        return self._once(self.values, key, value, lambda v: self.redactor.redact_value(v, serialized=key))
+
+    def _once(
+        self, memo: dict[str, tuple[Any, tuple[str, ...]]], key: str, value: Any, redact: Callable[[Any], Any]
+    ) -> Any:
+        known = memo.get(key)
+        if known is None:
+            before = Counter(self.redactor.counts)
+            result = redact(value)
+            known = (None if result is value else result, tuple((self.redactor.counts - before).elements()))
+            self._remember(memo, key, known)
+            return result
+        result, kinds = known
+        if kinds:
+            self.redactor.counts.update(kinds)
+        return value if result is None else result
+
+    def _remember(self, memo: dict[str, tuple[Any, tuple[str, ...]]], key: str, known: tuple) -> None:
+        self.chars += len(key)
+        if self.chars > self.MEMO_CHARS:
+            self.texts.clear()
+            self.values.clear()
+            self.chars = len(key)
+        memo[key] = known
+
+
 class SessionMessages:
     """Work on a session's messages done once per message, however many pairs share it: its
     canonical JSON, the chained hash of the prompt up to it (for content keys), its redacted copy."""
 
-    def __init__(self, redactor: Redactor | None) -> None:
+    def __init__(self, redactor: Redactor | OncePerText | None) -> None:
         self.redactor = redactor
         self.session: str | None = None
         # id(message) -> [message, canonical JSON, prefix hash through it, redacted copy or None]

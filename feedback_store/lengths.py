@@ -63,7 +63,11 @@ def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo) -> int:
         messages = [messages]
     if not isinstance(messages, list):
         return 0
-    return sum(memo.get(m, lambda m: message_tokens(m, counter)) for m in messages if isinstance(m, dict))
+
+    def count(m: dict[str, Any]) -> int:
+        return message_tokens(m, counter)
+
+    return sum([memo.get(m, count) for m in messages if isinstance(m, dict)])
 
 
 def record_tokens(record: dict[str, Any], counter: TokenCounter, memo: Memo | None = None) -> tuple[int, int]:

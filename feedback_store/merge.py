@@ -39,7 +39,7 @@ TABLES = (
 # Where a row already exists, a later copy fills the columns it lacks (a pair corrected since).
 FILLED = {
     "sessions": ("agent", "agent_version", "author", "repository", "git_head", "title", "model"),
-    "pairs": ("correction_seq", "correction_event_id", "corrected_at", "correction"),
+    "pairs": ("correction_seq", "correction_event_id", "correction_call_id", "corrected_at", "correction"),
 }
 BATCH = 2000
 BLOB_KEY = re.compile(r"sha256:[0-9a-f]{64}")

@@ -422,3 +422,19 @@ def m007_team_datasets(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS.append(("m007_team_datasets", m007_team_datasets))
+
+
+def m008_pair_correction_call(db: sqlite_utils.Database) -> None:
+    # The id of the call that fixed a pair (in the assistant message `correction_seq`), as the
+    # recorder knew it when it linked the two: the export reads it here instead of parsing the
+    # fixing event's JSON. Pairs linked before this migration get it from that event now.
+    db["pairs"].add_column("correction_call_id", str)
+    db.execute(
+        """UPDATE pairs SET correction_call_id = (
+            SELECT json_extract(e.json, '$.call_id') FROM events e
+            WHERE e.id = pairs.correction_event_id AND json_valid(e.json))
+        WHERE correction_event_id IS NOT NULL"""
+    )
+
+
+MIGRATIONS.append(("m008_pair_correction_call", m008_pair_correction_call))

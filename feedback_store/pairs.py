@@ -91,14 +91,15 @@ def open_pair(
     return pair_id
 
 
-def _close_ids(conn: sqlite3.Connection, ids: list[str], seq: int, event_id: str, ts: float) -> None:
+def _close_ids(conn: sqlite3.Connection, ids: list[str], seq: int, event: ToolCallFinished) -> None:
     marks = ",".join("?" * len(ids))
     conn.execute(
         f"""
-        UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?, closes_on = NULL
+        UPDATE pairs SET correction_seq = ?, correction_event_id = ?, correction_call_id = ?, corrected_at = ?,
+            closes_on = NULL
         WHERE id IN ({marks})
         """,
-        (seq, event_id, ts, *ids),
+        (seq, event.id, event.call_id, event.ts, *ids),
     )
 
 
@@ -204,7 +205,7 @@ def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, wai
         fixed = []  # an edit that left the file unparseable fixes nothing
         _explain_lint(conn, event)
     if fixed:
-        _close_ids(conn, fixed, seq, event.id, event.ts)
+        _close_ids(conn, fixed, seq, event)
     if any(row[1] == SAME_COMMAND and row[2] == event.name and row[3] == event.target for row in earlier):
         _close_test_pairs(conn, event, seq)
 
@@ -305,10 +306,11 @@ def _close_test_pairs(conn: sqlite3.Connection, event: ToolCallFinished, seq: in
         return
     conn.execute(
         """
-        UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?, closes_on = NULL
+        UPDATE pairs SET correction_seq = ?, correction_event_id = ?, correction_call_id = ?, corrected_at = ?,
+            closes_on = NULL
         WHERE session_id = ? AND closes_on = ? AND target IS ? AND anchor_seq < ?
         """,
-        (fix, event.id, event.ts, event.session_id, SAME_COMMAND, event.target, fix),
+        (fix, event.id, event.call_id, event.ts, event.session_id, SAME_COMMAND, event.target, fix),
     )
 
 
@@ -320,10 +322,11 @@ def on_edit(conn: sqlite3.Connection, event: EditApplied, seq: int | None) -> No
         marks = ",".join("?" * len(paths))
         conn.execute(
             f"""
-            UPDATE pairs SET correction_seq = ?, correction_event_id = ?, corrected_at = ?, closes_on = NULL
+            UPDATE pairs SET correction_seq = ?, correction_event_id = ?, correction_call_id = ?, corrected_at = ?,
+                closes_on = NULL
             WHERE session_id = ? AND closes_on = ? AND anchor_seq < ? AND target IN ({marks})
             """,
-            (seq, event.id, event.ts, event.session_id, SAME_FILE, seq, *paths),
+            (seq, event.id, event.call_id, event.ts, event.session_id, SAME_FILE, seq, *paths),
         )
         return
     if event.syntax_error is not None:

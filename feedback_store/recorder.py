@@ -255,12 +255,12 @@ def _note(conn: sqlite3.Connection, event: Event, stage: str, problem: str) -> N
 def record(conn: sqlite3.Connection, event: Event) -> bool:
     """Write one event and everything derived from it; False when it was already recorded. Text that
     SQLite cannot store (a lone surrogate the model sent) is written with U+FFFD in its place, noted."""
+    if not _GUARDED.get():  # a failure, that one too, rolls the write back to be done again guarded
+        return _record(conn, event)
     try:
         with _savepoint(conn, "recorder_text"):
             return _record(conn, event)
     except UnicodeEncodeError:
-        if not _GUARDED.get():  # what it wrote before is not undone: record it again, guarded
-            raise
         clean, replaced = _without_surrogates(event)
         inserted = _record(conn, clean)
         if inserted:

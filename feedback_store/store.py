@@ -38,6 +38,7 @@ BUSY_TIMEOUT = 1.0
 FIRST_BACKOFF, MAX_BACKOFF = 0.05, 1.0
 WAL_CHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes the log file is truncated to after a checkpoint
+STREAM_BATCH = 500  # rows read at a time by a streamed query
 
 
 def open_store(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
@@ -314,10 +315,33 @@ class Store:
         rows = self.query(f"SELECT count(*) AS n FROM pairs p JOIN sessions s ON s.id = p.session_id {where}", params)
         return rows[0]["n"]
 
+    def _stream(self, sql: str, params: tuple | list | dict = ()) -> Iterator[dict[str, Any]]:
+        """The rows of a query as they are read, a batch at a time: a large result is never held
+        whole, and the store's lock is held only while a batch is read."""
+        with self._lock:
+            try:
+                cursor = self.db.conn.execute(sql, params)
+            except sqlite3.Error as exc:
+                raise explain(exc, self.path) from exc
+        names = [d[0] for d in cursor.description]
+        try:
+            while True:
+                with self._lock:
+                    try:
+                        rows = cursor.fetchmany(STREAM_BATCH)
+                    except sqlite3.Error as exc:
+                        raise explain(exc, self.path) from exc
+                if not rows:
+                    return
+                for row in rows:
+                    yield dict(zip(names, row, strict=True))
+        finally:
+            cursor.close()
+
     def iter_pairs(self, **filters: Any) -> Iterator[Pair]:
         """Pairs in a deterministic order: by session id (time-ordered), then position in the conversation."""
         where, params = _pair_filters(**filters)
-        rows = self.query(
+        rows = self._stream(
             f"""
             SELECT p.*, s.model, s.tools_hash AS session_tools_hash,
                    EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id) AS flagged

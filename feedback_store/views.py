@@ -32,9 +32,12 @@ class Memo:
         self.items: dict[int, tuple[Any, Any]] = {}
 
     def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
-        if not self.has(obj):
-            self.put(obj, make(obj))
-        return self.items[id(obj)][1]
+        hit = self.items.get(id(obj))  # one lookup on a hit: this runs for every message of every record
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        result = make(obj)
+        self.items[id(obj)] = (obj, result)
+        return result
 
     def has(self, obj: Any) -> bool:
         hit = self.items.get(id(obj))
@@ -82,7 +85,11 @@ def canonical(messages: list[Message], tools: list[dict[str, Any]], memo: Memo |
     names = tool_names(tools)
     if memo is None:
         return [canonical_message(m, names) for m in messages]
-    return [memo.get(m, lambda m: canonical_message(m, names)) for m in messages]
+
+    def make(m: Message) -> Message:
+        return canonical_message(m, names)
+
+    return [memo.get(m, make) for m in messages]
 
 
 def as_sent(messages: list[Message]) -> list[Message]:

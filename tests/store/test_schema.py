@@ -129,6 +129,7 @@ EXPECTED_COLUMNS = {
         "correction_event_id",
         "created_at",
         "corrected_at",
+        "correction_call_id",
     ],
     "flags": ["id", "session_id", "rule", "detail", "event_id", "created_at"],
     "lesson_pairs": ["id", "pair_id", "session_id", "lesson_id", "pending"],
