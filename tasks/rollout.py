@@ -341,8 +341,4 @@ def grader_feedback(command: str, task: Any, result: Any) -> str:
 
 def mark_session(store: Any, session_id: str, task_meta: dict[str, Any]) -> None:
     """Set the session's `config.task` (instance id, attempt, reward, pass fractions)."""
-    with store.write() as conn:
-        conn.execute(
-            "UPDATE sessions SET config = json_set(coalesce(config, '{}'), '$.task', json(?)) WHERE id = ?",
-            (json.dumps(task_meta), session_id),
-        )
+    store.mark_task(session_id, task_meta)
