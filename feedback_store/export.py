@@ -23,7 +23,8 @@ from feedback_store.card import CardInfo, write_card
 from feedback_store.corrections import Fit, Workspace, fitting_correction
 from feedback_store.errors import StoreError
 from feedback_store.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
-from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
+from feedback_store.format_table import FORMATS, Format
+from feedback_store.formats import Example, Left, Options, template_of
 from feedback_store.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.provenance import Origins, content_key
 from feedback_store.redact import Redactor
@@ -35,7 +36,6 @@ from feedback_store.views import TEMPLATES, Memo
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
-CORRECTED_FORMATS = ("dpo", "sft", "trl-sdft")
 
 __all__ = ["FORMATS", "EmptyExport", "ExportResult", "export", "split_of"]
 
@@ -119,7 +119,7 @@ def export(
     with ExitStack() as stack:
         stores = [stack.enter_context(open_store(path)) for path in db_paths]
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
-        examples = _examples(stores, filters, options, redactor, tally, progress, fmt == "kto", shared_only)
+        examples = _examples(stores, filters, options, redactor, tally, progress, form.accepted_edits, shared_only)
         _fill(sinks, examples, form, redactor, counter, report, tally, test_fraction)
         splits = {name: len(sink) for name, sink in sinks.items()}
         if not sum(splits.values()):
@@ -363,7 +363,7 @@ def _empty_message(fmt: str, stores: list[Store], filters: dict[str, Any], tally
     if tally.left_out:
         reasons = ", ".join(f"{n} {r}" for r, n in tally.left_out.most_common())
         lines.append(f"Left out: {reasons}.")
-        if fmt in CORRECTED_FORMATS:
+        if FORMATS[fmt].needs_correction:
             lines.append(
                 f"{fmt} needs a correction that fits the failed turn's prompt; export sdpo, trl-sdpo or kto, "
                 "which keep uncorrected pairs."

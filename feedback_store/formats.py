@@ -13,7 +13,6 @@ sessions whose model was given the text form, native otherwise).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -22,6 +21,7 @@ from typing import Any
 
 from agent.protocol import textcalls
 from feedback_store.corrections import Fit
+from feedback_store.format_table import FORMATS
 from feedback_store.renders import Render
 from feedback_store.rows import Pair
 from feedback_store.views import (
@@ -64,18 +64,6 @@ class Left:
 
 
 Built = list[dict[str, Any]] | Left
-
-
-@dataclass(frozen=True)
-class Format:
-    kind: str
-    version: int
-    build: Callable[[Example], Built]
-    parquet: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"teachback-{self.kind}-{self.version}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,14 +420,3 @@ def _flat_message(message: Message) -> Message:
 
 def _json_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-
-
-FORMATS: dict[str, Format] = {
-    "sdpo": Format("sdpo", 3, sdpo),
-    "trl-sdpo": Format("trl-sdpo", 2, trl_sdpo),
-    "trl-sdft": Format("trl-sdft", 3, trl_sdft),
-    "dpo": Format("dpo", 3, dpo),
-    "sft": Format("sft", 3, sft),
-    "kto": Format("kto", 2, kto),
-    "verl": Format("verl", 2, verl, parquet=True),
-}

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from feedback_store import Recorder, StoreError, open_store
-from feedback_store.commands import EXPORT_FORMATS
 from feedback_store.export import FORMATS, EmptyExport, export, split_of
 from feedback_store.formats import Example, hindsight, sdpo
 from tests.store.events import FakeSession, edit, mixed_session
@@ -74,10 +73,6 @@ def db(tmp_path: Path) -> Path:
     return write_db(
         tmp_path / "a.db", mixed_session(task="one"), mixed_session(task="two"), unfixed.finish(), reviewed.finish()
     )
-
-
-def test_the_command_lists_every_format() -> None:
-    assert tuple(FORMATS) == EXPORT_FORMATS
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))

@@ -12,6 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar, Select
 
+from feedback_store.format_table import FORMATS
+
 DEFAULT_FORMAT = "sdpo"
 
 
@@ -19,8 +21,6 @@ class ExportScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
 
     def __init__(self, store_path: Path, *, default_dir: Path | None = None) -> None:
-        from feedback_store.export import FORMATS
-
         super().__init__(id="export")
         self.store_path = store_path
         self.default_dir = default_dir or Path.cwd()
@@ -44,8 +44,7 @@ class ExportScreen(Screen[None]):
         yield Footer()
 
     def _default_destination(self, fmt: str) -> Path:
-        suffix = ".parquet" if fmt == "verl" else ".jsonl"
-        return self.default_dir / f"teachback-{fmt}{suffix}"
+        return self.default_dir / f"teachback-{fmt}{FORMATS[fmt].suffix}"
 
     @on(Select.Changed, "#export-format")
     def _format_changed(self, event: Select.Changed) -> None:
