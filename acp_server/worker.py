@@ -196,7 +196,7 @@ def main() -> int:
 
 def _warm_up() -> None:
     import agent.runtime  # noqa: F401
-    import feedback_store.recorder  # noqa: F401
+    import feedback_store.recording.recorder  # noqa: F401
     from agent.llm import load_litellm
 
     load_litellm()

@@ -248,7 +248,7 @@ def _finish_recording(recording, session_id: str, code: int) -> int:
 
 
 def _recording(settings: Settings, session, show):
-    """The run's recording (feedback_store.recording), or None when the database cannot be written."""
+    """The run's recording (feedback_store.recording.recording), or None when the database cannot be written."""
     from feedback_store import StoreError, attach, open_store
 
     store = None

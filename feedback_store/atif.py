@@ -27,8 +27,8 @@ from feedback_store.export_io import Sink
 from feedback_store.format_table import TRAJECTORIES
 from feedback_store.hashing import canonical_json
 from feedback_store.provenance import Origins, content_key
+from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
-from feedback_store.renders import Renders
 from feedback_store.sharing import resolve
 from feedback_store.store import Store, open_store, parse_since
 

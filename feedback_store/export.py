@@ -27,8 +27,8 @@ from feedback_store.format_table import FORMATS, Format
 from feedback_store.formats import Example, Left, Options, template_of
 from feedback_store.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.provenance import Origins, content_key
+from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
-from feedback_store.renders import Renders
 from feedback_store.rows import Pair
 from feedback_store.sharing import resolve
 from feedback_store.store import Store, open_store

@@ -15,8 +15,8 @@ from typing import Any
 from agent.protocol import LONE_SURROGATE
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json
+from feedback_store.recording.renders import Render
 from feedback_store.redact import Redactor
-from feedback_store.renders import Render
 from feedback_store.rows import Pair
 from feedback_store.store import Store, parse_since
 from feedback_store.views import Memo

@@ -22,7 +22,7 @@ from typing import Any
 from agent.protocol import textcalls
 from feedback_store.corrections import Fit
 from feedback_store.format_table import FORMATS
-from feedback_store.renders import Render
+from feedback_store.recording.renders import Render
 from feedback_store.rows import Pair
 from feedback_store.views import (
     Memo,

@@ -27,7 +27,7 @@ from agent.protocol import Lesson, Lessons
 from agent.protocol.arguments import read_arguments
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
-from feedback_store.pairs import COMMAND_TOOL
+from feedback_store.recording.pairs import COMMAND_TOOL
 from feedback_store.redact import Redactor
 from feedback_store.store import Store, open_store
 

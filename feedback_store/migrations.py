@@ -360,7 +360,7 @@ MIGRATIONS.append(("m004_learning_rounds", m004_learning_rounds))
 
 
 def m005_recording_notes(db: sqlite_utils.Database) -> None:
-    # A step of recording an event that failed on it (feedback_store/recorder.py: a check, a derived
+    # A step of recording an event that failed on it (feedback_store/recording/recorder.py: a check, a derived
     # row, text SQLite cannot store): the event itself is recorded; this says which step was skipped.
     db.create_table(
         "recording_notes",

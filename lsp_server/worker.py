@@ -34,7 +34,7 @@ WORKER_ARGV = (sys.executable, "-m", "lsp_server.worker")
 def warm_up_imports() -> None:
     """Import the agent, litellm and the store ahead of the first turn (seconds of work)."""
     import agent.runtime  # noqa: F401
-    import feedback_store.recorder  # noqa: F401
+    import feedback_store.recording.recorder  # noqa: F401
     from agent.llm import load_litellm
 
     load_litellm()

@@ -35,7 +35,7 @@ from agent.protocol import (
     UserInput,
     is_call_error,
 )
-from feedback_store.pairs import SCHEMA_KINDS
+from feedback_store.recording.pairs import SCHEMA_KINDS
 from tasks.records import TaskError
 
 log = logging.getLogger(__name__)

@@ -217,7 +217,7 @@ def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenize
     """Replies whose every tool call succeeded, from unflagged sessions on the test side of the
     split, as the token ids the model was fed and sampled (newest sessions first)."""
     from feedback_store.export import split_of
-    from feedback_store.renders import Renders
+    from feedback_store.recording.renders import Renders
     from feedback_store.store import open_store
 
     if db is None or not Path(db).exists() or limit <= 0:

@@ -35,7 +35,7 @@ class SessionHost:
         self.relay: EventRelay | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._lessons: Any = None  # the LessonBook of the open session
-        self._recording: Any = None  # feedback_store.recording.Recording, while a session is recorded
+        self._recording: Any = None  # feedback_store.recording.recording.Recording, while a session is recorded
 
     async def open(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> SessionClient:
         """Close the current session (if any) and open a new or resumed one."""
