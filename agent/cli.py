@@ -377,7 +377,7 @@ class DemoDatabase:
         return self.store.pairs()
 
     def export(self, fmt: str, out: Path) -> tuple[int, list[Path], dict[str, int]] | None:
-        from feedback_store.export import EmptyExport, export
+        from feedback_store.export.export import EmptyExport, export
 
         try:
             result = export([self.path], fmt, out)

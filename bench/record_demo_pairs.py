@@ -29,7 +29,7 @@ from agent.config import Settings  # noqa: E402
 from agent.protocol import UserInput  # noqa: E402
 from agent.runtime import open_session  # noqa: E402
 from feedback_store import Recorder, open_store  # noqa: E402
-from feedback_store.export import export  # noqa: E402
+from feedback_store.export.export import export  # noqa: E402
 
 INSTRUCTION = "slugify in textkit/slug.py must return a lowercase slug. Fix it."
 FILES = {

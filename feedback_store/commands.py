@@ -10,9 +10,9 @@ import sys
 import time
 from typing import Any
 
-from feedback_store.format_table import FORMATS, TRAJECTORIES
+from feedback_store.export.format_table import FORMATS, TRAJECTORIES
 
-TEMPLATES = ("auto", "native", "text")  # feedback_store.views.TEMPLATES
+TEMPLATES = ("auto", "native", "text")  # feedback_store.export.views.TEMPLATES
 EMPTY_EXPORT_EXIT = 2
 PROGRESS_MIN_TOTAL = 2000  # pairs; smaller exports finish before a bar would help
 BAR_WIDTH = 30
@@ -107,10 +107,10 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
 
 def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
-    from feedback_store.export import EmptyExport, command_line_options, export
+    from feedback_store.export.export import EmptyExport, command_line_options, export
 
     if args.format == TRAJECTORIES.kind or args.hub:
-        from feedback_store.hub import export_trajectories_or_hub
+        from feedback_store.export.hub import export_trajectories_or_hub
 
         return export_trajectories_or_hub(args, _command(args))
     bar = ProgressBar()

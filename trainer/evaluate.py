@@ -165,7 +165,7 @@ def held_out_records(config: EvalConfig) -> list[dict[str, Any]]:
 def _export_test_split(config: EvalConfig) -> list[Path]:
     import tempfile
 
-    from feedback_store.export import EmptyExport, export
+    from feedback_store.export.export import EmptyExport, export
 
     if config.db is None or not Path(config.db).exists():
         return []
@@ -216,7 +216,7 @@ class Turn:
 def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenizer: Any) -> list[Turn]:
     """Replies whose every tool call succeeded, from unflagged sessions on the test side of the
     split, as the token ids the model was fed and sampled (newest sessions first)."""
-    from feedback_store.export import split_of
+    from feedback_store.export.export import split_of
     from feedback_store.recording.renders import Renders
     from feedback_store.store import open_store
 

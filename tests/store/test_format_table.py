@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from feedback_store import Recorder, open_store
-from feedback_store.atif import export_atif
 from feedback_store.commands import add_export_arguments
-from feedback_store.export import export
-from feedback_store.format_table import FORMATS, TRAJECTORIES, format_of
+from feedback_store.export.atif import export_atif
+from feedback_store.export.export import export
+from feedback_store.export.format_table import FORMATS, TRAJECTORIES, format_of
 from tests.store.events import mixed_session
 
 pytestmark = pytest.mark.timeout(120)

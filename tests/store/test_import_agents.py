@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from feedback_store import open_store
-from feedback_store.export import FORMATS, export
+from feedback_store.export.export import FORMATS, export
 from feedback_store.provenance import FIELDS
 from feedback_store.recording import import_claude, import_codex
 from feedback_store.recording.imports import import_logs

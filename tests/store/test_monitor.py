@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from feedback_store import Recorder, open_store
-from feedback_store.export import export
+from feedback_store.export.export import export
 from feedback_store.recording.monitor import check_call, check_command, check_edit, is_test_path
 from tests.store.events import FakeSession, edit, mixed_session
 

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from feedback_store import open_store
-from feedback_store.atif import export_atif
+from feedback_store.export.atif import export_atif
 from feedback_store.merge import merge
 from feedback_store.recording import import_claude, import_codex
 from feedback_store.recording.imports import import_logs

@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar, Select
 
-from feedback_store.format_table import FORMATS
+from feedback_store.export.format_table import FORMATS
 
 DEFAULT_FORMAT = "sdpo"
 
@@ -73,7 +73,7 @@ class ExportScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="export")
     def run_export(self, fmt: str, out_path: Path, *, redact: bool, include_flagged: bool) -> None:
         from feedback_store import StoreError
-        from feedback_store.export import export
+        from feedback_store.export.export import export
 
         def progress(done: int, total: int) -> None:
             self.app.call_from_thread(self.query_one(ProgressBar).update, total=max(total, 1), progress=done)

@@ -3,7 +3,7 @@ to training records. A builder returns its records, or Left(reason) when the pai
 that format.
 
 Every record names its format and version: `"format": "teachback-<kind>-<version>"`. Which view of
-the conversation a trainer format carries is the `template` option (see feedback_store.views):
+the conversation a trainer format carries is the `template` option (see feedback_store.export.views):
 `native` (OpenAI / Hugging Face tool calls, the tool schemas in a `tools` column as JSON text, which
 TRL's SFT and DPO trainers pass to the chat template), `text` (tools in the system prompt, calls as
 text: for models whose chat template has no tool support, such as SmolLM2), or `auto` (text for
@@ -20,11 +20,9 @@ from string import Template
 from typing import Any
 
 from agent.protocol import textcalls
-from feedback_store.corrections import Fit
-from feedback_store.format_table import FORMATS
-from feedback_store.recording.renders import Render
-from feedback_store.rows import Pair
-from feedback_store.views import (
+from feedback_store.export.corrections import Fit
+from feedback_store.export.format_table import FORMATS
+from feedback_store.export.views import (
     Memo,
     canonical,
     canonical_message,
@@ -34,6 +32,8 @@ from feedback_store.views import (
     text_view,
     tool_names,
 )
+from feedback_store.recording.renders import Render
+from feedback_store.rows import Pair
 
 Message = dict[str, Any]
 TEXT_MODES = ("text", "grammar", "json_object")
@@ -183,7 +183,7 @@ def ground_truth(ex: Example) -> str:
 
 @cache
 def _hindsight_template() -> Template:
-    return Template(resources.files("feedback_store").joinpath("hindsight.txt").read_text(encoding="utf-8"))
+    return Template(resources.files("feedback_store.export").joinpath("hindsight.txt").read_text(encoding="utf-8"))
 
 
 def render_message(message: Message | None) -> str:

@@ -21,10 +21,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from feedback_store.card import CardInfo, write_card
 from feedback_store.errors import StoreError
-from feedback_store.export_io import Sink
-from feedback_store.format_table import TRAJECTORIES
+from feedback_store.export.card import CardInfo, write_card
+from feedback_store.export.export_io import Sink
+from feedback_store.export.format_table import TRAJECTORIES
 from feedback_store.hashing import canonical_json
 from feedback_store.provenance import Origins, content_key
 from feedback_store.recording.renders import Renders

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.protocol import is_mcp_tool
+from feedback_store.export.views import canonical_call, parse_arguments, tool_names
 from feedback_store.recording.pairs import FIX_WINDOW, MCP_FAILURES, REPEATED, SCHEMA_KINDS, WRONG_TARGET
 from feedback_store.rows import Pair
 from feedback_store.store import Store
-from feedback_store.views import canonical_call, parse_arguments, tool_names
 
 Message = dict[str, Any]
 EDIT_TOOLS = ("edit_file", "create_file")

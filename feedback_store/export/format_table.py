@@ -1,7 +1,7 @@
 """Everything known about each export format, one record per format.
 
 The command line reads this table at start-up (the names in `--format`'s help), so it imports
-nothing heavy: a record names its builder in feedback_store.formats and loads it on first use.
+nothing heavy: a record names its builder in feedback_store.export.formats and loads it on first use.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import cached_property
 from importlib import import_module
 from typing import Any
 
-BUILDERS = "feedback_store.formats"
+BUILDERS = "feedback_store.export.formats"
 
 
 def _fields(names: str) -> tuple[str, ...]:
@@ -111,7 +111,7 @@ FORMATS: dict[str, Format] = {
         file="parquet",
     ),
 }
-# Whole sessions, written by feedback_store.atif rather than built pair by pair.
+# Whole sessions, written by feedback_store.export.atif rather than built pair by pair.
 TRAJECTORIES = Format(
     "atif",
     1,

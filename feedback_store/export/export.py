@@ -2,7 +2,7 @@
 
 Pairs are deduplicated (the same content in several databases; near-duplicates within a session:
 the same call and feedback once ids and whitespace are normalised), given a correction that fits
-their prompt where one can be derived (feedback_store.corrections), built into records, redacted
+their prompt where one can be derived (feedback_store.export.corrections), built into records, redacted
 (by default), measured in tokens, split train/test by session (so no conversation lands on both
 sides) and written in a deterministic order, with a dataset card beside them. An export that would
 write nothing fails with what to change instead of leaving an empty file.
@@ -19,20 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from feedback_store.card import CardInfo, write_card
-from feedback_store.corrections import Fit, Workspace, fitting_correction
 from feedback_store.errors import StoreError
-from feedback_store.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
-from feedback_store.format_table import FORMATS, Format
-from feedback_store.formats import Example, Left, Options, template_of
-from feedback_store.lengths import LengthReport, TokenCounter, counter_of
+from feedback_store.export.card import CardInfo, write_card
+from feedback_store.export.corrections import Fit, Workspace, fitting_correction
+from feedback_store.export.export_io import SessionMessages, Sink, accepted_edits, near_key, redact_record, scrub_render
+from feedback_store.export.format_table import FORMATS, Format
+from feedback_store.export.formats import Example, Left, Options, template_of
+from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
+from feedback_store.export.views import TEMPLATES, Memo
 from feedback_store.provenance import Origins, content_key
 from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
 from feedback_store.rows import Pair
 from feedback_store.sharing import resolve
 from feedback_store.store import Store, open_store
-from feedback_store.views import TEMPLATES, Memo
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from feedback_store.format_table import format_of
+from feedback_store.export.format_table import format_of
 
 MARK = "<!-- teachback dataset card -->"
 

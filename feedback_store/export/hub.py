@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from feedback_store.format_table import FORMATS, TRAJECTORIES
+from feedback_store.export.format_table import FORMATS, TRAJECTORIES
 
 STAGING = ".teachback-staging"
 SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
@@ -31,9 +31,9 @@ def _staged_file(staged: Path, fmt: str) -> Path:
 
 
 def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
-    from feedback_store.atif import export_atif
     from feedback_store.errors import StoreError
-    from feedback_store.export import command_line_options, export
+    from feedback_store.export.atif import export_atif
+    from feedback_store.export.export import command_line_options, export
 
     out = Path(args.out).expanduser()
     staged = out / STAGING / f"{args.format}.jsonl" if args.hub else out
