@@ -233,7 +233,7 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
 
 
 def m003_lessons(db: sqlite_utils.Database) -> None:
-    # Lessons (feedback_store/lessons.py): a full-text index over failures, kept current by triggers
+    # Lessons (feedback_store/lessons/lessons.py): a full-text index over failures, kept current by triggers
     # as the recorder writes pairs, and the lessons distilled from them. `lesson_pairs` gives each
     # pair a stable integer key (the index's rowid) and says whether its lesson must be (re)distilled.
     db.execute(

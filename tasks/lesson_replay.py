@@ -26,7 +26,15 @@ from typing import Any
 from agent.loop_guard import call_target
 from agent.protocol import Lesson, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
-from feedback_store.lessons import BLOCK_HEADER, FAILURE_HEADER, LessonBook, gist, lesson_text, live_lessons, render
+from feedback_store.lessons.lessons import (
+    BLOCK_HEADER,
+    FAILURE_HEADER,
+    LessonBook,
+    gist,
+    lesson_text,
+    live_lessons,
+    render,
+)
 from tasks.states import Label, State
 
 Situation = tuple[str, str, str | None]

@@ -254,7 +254,7 @@ def _run_agent(
     workspace: Path, settings: Settings, instruction: str, recorder: Any, task_meta: dict[str, Any]
 ) -> tuple[str, dict[str, Any], float]:
     from agent.runtime import open_session
-    from feedback_store.lessons import book_for
+    from feedback_store.lessons.lessons import book_for
 
     lessons = book_for(settings)  # lessons from the attempt's database (and team stores), when on
     try:
