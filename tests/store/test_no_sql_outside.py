@@ -109,17 +109,28 @@ def _store_names(nodes: list[ast.AST]) -> set[str]:
 
 
 def sql_calls_on_store(source: str) -> list[str]:
+    return _scan(ast.parse(source), frozenset())
+
+
+def _scan(scope: ast.AST, outer: frozenset[str]) -> list[str]:
+    """SQL calls on a store, and any use of its raw database (`store.db`), in one scope; a name
+    bound to a store in an enclosing scope counts in the scopes inside it."""
+    nodes = _own_nodes(scope)
+    bound = outer | _store_names([scope, *nodes])
+
+    def on_store(receiver: ast.AST) -> bool:
+        text = ast.unparse(receiver)
+        return bool(STORE_NAME.search(text)) or text.split(".")[0].split("[")[0] in bound
+
     found = []
-    for scope in ast.walk(ast.parse(source)):
-        if not isinstance(scope, SCOPES):
-            continue
-        nodes = _own_nodes(scope)
-        bound = _store_names([scope, *nodes])
-        for node in nodes:
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
-                receiver = ast.unparse(node.func.value)
-                if STORE_NAME.search(receiver) or receiver.split(".")[0].split("[")[0] in bound:
-                    found.append(f"line {node.lineno}: {receiver}.{node.func.attr}(...)")
+    for node in nodes:
+        if isinstance(node, SCOPES):
+            found += _scan(node, bound)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+            if on_store(node.func.value):
+                found.append(f"line {node.lineno}: {ast.unparse(node.func)}(...)")
+        elif isinstance(node, ast.Attribute) and node.attr == "db" and on_store(node.value):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
     return found
 
 
@@ -159,6 +170,7 @@ def test_the_excepted_bench_scripts_exist_and_still_need_it(tables: frozenset[st
         'rows = book.store.query("SELECT id FROM lessons WHERE deleted = 0")\n',
         'def f(feedback: Store):\n    return feedback.query(f"select * from {t}")\n',
         "with open_store(p) as s:\n    s.db.execute(sql)\n",
+        'feedback = open_store(p)\n\n\ndef add(row):\n    feedback.db["pairs"].insert(row)\n',
         'conn = sqlite3.connect(path)\nconn.execute("INSERT INTO " + "pairs (id) VALUES (?)", (1,))\n',
         'q = f"""SELECT m.seq FROM messages m\n JOIN "tool_calls" t ON t.seq = m.seq WHERE m.id = {x}"""\n',
     ],
