@@ -107,7 +107,7 @@ def _open_recorded(params: dict[str, Any], calls: ParentCalls) -> Opened:
     """Blocking: the session, its recording and its lessons (run in a thread)."""
     from agent.runtime import open_session
     from feedback_store import StoreError, attach, open_store
-    from feedback_store.lessons import book_for
+    from feedback_store.lessons.lessons import book_for
 
     settings = Settings().replace(**params["settings"])
     root = Path(params["workspace"])
@@ -196,7 +196,7 @@ def main() -> int:
 
 def _warm_up() -> None:
     import agent.runtime  # noqa: F401
-    import feedback_store.recorder  # noqa: F401
+    import feedback_store.recording.recorder  # noqa: F401
     from agent.llm import load_litellm
 
     load_litellm()

@@ -192,9 +192,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def open_lessons(settings: Settings):
-    """The lessons a session is shown (feedback_store.lessons), or None when they are off or nothing
+    """The lessons a session is shown (feedback_store.lessons.lessons), or None when they are off or nothing
     has been recorded yet."""
-    from feedback_store.lessons import book_for
+    from feedback_store.lessons.lessons import book_for
 
     return book_for(settings)
 
@@ -248,7 +248,7 @@ def _finish_recording(recording, session_id: str, code: int) -> int:
 
 
 def _recording(settings: Settings, session, show):
-    """The run's recording (feedback_store.recording), or None when the database cannot be written."""
+    """The run's recording (feedback_store.recording.recording), or None when the database cannot be written."""
     from feedback_store import StoreError, attach, open_store
 
     store = None
@@ -377,7 +377,7 @@ class DemoDatabase:
         return self.store.pairs()
 
     def export(self, fmt: str, out: Path) -> tuple[int, list[Path], dict[str, int]] | None:
-        from feedback_store.export import EmptyExport, export
+        from feedback_store.export.export import EmptyExport, export
 
         try:
             result = export([self.path], fmt, out)

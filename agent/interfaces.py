@@ -93,7 +93,7 @@ class LessonSource(Protocol):
 
 
 class Recording(Protocol):
-    """A session's recording while attached (feedback_store.recording.attach, which the CLI wires)."""
+    """A session's recording while attached (feedback_store.recording.recording.attach, which the CLI wires)."""
 
     def flush(self, wait: float | None = None) -> list[Event]:
         """Write what is pending; return what is not written yet."""

@@ -9,7 +9,7 @@ shared system prompt and tool schemas). Then, each repeated, the ways interleave
 spell of the machine hits each, and the medians printed:
 - raw: one SELECT of the pairs, one SELECT of each session's messages, json.dumps of a record with
   the same prompt / completion / feedback / correction / teacher_prompt content, written as JSON Lines;
-- export sdpo (redaction off, and on): `feedback_store.export.export`.
+- export sdpo (redaction off, and on): `feedback_store.export.export.export`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from agent.protocol import (  # noqa: E402
     new_id,
 )
 from feedback_store import Recorder, open_store  # noqa: E402
-from feedback_store.export import export  # noqa: E402
+from feedback_store.export.export import export  # noqa: E402
 
 TOOLS = [
     {

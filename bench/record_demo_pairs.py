@@ -29,7 +29,7 @@ from agent.config import Settings  # noqa: E402
 from agent.protocol import UserInput  # noqa: E402
 from agent.runtime import open_session  # noqa: E402
 from feedback_store import Recorder, open_store  # noqa: E402
-from feedback_store.export import export  # noqa: E402
+from feedback_store.export.export import export  # noqa: E402
 
 INSTRUCTION = "slugify in textkit/slug.py must return a lowercase slug. Fix it."
 FILES = {
@@ -75,8 +75,14 @@ async def record(project: Path, db: Path, args: argparse.Namespace) -> None:
     session.subscribe(Recorder(store))
     finished = await session.run(UserInput(text=INSTRUCTION))
     print(f"turn: {finished.reason} after {finished.steps} steps {finished.summary or ''}", file=sys.stderr)
-    for row in store.query("SELECT name, arguments, status, error_kind FROM tool_calls ORDER BY started_at"):
-        print(f"{row['status']:5} {row['error_kind'] or '':18} {row['name']}({row['arguments']})", file=sys.stderr)
+    arguments: dict[str, str] = {}
+    for event in store.events(session.id):
+        if event["type"] == "tool_call_started":
+            arguments[event["call_id"]] = event["arguments"]
+        elif event["type"] == "tool_call_finished":
+            status = "ok" if event["ok"] else "error"
+            call = f"{event['name']}({arguments.get(event['call_id'], '')})"
+            print(f"{status:5} {event.get('error_kind') or '':18} {call}", file=sys.stderr)
     store.close()
 
 

@@ -40,7 +40,7 @@ from agent.protocol import (  # noqa: E402
     new_id,
 )
 from feedback_store import Recorder, open_store  # noqa: E402
-from feedback_store import recorder as recorder_module  # noqa: E402
+from feedback_store.recording import recorder as recorder_module  # noqa: E402
 
 TOOLS = [
     {

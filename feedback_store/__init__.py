@@ -11,9 +11,9 @@ from typing import Any
 
 _EXPORTS = {
     "StoreError": "feedback_store.errors",
-    "Recorder": "feedback_store.recorder",
-    "Recording": "feedback_store.recording",
-    "attach": "feedback_store.recording",
+    "Recorder": "feedback_store.recording.recorder",
+    "Recording": "feedback_store.recording.recording",
+    "attach": "feedback_store.recording.recording",
     "Pair": "feedback_store.rows",
     "SessionSummary": "feedback_store.rows",
     "Store": "feedback_store.store",

@@ -10,9 +10,9 @@ import sys
 import time
 from typing import Any
 
-EXPORT_FORMATS = ("sdpo", "trl-sdpo", "trl-sdft", "dpo", "sft", "kto", "verl")  # feedback_store.formats.FORMATS
-TRAJECTORY_FORMAT = "atif"  # whole sessions (feedback_store.atif)
-TEMPLATES = ("auto", "native", "text")  # feedback_store.views.TEMPLATES
+from feedback_store.export.format_table import FORMATS, TRAJECTORIES
+
+TEMPLATES = ("auto", "native", "text")  # feedback_store.export.views.TEMPLATES
 EMPTY_EXPORT_EXIT = 2
 PROGRESS_MIN_TOTAL = 2000  # pairs; smaller exports finish before a bar would help
 BAR_WIDTH = 30
@@ -31,10 +31,14 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         required=True,
         metavar="FORMAT",
-        help=f"output format: {', '.join(EXPORT_FORMATS)}, or {TRAJECTORY_FORMAT} (whole sessions as ATIF trajectories)",
+        help=f"output format: {', '.join(FORMATS)}, or {TRAJECTORIES.kind} (whole sessions as ATIF trajectories)",
     )
     parser.add_argument(
-        "--out", required=True, metavar="PATH", help="output file (.jsonl; .parquet for verl); a folder with --hub"
+        "--out",
+        required=True,
+        metavar="PATH",
+        help=f"output file (.jsonl; .parquet for {', '.join(k for k, f in FORMATS.items() if f.parquet)}); "
+        "a folder with --hub",
     )
     parser.add_argument(
         "--shared-only",
@@ -103,10 +107,10 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
 
 def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
-    from feedback_store.export import EmptyExport, command_line_options, export
+    from feedback_store.export.export import EmptyExport, command_line_options, export
 
-    if args.format == TRAJECTORY_FORMAT or args.hub:
-        from feedback_store.hub import export_trajectories_or_hub
+    if args.format == TRAJECTORIES.kind or args.hub:
+        from feedback_store.export.hub import export_trajectories_or_hub
 
         return export_trajectories_or_hub(args, _command(args))
     bar = ProgressBar()

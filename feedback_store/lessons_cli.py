@@ -62,7 +62,7 @@ def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
 
 def lessons_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
-    from feedback_store.lessons import refresh
+    from feedback_store.lessons.lessons import refresh
     from feedback_store.store import open_store
 
     try:

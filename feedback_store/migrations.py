@@ -233,7 +233,7 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
 
 
 def m003_lessons(db: sqlite_utils.Database) -> None:
-    # Lessons (feedback_store/lessons.py): a full-text index over failures, kept current by triggers
+    # Lessons (feedback_store/lessons/lessons.py): a full-text index over failures, kept current by triggers
     # as the recorder writes pairs, and the lessons distilled from them. `lesson_pairs` gives each
     # pair a stable integer key (the index's rowid) and says whether its lesson must be (re)distilled.
     db.execute(
@@ -360,7 +360,7 @@ MIGRATIONS.append(("m004_learning_rounds", m004_learning_rounds))
 
 
 def m005_recording_notes(db: sqlite_utils.Database) -> None:
-    # A step of recording an event that failed on it (feedback_store/recorder.py: a check, a derived
+    # A step of recording an event that failed on it (feedback_store/recording/recorder.py: a check, a derived
     # row, text SQLite cannot store): the event itself is recorded; this says which step was skipped.
     db.create_table(
         "recording_notes",

@@ -249,6 +249,32 @@ class Store:
         )
         return {row["id"]: json.loads(row["task"]) for row in rows}
 
+    def mark_task(self, session_id: str, task: dict[str, Any]) -> None:
+        """Record that the session is a graded task attempt: its `config.task` (instance id,
+        attempt, reward, pass fractions), as `task_sessions` reads it back."""
+        with self.write() as conn:
+            conn.execute(
+                "UPDATE sessions SET config = json_set(coalesce(config, '{}'), '$.task', json(?)) WHERE id = ?",
+                (json.dumps(task), session_id),
+            )
+
+    def clean_replies(self) -> list[tuple[str, int]]:
+        """(session id, message seq) of the assistant replies that made tool calls and whose every
+        call succeeded, in unflagged sessions, newest session first. A task grader's test run is
+        recorded as a call (id grader_...) that the model never made: it is not the reply's."""
+        rows = self.query(
+            """WITH calls AS (SELECT session_id, message_seq, status FROM tool_calls
+                           WHERE call_id NOT LIKE 'grader!_%' ESCAPE '!')
+            SELECT m.session_id, m.seq FROM messages m JOIN sessions s ON s.id = m.session_id
+            WHERE m.role = 'assistant'
+              AND EXISTS (SELECT 1 FROM calls t WHERE t.session_id = m.session_id AND t.message_seq = m.seq)
+              AND NOT EXISTS (SELECT 1 FROM calls t WHERE t.session_id = m.session_id
+                              AND t.message_seq = m.seq AND t.status != 'ok')
+              AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = m.session_id)
+            ORDER BY s.started_at DESC, m.session_id, m.seq"""
+        )
+        return [(row["session_id"], row["seq"]) for row in rows]
+
     def list_sessions(self, limit: int = 50) -> list[SessionSummary]:
         rows = self.query(
             """

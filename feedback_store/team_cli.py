@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 AGENTS = {
-    "claude-code": ("feedback_store.import_claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
-    "codex": ("feedback_store.import_codex", "~/.codex/sessions (or $CODEX_HOME/sessions)"),
+    "claude-code": ("feedback_store.recording.import_claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
+    "codex": ("feedback_store.recording.import_codex", "~/.codex/sessions (or $CODEX_HOME/sessions)"),
 }
 
 
@@ -60,7 +60,7 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
 def import_main(args: argparse.Namespace) -> int:
     from importlib import import_module
 
-    from feedback_store.imports import import_logs
+    from feedback_store.recording.imports import import_logs
     from feedback_store.store import open_store
 
     module = import_module(AGENTS[args.agent][0])

@@ -65,7 +65,7 @@ class AgentHost:
         self.corrections = CorrectionTracker()
         self.disk = DiskView(root)  # the open files as the editor saw them, while the agent may write
         self.recording: str = "not started"
-        self._attached: Any = None  # the recording of an inline session (feedback_store.recording)
+        self._attached: Any = None  # the recording of an inline session (feedback_store.recording.recording)
         self._open_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None

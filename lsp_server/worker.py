@@ -34,7 +34,7 @@ WORKER_ARGV = (sys.executable, "-m", "lsp_server.worker")
 def warm_up_imports() -> None:
     """Import the agent, litellm and the store ahead of the first turn (seconds of work)."""
     import agent.runtime  # noqa: F401
-    import feedback_store.recorder  # noqa: F401
+    import feedback_store.recording.recorder  # noqa: F401
     from agent.llm import load_litellm
 
     load_litellm()
@@ -44,7 +44,7 @@ def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[s
     """A session on `root` with its recording attached: (session, recording or None, where it
     records, warnings for the user). Blocking: call it in a thread."""
     from agent.runtime import open_session
-    from feedback_store.lessons import book_for
+    from feedback_store.lessons.lessons import book_for
 
     session = open_session(root, settings, frontend="lsp", lessons=book_for(settings))
     if not settings.record:

@@ -249,8 +249,8 @@ class RecordWriter:
     result: BranchResult
 
     def add(self, at: At, branches: list[Branch]) -> None:
-        from feedback_store.export_io import redact_record
-        from feedback_store.views import Memo
+        from feedback_store.export.export_io import redact_record
+        from feedback_store.export.views import Memo
 
         self.result.samples += len(branches)
         self.result.labels.update(b.label.kind for b in branches)

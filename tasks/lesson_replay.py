@@ -26,7 +26,15 @@ from typing import Any
 from agent.protocol import Lesson, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
 from agent.protocol.roles import roles_for
-from feedback_store.lessons import BLOCK_HEADER, FAILURE_HEADER, LessonBook, gist, lesson_text, refresh, render
+from feedback_store.lessons.lessons import (
+    BLOCK_HEADER,
+    FAILURE_HEADER,
+    LessonBook,
+    gist,
+    lesson_text,
+    live_lessons,
+    render,
+)
 from tasks.states import Label, State
 
 Situation = tuple[str, str, str | None]
@@ -169,13 +177,7 @@ def with_lessons(
 
 def lesson_rows(book: LessonBook) -> dict[str, dict[str, Any]]:
     """The user store's lessons by id (pending pairs distilled first), with the fields a wording needs."""
-    refresh(book.store)
-    return {
-        row["id"]: row
-        for row in book.store.query(
-            "SELECT id, tool, error_kind, target, occurrences, feedback, correction FROM lessons WHERE deleted = 0"
-        )
-    }
+    return {row["id"]: row for row in live_lessons(book.store)}
 
 
 def calls_of(reply: Any) -> list[tuple[str, str | None]]:

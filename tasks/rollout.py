@@ -254,7 +254,7 @@ def _run_agent(
     workspace: Path, settings: Settings, instruction: str, recorder: Any, task_meta: dict[str, Any]
 ) -> tuple[str, dict[str, Any], float]:
     from agent.runtime import open_session
-    from feedback_store.lessons import book_for
+    from feedback_store.lessons.lessons import book_for
 
     lessons = book_for(settings)  # lessons from the attempt's database (and team stores), when on
     try:
@@ -353,8 +353,4 @@ def grader_feedback(command: str, task: Any, result: Any) -> str:
 
 def mark_session(store: Any, session_id: str, task_meta: dict[str, Any]) -> None:
     """Set the session's `config.task` (instance id, attempt, reward, pass fractions)."""
-    with store.write() as conn:
-        conn.execute(
-            "UPDATE sessions SET config = json_set(coalesce(config, '{}'), '$.task', json(?)) WHERE id = ?",
-            (json.dumps(task_meta), session_id),
-        )
+    store.mark_task(session_id, task_meta)

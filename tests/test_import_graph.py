@@ -156,4 +156,4 @@ def test_the_checker_sees_imports_inside_functions_and_relative_ones() -> None:
     # The rules above pass vacuously if nothing is found: the CLI's lazy imports must be seen.
     lazy = _imports(COMPOSITION_ROOT, top_level_only=False)
     assert "feedback_store" in {name.split(".")[0] for name in lazy}
-    assert "agent.protocol" in _imports("feedback_store.pairs", top_level_only=True)
+    assert "agent.protocol" in _imports("feedback_store.recording.pairs", top_level_only=True)

@@ -165,7 +165,7 @@ def held_out_records(config: EvalConfig) -> list[dict[str, Any]]:
 def _export_test_split(config: EvalConfig) -> list[Path]:
     import tempfile
 
-    from feedback_store.export import EmptyExport, export
+    from feedback_store.export.export import EmptyExport, export
 
     if config.db is None or not Path(config.db).exists():
         return []
@@ -216,35 +216,24 @@ class Turn:
 def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenizer: Any) -> list[Turn]:
     """Replies whose every tool call succeeded, from unflagged sessions on the test side of the
     split, as the token ids the model was fed and sampled (newest sessions first)."""
-    from feedback_store.export import split_of
-    from feedback_store.renders import Renders
+    from feedback_store.export.export import split_of
+    from feedback_store.recording.renders import Renders
     from feedback_store.store import open_store
 
     if db is None or not Path(db).exists() or limit <= 0:
         return []
     turns: list[Turn] = []
     with open_store(db) as store:
-        # A task grader's test run is recorded as a call (id grader_...) that the model never made.
-        rows = store.query(
-            """WITH calls AS (SELECT session_id, message_seq, status FROM tool_calls
-                           WHERE call_id NOT LIKE 'grader!_%' ESCAPE '!')
-            SELECT m.session_id, m.seq FROM messages m JOIN sessions s ON s.id = m.session_id
-            WHERE m.role = 'assistant'
-              AND EXISTS (SELECT 1 FROM calls t WHERE t.session_id = m.session_id AND t.message_seq = m.seq)
-              AND NOT EXISTS (SELECT 1 FROM calls t WHERE t.session_id = m.session_id
-                              AND t.message_seq = m.seq AND t.status != 'ok')
-              AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = m.session_id)
-            ORDER BY s.started_at DESC, m.session_id, m.seq"""
-        )
+        replies = store.clean_replies()
         renders = Renders(store)
-        for row in rows:
+        for session_id, seq in replies:
             if len(turns) >= limit:
                 break
-            if split_of(row["session_id"], test_fraction) != "test":
+            if split_of(session_id, test_fraction) != "test":
                 continue
-            render = renders.at(row["session_id"], row["seq"])
+            render = renders.at(session_id, seq)
             if render is not None and render.completion_token_ids and _same_vocabulary(tokenizer, render):
-                turns.append(Turn(row["session_id"], render.prompt_token_ids, render.completion_token_ids))
+                turns.append(Turn(session_id, render.prompt_token_ids, render.completion_token_ids))
     return turns
 
 

@@ -244,7 +244,7 @@ def _round(
 def _held_out(config: LearnConfig, say: Say) -> tuple[Path, frozenset[str]] | None:
     """The held-out states' database and sessions: `config.states`, or the test split of the
     database's own task attempts; None when there are none."""
-    from feedback_store.export import split_of
+    from feedback_store.export.export import split_of
     from tasks.states import StateError, load_states, replayable
 
     source = config.states or config.db
@@ -291,7 +291,7 @@ def _replay_states(
 def _training_sessions(config: LearnConfig) -> frozenset[str] | None:
     """The task sessions whose states train: the train side of the split (all of them when the
     held-out states come from another database)."""
-    from feedback_store.export import split_of
+    from feedback_store.export.export import split_of
     from tasks.states import StateError, load_states, replayable
 
     try:
@@ -478,7 +478,7 @@ def write_pointer(entry: Round | None) -> None:
 
 
 def _export(config: LearnConfig, since: float | None, folder: Path) -> dict[str, Path] | None:
-    from feedback_store.export import EmptyExport, export
+    from feedback_store.export.export import EmptyExport, export
 
     folder.mkdir(parents=True, exist_ok=True)
     try:

@@ -22,7 +22,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from feedback_store.views import text_reply, text_view
+from feedback_store.export.views import text_reply, text_view
 
 log = logging.getLogger(__name__)
 

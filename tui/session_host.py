@@ -35,7 +35,7 @@ class SessionHost:
         self.relay: EventRelay | None = None
         self._unsubscribe: list[Callable[[], None]] = []
         self._lessons: Any = None  # the LessonBook of the open session
-        self._recording: Any = None  # feedback_store.recording.Recording, while a session is recorded
+        self._recording: Any = None  # feedback_store.recording.recording.Recording, while a session is recorded
 
     async def open(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> SessionClient:
         """Close the current session (if any) and open a new or resumed one."""
@@ -98,6 +98,6 @@ class SessionHost:
         """Lessons from the store the app records to (None when lessons are off or nothing is recorded)."""
         if self.store is None or not self.settings.lessons:
             return None
-        from feedback_store.lessons import LessonBook
+        from feedback_store.lessons.lessons import LessonBook
 
         return LessonBook(self.store, scope=self.settings.lessons_scope, team=self.settings.lessons_db)

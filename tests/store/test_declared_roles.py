@@ -24,11 +24,12 @@ from agent.toolkit import Toolbox, ToolResult, error, tool
 from agent.tools import ALL_TOOLS, builtin_roles_json, builtin_roles_path, run_command
 from agent.tools.context import ToolContext
 from agent.workspace import Workspace, WorkspaceError
-from feedback_store import Recorder, import_claude, open_store
-from feedback_store.export import export
-from feedback_store.imports import import_logs
-from feedback_store.lessons import refresh
-from feedback_store.monitor import check_call
+from feedback_store import Recorder, open_store
+from feedback_store.export.export import export
+from feedback_store.lessons.lessons import refresh
+from feedback_store.recording import import_claude
+from feedback_store.recording.imports import import_logs
+from feedback_store.recording.monitor import check_call
 from tests.conftest import call, turn
 from tests.store.events import mixed_session
 

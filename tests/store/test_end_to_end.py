@@ -11,7 +11,7 @@ from agent.config import Settings
 from agent.protocol import UserInput
 from agent.runtime import open_session
 from feedback_store import Recorder, open_store
-from feedback_store.export import FORMATS, export
+from feedback_store.export.export import FORMATS, export
 from tests.conftest import call, turn
 
 pytestmark = pytest.mark.timeout(90)

@@ -15,8 +15,8 @@ from agent.config import Settings
 from agent.protocol import UserInput
 from agent.runtime import open_session
 from feedback_store import Recorder, open_store
-from feedback_store.corrections import minimal_edit
-from feedback_store.export import export
+from feedback_store.export.corrections import minimal_edit
+from feedback_store.export.export import export
 from tests.conftest import call, turn
 from tests.store.events import FakeSession, edit
 

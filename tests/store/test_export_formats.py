@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from feedback_store import Recorder, open_store
-from feedback_store.export import export
+from feedback_store.export.export import export
 from feedback_store.rewards import compute_score, score, tool_call_reward
 from tests.store.events import FakeSession, edit, mixed_session
 

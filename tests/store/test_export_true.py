@@ -17,7 +17,7 @@ from agent.config import Settings
 from agent.protocol import UserInput, textcalls
 from agent.runtime import open_session
 from feedback_store import Recorder, open_store
-from feedback_store.export import export
+from feedback_store.export.export import export
 from tests.conftest import call, turn
 from tests.store.events import FakeSession, edit
 from tests.store.test_export_fit import initial_files, session_a, session_b, workspace_at

@@ -13,7 +13,7 @@ from agent.protocol import UserInput
 from agent.runtime import open_session
 from feedback_store import Recorder, open_store
 from feedback_store.errors import StoreError
-from feedback_store.export import export
+from feedback_store.export.export import export
 from tests.conftest import turn
 from tests.store.events import FakeSession, mixed_session
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from feedback_store import import_claude, import_codex, open_store
-from feedback_store.export import FORMATS, export
-from feedback_store.imports import import_logs
+from feedback_store import open_store
+from feedback_store.export.export import FORMATS, export
 from feedback_store.provenance import FIELDS
+from feedback_store.recording import import_claude, import_codex
+from feedback_store.recording.imports import import_logs
 
 LOGS = Path(__file__).parent / "data" / "agent_logs"
 SECRETS = ("ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe")

@@ -13,7 +13,7 @@ from agent.config import Settings
 from agent.protocol import UserInput
 from agent.runtime import open_session, repository_identity
 from feedback_store import Recorder, open_store
-from feedback_store.lessons import LessonBook, estimate_tokens, refresh
+from feedback_store.lessons.lessons import LessonBook, estimate_tokens, refresh
 from feedback_store.migrations import m001_initial_schema, m002_model_call_renders
 from tests.conftest import call, git, turn
 

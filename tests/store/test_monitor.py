@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from feedback_store import Recorder, open_store
-from feedback_store.export import export
-from feedback_store.monitor import check_call, check_command, check_edit, is_test_path
+from feedback_store.export.export import export
+from feedback_store.recording.monitor import check_call, check_command, check_edit, is_test_path
 from tests.store.events import FakeSession, edit, mixed_session
 
 TEST_FILE = "import app\n\n\ndef test_greet():\n    assert app.greet('Ann') == 'Hello, Ann'\n\n\ndef test_empty():\n    assert app.greet('') == 'Hello, '\n"

@@ -19,7 +19,7 @@ from agent.config import Settings
 from agent.protocol import UserInput
 from agent.runtime import open_session
 from feedback_store import Recorder, open_store
-from feedback_store.export import EmptyExport, export
+from feedback_store.export.export import EmptyExport, export
 from tasks.rollout import TASK_DENY_COMMANDS
 from tests.conftest import call, git, turn
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from feedback_store import Recorder, open_store, redact_decode
-from feedback_store.export import FORMATS, export
+from feedback_store.export.export import FORMATS, export
 from feedback_store.redact import Redactor
 from tests.store.events import FakeSession, edit, mixed_session
 from tests.store.test_redact import SECRETS, chars

@@ -14,10 +14,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from feedback_store import import_claude, import_codex, open_store
-from feedback_store.atif import export_atif
-from feedback_store.imports import import_logs
+from feedback_store import open_store
+from feedback_store.export.atif import export_atif
 from feedback_store.merge import merge
+from feedback_store.recording import import_claude, import_codex
+from feedback_store.recording.imports import import_logs
 from feedback_store.sharing import resolve, set_share
 from tests.store.test_import_agents import CC, CX, SECRETS
 

@@ -15,7 +15,7 @@ from agent.config import Settings
 from agent.protocol import UserInput
 from agent.runtime import open_session
 from feedback_store import Recorder, open_store
-from feedback_store.export import export
+from feedback_store.export.export import export
 from tests.conftest import turn
 
 pytest.importorskip("peft")

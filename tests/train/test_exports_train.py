@@ -22,7 +22,7 @@ from agent.runtime import open_session
 from agent.toolkit import Toolbox
 from agent.tools import ALL_TOOLS
 from feedback_store import Recorder, open_store
-from feedback_store.export import export
+from feedback_store.export.export import export
 from tests.conftest import turn
 
 pytest.importorskip("trl")

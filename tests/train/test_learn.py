@@ -14,7 +14,7 @@ import pytest
 
 from agent.providers.llama_engine import adapter_path, model_path, promoted_pointer
 from feedback_store import open_store
-from feedback_store.export import split_of
+from feedback_store.export.export import split_of
 from feedback_store.rounds import LEARN, Round, record_round, rounds, served
 from tests.train.test_eval import make_adapter, record_session
 

@@ -18,7 +18,7 @@ import pytest
 
 from agent.protocol import AssistantMessage, ModelUsage
 from feedback_store import Recorder, open_store
-from feedback_store.export import export
+from feedback_store.export.export import export
 from tests.store.events import FakeSession, edit
 
 pytest.importorskip("transformers")

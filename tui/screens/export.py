@@ -12,6 +12,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, ProgressBar, Select
 
+from feedback_store.export.format_table import FORMATS
+
 DEFAULT_FORMAT = "sdpo"
 
 
@@ -19,8 +21,6 @@ class ExportScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Back")]
 
     def __init__(self, store_path: Path, *, default_dir: Path | None = None) -> None:
-        from feedback_store.export import FORMATS
-
         super().__init__(id="export")
         self.store_path = store_path
         self.default_dir = default_dir or Path.cwd()
@@ -44,8 +44,7 @@ class ExportScreen(Screen[None]):
         yield Footer()
 
     def _default_destination(self, fmt: str) -> Path:
-        suffix = ".parquet" if fmt == "verl" else ".jsonl"
-        return self.default_dir / f"teachback-{fmt}{suffix}"
+        return self.default_dir / f"teachback-{fmt}{FORMATS[fmt].suffix}"
 
     @on(Select.Changed, "#export-format")
     def _format_changed(self, event: Select.Changed) -> None:
@@ -74,7 +73,7 @@ class ExportScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="export")
     def run_export(self, fmt: str, out_path: Path, *, redact: bool, include_flagged: bool) -> None:
         from feedback_store import StoreError
-        from feedback_store.export import export
+        from feedback_store.export.export import export
 
         def progress(done: int, total: int) -> None:
             self.app.call_from_thread(self.query_one(ProgressBar).update, total=max(total, 1), progress=done)

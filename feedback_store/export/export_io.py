@@ -16,12 +16,12 @@ from typing import Any
 
 from agent.protocol import LONE_SURROGATE
 from feedback_store.errors import StoreError
+from feedback_store.export.views import Memo
 from feedback_store.hashing import canonical_json
+from feedback_store.recording.renders import Render
 from feedback_store.redact import Redactor
-from feedback_store.renders import Render
 from feedback_store.rows import Pair
 from feedback_store.store import Store, parse_since
-from feedback_store.views import Memo
 
 _IDS = re.compile(r"\bcall_[0-9A-Za-z_]+|\b[0-9a-f]{16,}\b")
 

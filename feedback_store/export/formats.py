@@ -3,7 +3,7 @@ to training records. A builder returns its records, or Left(reason) when the pai
 that format.
 
 Every record names its format and version: `"format": "teachback-<kind>-<version>"`. Which view of
-the conversation a trainer format carries is the `template` option (see feedback_store.views):
+the conversation a trainer format carries is the `template` option (see feedback_store.export.views):
 `native` (OpenAI / Hugging Face tool calls, the tool schemas in a `tools` column as JSON text, which
 TRL's SFT and DPO trainers pass to the chat template), `text` (tools in the system prompt, calls as
 text: for models whose chat template has no tool support, such as SmolLM2), or `auto` (text for
@@ -13,7 +13,6 @@ sessions whose model was given the text form, native otherwise).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -21,10 +20,9 @@ from string import Template
 from typing import Any
 
 from agent.protocol import textcalls
-from feedback_store.corrections import Fit
-from feedback_store.renders import Render
-from feedback_store.rows import Pair
-from feedback_store.views import (
+from feedback_store.export.corrections import Fit
+from feedback_store.export.format_table import FORMATS
+from feedback_store.export.views import (
     Memo,
     canonical,
     canonical_message,
@@ -34,6 +32,8 @@ from feedback_store.views import (
     text_view,
     tool_names,
 )
+from feedback_store.recording.renders import Render
+from feedback_store.rows import Pair
 
 Message = dict[str, Any]
 TEXT_MODES = ("text", "grammar", "json_object")
@@ -64,18 +64,6 @@ class Left:
 
 
 Built = list[dict[str, Any]] | Left
-
-
-@dataclass(frozen=True)
-class Format:
-    kind: str
-    version: int
-    build: Callable[[Example], Built]
-    parquet: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"teachback-{self.kind}-{self.version}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +183,7 @@ def ground_truth(ex: Example) -> str:
 
 @cache
 def _hindsight_template() -> Template:
-    return Template(resources.files("feedback_store").joinpath("hindsight.txt").read_text(encoding="utf-8"))
+    return Template(resources.files("feedback_store.export").joinpath("hindsight.txt").read_text(encoding="utf-8"))
 
 
 def render_message(message: Message | None) -> str:
@@ -432,14 +420,3 @@ def _flat_message(message: Message) -> Message:
 
 def _json_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-
-
-FORMATS: dict[str, Format] = {
-    "sdpo": Format("sdpo", 3, sdpo),
-    "trl-sdpo": Format("trl-sdpo", 2, trl_sdpo),
-    "trl-sdft": Format("trl-sdft", 3, trl_sdft),
-    "dpo": Format("dpo", 3, dpo),
-    "sft": Format("sft", 3, sft),
-    "kto": Format("kto", 2, kto),
-    "verl": Format("verl", 2, verl, parquet=True),
-}

@@ -21,18 +21,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from feedback_store.card import CardInfo, write_card
 from feedback_store.errors import StoreError
-from feedback_store.export_io import Sink
+from feedback_store.export.card import CardInfo, write_card
+from feedback_store.export.export_io import Sink
+from feedback_store.export.format_table import TRAJECTORIES
 from feedback_store.hashing import canonical_json
 from feedback_store.provenance import Origins, content_key
+from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
-from feedback_store.renders import Renders
 from feedback_store.sharing import resolve
 from feedback_store.store import Store, open_store, parse_since
 
 SCHEMA_VERSION = "ATIF-v1.6"
-FORMAT = "teachback-atif-1"
 
 
 def export_atif(
@@ -78,8 +78,8 @@ def export_atif(
     card = write_card(
         out,
         CardInfo(
-            fmt="atif",
-            format_name=f"{FORMAT} ({SCHEMA_VERSION})",
+            fmt=TRAJECTORIES.kind,
+            format_name=f"{TRAJECTORIES.name} ({SCHEMA_VERSION})",
             files={out.name: count},
             test_fraction=0,
             template="the recorded conversation",
@@ -173,7 +173,7 @@ def trajectory(store: Store, session_id: str, redactor: Redactor | None) -> dict
             "total_cost_usd": sum(u["cost_usd"] or 0.0 for u in totals),
             "total_steps": len(steps),
         },
-        "extra": {"format": FORMAT, "provenance": origin},
+        "extra": {"format": TRAJECTORIES.name, "provenance": origin},
     }
 
 

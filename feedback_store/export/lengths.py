@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from feedback_store.errors import StoreError
-from feedback_store.views import Memo
+from feedback_store.export.views import Memo
 
 CHARS_PER_TOKEN = 4
 PER_MESSAGE = 4  # ChatML's <|im_start|>role\n ... <|im_end|>\n

@@ -93,6 +93,14 @@ def refresh(store: Store, redactor: Redactor | None = None, limit: int | None = 
     return len(pending)
 
 
+def live_lessons(store: Store) -> list[dict[str, Any]]:
+    """The lessons not deleted, pending pairs distilled first, with the fields a wording needs."""
+    refresh(store)
+    return store.query(
+        "SELECT id, tool, error_kind, target, occurrences, feedback, correction FROM lessons WHERE deleted = 0"
+    )
+
+
 def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], redactor: Redactor, now: float) -> None:
     ident = lesson_id(situation)
     marks = ",".join("?" * len(pair_ids))

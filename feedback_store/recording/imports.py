@@ -1,7 +1,7 @@
 """Sessions other coding agents kept on disk (Claude Code, Codex CLI), read into the store as
 teachback sessions with their feedback pairs.
 
-Each importer (feedback_store.import_claude, feedback_store.import_codex) reads one log file into a
+Each importer (feedback_store.recording.import_claude, feedback_store.recording.import_codex) reads one log file into a
 Trail: the session as teachback events (session, turns, replies, tool calls and their results,
 refusals), each with an id made from the session's id and the item's place in the log. The events
 are recorded like a live session's, so the store derives the same pairs from them: a tool error and
@@ -44,8 +44,8 @@ from agent.protocol import (
 )
 from agent.protocol.roles import NO_ROLES, Roles
 from feedback_store.errors import StoreError
-from feedback_store.import_pairs import command_pairs, interruption_pair
-from feedback_store.recorder import Recorder
+from feedback_store.recording.import_pairs import command_pairs, interruption_pair
+from feedback_store.recording.recorder import Recorder
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class ImportReport:
 
 @cache
 def known_tools(agent: str) -> dict[str, dict[str, Any]]:
-    text = resources.files("feedback_store").joinpath("agent_tools.json").read_text(encoding="utf-8")
+    text = resources.files("feedback_store.recording").joinpath("agent_tools.json").read_text(encoding="utf-8")
     return {t["function"]["name"]: t for t in json.loads(text).get(agent, [])}
 
 
@@ -98,7 +98,7 @@ def known_tools(agent: str) -> dict[str, dict[str, Any]]:
 def known_roles(agent: str) -> dict[str, dict[str, Any]]:
     """What the agent's own tools' arguments mean (agent.protocol.roles), by tool name: the monitor
     checks an imported call's command line and the paths it reads by them."""
-    text = resources.files("feedback_store").joinpath("agent_tool_roles.json").read_text(encoding="utf-8")
+    text = resources.files("feedback_store.recording").joinpath("agent_tool_roles.json").read_text(encoding="utf-8")
     return {name: Roles.from_dict(roles).to_dict() for name, roles in json.loads(text).get(agent, {}).items()}
 
 

@@ -1,4 +1,4 @@
-"""Feedback pairs an imported log holds that the recorder cannot see in it (feedback_store.imports):
+"""Feedback pairs an imported log holds that the recorder cannot see in it (feedback_store.recording.imports):
 a reply the user interrupted and then corrected in words, and a failing command that passed again
 after an edit. Both run inside the import's write transaction, once per import of a session; their
 ids are stable, so importing again adds nothing."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from feedback_store import pairs
+from feedback_store.recording import pairs
 
 
 def interruption_pair(

@@ -26,10 +26,10 @@ from typing import Any
 
 from agent.protocol import REPEAT_ERRORS, SCHEMA_ERRORS, is_mcp_tool
 from agent.protocol.roles import roles_for
-from feedback_store.pairs import FIX_WINDOW, MCP_FAILURES, WRONG_TARGET
+from feedback_store.export.views import canonical_call, tool_names
+from feedback_store.recording.pairs import FIX_WINDOW, MCP_FAILURES, WRONG_TARGET
 from feedback_store.rows import Pair
 from feedback_store.store import Store
-from feedback_store.views import canonical_call, tool_names
 
 Message = dict[str, Any]
 EDIT_TOOLS = ("edit_file", "create_file")  # the tools a net change is written with

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from agent.protocol import Event, TurnFinished
 from feedback_store.errors import StoreError
-from feedback_store.recorder import Recorder
+from feedback_store.recording.recorder import Recorder
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from feedback_store.imports import Identify, Outcome, Trail, timestamp
+from feedback_store.recording.imports import Identify, Outcome, Trail, timestamp
 
 AGENT = "claude-code"
 COMMAND_TOOLS = ("Bash",)

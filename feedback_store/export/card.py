@@ -12,20 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MARK = "<!-- teachback dataset card -->"
+from feedback_store.export.format_table import format_of
 
-TRAINERS = {
-    "sdpo": "teachback's own trainer, or any offline analysis: the full record",
-    "trl-sdpo": "trl.experimental.sdpo.SDPOTrainer with SDPOConfig(include_environment_feedback=True) and "
-    "reward_funcs=[feedback_store.rewards.tool_call_reward]",
-    "trl-sdft": "trl.experimental.sdft.SDFTTrainer",
-    "dpo": "trl.DPOTrainer",
-    "sft": "trl.SFTTrainer (prompt/completion: only the completion is trained)",
-    "kto": "trl.KTOTrainer",
-    "atif": "any ATIF reader (Harbor, NVIDIA NeMo Agent toolkit): whole sessions, one trajectory per line",
-    "verl": "verl's RLHFDataset, scored with custom_reward_function.path=<feedback_store/rewards.py> "
-    "custom_reward_function.name=compute_score",
-}
+MARK = "<!-- teachback dataset card -->"
 
 FIELDS = {
     "format": "teachback-<kind>-<version>",
@@ -110,7 +99,7 @@ def render_section(name: str, info: CardInfo) -> str:
     lines = [
         f"## {name} — `{info.format_name}`",
         "",
-        f"- Trainer: {TRAINERS[info.fmt]}",
+        f"- Trainer: {format_of(info.fmt).trainer}",
         *([f"- Command: `{info.command}`"] if info.command else []),
         f"- Files: {files}",
         f"- Split: {split}",

@@ -19,19 +19,26 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from feedback_store.export.format_table import FORMATS, TRAJECTORIES
+
 STAGING = ".teachback-staging"
 SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 
 
+def _staged_file(staged: Path, fmt: str) -> Path:
+    form = FORMATS.get(fmt)  # an unknown format is export's to report
+    return staged.with_suffix(form.suffix) if form is not None and form.parquet else staged
+
+
 def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
-    from feedback_store.atif import export_atif
     from feedback_store.errors import StoreError
-    from feedback_store.export import command_line_options, export
+    from feedback_store.export.atif import export_atif
+    from feedback_store.export.export import command_line_options, export
 
     out = Path(args.out).expanduser()
     staged = out / STAGING / f"{args.format}.jsonl" if args.hub else out
     try:
-        if args.format == "atif":
+        if args.format == TRAJECTORIES.kind:
             count, left, path, card = export_atif(
                 args.db,
                 staged,
@@ -47,7 +54,7 @@ def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
             result = export(
                 args.db,
                 args.format,
-                staged.with_suffix(".parquet") if args.format == "verl" else staged,
+                _staged_file(staged, args.format),
                 command=command,
                 **command_line_options(args),
             )

@@ -21,8 +21,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from feedback_store.imports import Identify, Outcome, Trail, timestamp
 from feedback_store.provenance import remote_identity
+from feedback_store.recording.imports import Identify, Outcome, Trail, timestamp
 
 AGENT = "codex"
 COMMAND_TOOLS = ("shell", "local_shell", "exec_command", "container.exec")

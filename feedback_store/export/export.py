@@ -2,7 +2,7 @@
 
 Pairs are deduplicated (the same content in several databases; near-duplicates within a session:
 the same call and feedback once ids and whitespace are normalised), given a correction that fits
-their prompt where one can be derived (feedback_store.corrections), built into records, redacted
+their prompt where one can be derived (feedback_store.export.corrections), built into records, redacted
 (by default), measured in tokens, split train/test by session (so no conversation lands on both
 sides) and written in a deterministic order, with a dataset card beside them. An export that would
 write nothing fails with what to change instead of leaving an empty file.
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from feedback_store.card import CardInfo, write_card
-from feedback_store.corrections import Fit, Workspace, fitting_correction
 from feedback_store.errors import StoreError
-from feedback_store.export_io import (
+from feedback_store.export.card import CardInfo, write_card
+from feedback_store.export.corrections import Fit, Workspace, fitting_correction
+from feedback_store.export.export_io import (
     OncePerText,
     SessionMessages,
     Sink,
@@ -31,19 +31,19 @@ from feedback_store.export_io import (
     redact_record,
     scrub_render,
 )
-from feedback_store.formats import FORMATS, Example, Format, Left, Options, template_of
-from feedback_store.lengths import LengthReport, TokenCounter, counter_of
+from feedback_store.export.format_table import FORMATS, Format
+from feedback_store.export.formats import Example, Left, Options, template_of
+from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
+from feedback_store.export.views import TEMPLATES, Memo
 from feedback_store.provenance import Origins, content_key
+from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
-from feedback_store.renders import Renders
 from feedback_store.rows import Pair
 from feedback_store.sharing import resolve
 from feedback_store.store import Store, open_store
-from feedback_store.views import TEMPLATES, Memo
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
-CORRECTED_FORMATS = ("dpo", "sft", "trl-sdft")
 
 __all__ = ["FORMATS", "EmptyExport", "ExportResult", "export", "split_of"]
 
@@ -128,7 +128,7 @@ def export(
     with ExitStack() as stack:
         stores = [stack.enter_context(open_store(path)) for path in db_paths]
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
-        examples = _examples(stores, filters, options, once, tally, progress, fmt == "kto", shared_only)
+        examples = _examples(stores, filters, options, once, tally, progress, form.accepted_edits, shared_only)
         _fill(sinks, examples, form, once, counter, report, tally, test_fraction)
         splits = {name: len(sink) for name, sink in sinks.items()}
         if not sum(splits.values()):
@@ -373,7 +373,7 @@ def _empty_message(fmt: str, stores: list[Store], filters: dict[str, Any], tally
     if tally.left_out:
         reasons = ", ".join(f"{n} {r}" for r, n in tally.left_out.most_common())
         lines.append(f"Left out: {reasons}.")
-        if fmt in CORRECTED_FORMATS:
+        if FORMATS[fmt].needs_correction:
             lines.append(
                 f"{fmt} needs a correction that fits the failed turn's prompt; export sdpo, trl-sdpo or kto, "
                 "which keep uncorrected pairs."

@@ -43,9 +43,10 @@ from agent.protocol import (
     TurnStarted,
     event_from_dict,
 )
-from feedback_store import event_blobs, monitor, pairs, provenance, renders
+from feedback_store import event_blobs, provenance
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash, ordered_json
+from feedback_store.recording import monitor, pairs, renders
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
@@ -353,7 +354,7 @@ def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
             event.repository,
         ),
     )
-    # An imported session names its agent in its config (feedback_store.imports); ours is teachback.
+    # An imported session names its agent in its config (feedback_store.recording.imports); ours is teachback.
     agent = event.config.get("agent") or provenance.TEACHBACK_AGENT
     version = event.config.get("agent_version") if "agent" in event.config else provenance.teachback_version()
     provenance.stamp(conn, event.session_id, agent, version)
