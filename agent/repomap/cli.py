@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agent.repomap.mentions import identifiers_in
+from agent.repomap.mentions import split_focus
 from agent.repomap.repomap import RepoMap
 
 # Below this many files to parse, a scan is quick: no progress bar unless stderr is a terminal.
 LARGE_SCAN = 200
-
-
-def split_focus(root: Path, focus: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(paths relative to `root`, identifiers) from focus words: an existing file or folder under
-    `root` (relative or absolute) is a path; anything else is searched for identifiers
-    (`Store.add` -> Store, add)."""
-    paths: list[str] = []
-    mentioned: list[str] = []
-    base = root.resolve()
-    for item in focus:
-        candidate = (root / item).resolve()
-        if candidate.exists() and candidate.is_relative_to(base):
-            paths.append(candidate.relative_to(base).as_posix())
-        else:
-            mentioned += [w for w in identifiers_in(item) if w not in mentioned]
-    return paths, mentioned
 
 
 def map_main(workspace: Path, focus: list[str], tokens: int) -> int:
