@@ -3,7 +3,7 @@ point, for `accelerate launch -m trainer train --data FILE --out DIR`."""
 
 import sys
 
-from trainer.cli import COMMANDS, main
+from cli.train import COMMANDS, main
 
 if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
     sys.exit(f"usage: python -m trainer {{{','.join(COMMANDS)}}} [options]")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import DemoDatabase
-from agent.demo import check_tests, make_project, run_demo
+from cli.demo import check_tests, make_project, run_demo
+from cli.entry import DemoDatabase
 from tests.conftest import git
 
 

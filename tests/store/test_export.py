@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.export import EXPORT_FORMATS
 from feedback_store import Recorder, StoreError, open_store
-from feedback_store.commands import EXPORT_FORMATS
 from feedback_store.export import FORMATS, EmptyExport, export, split_of
 from feedback_store.formats import Example, hindsight, sdpo
 from tests.store.events import FakeSession, edit, mixed_session
@@ -199,7 +199,7 @@ def test_an_empty_selection_writes_no_file_and_says_what_to_change(db: Path, tmp
     assert not (tmp_path / "sft.jsonl").exists()
     out = tmp_path / "x.jsonl"
     code = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "export", "--db", str(only_unfixed), "--format", "sft", "--out", str(out)],
+        [sys.executable, "-m", "cli", "export", "--db", str(only_unfixed), "--format", "sft", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -62,23 +62,23 @@ def _parser() -> argparse.ArgumentParser:
     _session_options(doctor)
     doctor.set_defaults(handler=_doctor)
 
-    from feedback_store.commands import add_export_arguments, add_stats_arguments
+    from cli.export import add_export_arguments, add_stats_arguments
 
     add_export_arguments(sub.add_parser("export", help="export feedback pairs as training data"))
     sub.choices["export"].set_defaults(handler=_export)
     add_stats_arguments(sub.add_parser("stats", help="summarise the feedback store"))
-    sub.choices["stats"].set_defaults(handler=_store_command("commands", "stats_main"))
-    from feedback_store.lessons_cli import add_lessons_arguments
+    sub.choices["stats"].set_defaults(handler=_store_command("export", "stats_main"))
+    from cli.lessons import add_lessons_arguments
 
     add_lessons_arguments(sub.add_parser("lessons", help="see, pin, edit and delete the lessons sessions are shown"))
-    sub.choices["lessons"].set_defaults(handler=_store_command("lessons_cli", "lessons_main"))
-    from feedback_store.team_cli import TEAM_COMMANDS
+    sub.choices["lessons"].set_defaults(handler=_store_command("lessons", "lessons_main"))
+    from cli.team import TEAM_COMMANDS
 
     for name, (summary, add_arguments, entry) in TEAM_COMMANDS.items():
         add_arguments(sub.add_parser(name, help=summary))
         sub.choices[name].set_defaults(handler=_team(entry))
 
-    from agent.mcp.cli import add_mcp_arguments
+    from cli.mcp import add_mcp_arguments
 
     add_mcp_arguments(sub.add_parser("mcp", help="allow or revoke the MCP servers a workspace defines"))
     sub.choices["mcp"].set_defaults(handler=_mcp)
@@ -111,7 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
 
-    # `tasks` and `bench` parse the rest of the line with their own parser (tasks.cli), imported only
+    # `tasks` and `bench` parse the rest of the line with their own parser (cli.tasks), imported only
     # when one of them runs; prefix_chars keeps argparse from reading their options here.
     for name, summary in (
         (
@@ -123,9 +123,9 @@ def _parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
         command.add_argument("arguments", nargs="*")
         command.set_defaults(
-            handler=lambda a, name=name: __import__("tasks.cli", fromlist=["main"]).main(name, a.arguments)
+            handler=lambda a, name=name: __import__("cli.tasks", fromlist=["main"]).main(name, a.arguments)
         )
-    # The trainer's commands (trainer.cli, the optional `train` extra), the same way.
+    # The trainer's commands (cli.train, the optional `train` extra), the same way.
     for name, summary in (
         ("train", "train a LoRA adapter on exported feedback pairs (sdpo, sft, dpo, mix)"),
         ("eval", "evaluate a trained adapter against the model without it"),
@@ -134,7 +134,7 @@ def _parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
         command.add_argument("arguments", nargs="*")
         command.set_defaults(
-            handler=lambda a, name=name: __import__("trainer.cli", fromlist=["main"]).main(name, a.arguments)
+            handler=lambda a, name=name: __import__("cli.train", fromlist=["main"]).main(name, a.arguments)
         )
     return parser
 
@@ -284,7 +284,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from agent.mcp.cli import mcp_main
+    from cli.mcp import mcp_main
 
     return mcp_main(args)
 
@@ -310,7 +310,7 @@ def _store_command(module: str, name: str, *, several: bool = False):
         if not args.db:
             default = str(load_settings(Path.cwd()).db_path())
             args.db = [default] if several else default
-        return getattr(import_module(f"feedback_store.{module}"), name)(args)
+        return getattr(import_module(f"cli.{module}"), name)(args)
 
     return handler
 
@@ -322,7 +322,7 @@ def _team(entry: str):
         from agent.runtime import repository_identity
 
         args.identify = repository_identity
-        return _store_command("team_cli", entry)(args)
+        return _store_command("team", entry)(args)
 
     return handler
 
@@ -340,11 +340,11 @@ def _export(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    return _store_command("commands", "export_main", several=True)(args)
+    return _store_command("export", "export_main", several=True)(args)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from agent.demo import run_demo
+    from cli.demo import run_demo
 
     dest = args.dest
     if args.learn and dest is None:  # the round's files go beside the demo's
@@ -396,7 +396,7 @@ def _tui(args: argparse.Namespace) -> int:
 
 
 def _map(args: argparse.Namespace) -> int:
-    from agent.repomap import map_main
+    from cli.map import map_main
 
     tokens = args.tokens if args.tokens is not None else load_settings(args.workspace).repo_map_tokens
     return map_main(args.workspace, args.focus, tokens)
