@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
+from agent.config import load_settings
 from agent.repomap.mentions import split_focus
 from agent.repomap.repomap import RepoMap
+from common.progress import progress_bar
 
 # Below this many files to parse, a scan is quick: no progress bar unless stderr is a terminal.
 LARGE_SCAN = 200
+
+
+def add_map_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, default=Path.cwd())
+    parser.add_argument("--focus", nargs="*", default=[], help="files or identifiers to centre the map on")
+    parser.add_argument("--tokens", type=int, default=None, help="token budget (default: repo_map_tokens)")
+
+
+def map_command(args: argparse.Namespace) -> int:
+    tokens = args.tokens if args.tokens is not None else load_settings(args.workspace).repo_map_tokens
+    return map_main(args.workspace, args.focus, tokens)
 
 
 def map_main(workspace: Path, focus: list[str], tokens: int) -> int:
@@ -23,7 +35,7 @@ def map_main(workspace: Path, focus: list[str], tokens: int) -> int:
     repo_map = RepoMap(root)
     try:
         paths, mentioned = split_focus(root, focus)
-        with _progress_bar() as progress:
+        with progress_bar("Parsing source files", quiet_below=LARGE_SCAN) as progress:
             text = repo_map.render(tokens=tokens, focus_paths=paths, mentioned=mentioned, progress=progress)
     finally:
         repo_map.close()
@@ -35,31 +47,3 @@ def map_main(workspace: Path, focus: list[str], tokens: int) -> int:
         return 1
     sys.stdout.write(text)
     return 0
-
-
-@contextmanager
-def _progress_bar() -> Iterator[Callable[[int, int], None]]:
-    """A progress callback that draws a bar on stderr for a long scan (or any, on a terminal).
-    rich is imported only when a scan parses something: a map read from the cache needs none."""
-    console = bar = task = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal console, bar, task
-        if bar is None:
-            from rich.console import Console
-            from rich.progress import Progress
-
-            console = console or Console(stderr=True)
-            if total < LARGE_SCAN and not console.is_terminal:
-                return
-            # On a terminal the bar disappears when done; in a log, its final state stays.
-            bar = Progress(console=console, transient=console.is_terminal)
-            bar.start()
-            task = bar.add_task("Parsing source files", total=total)
-        bar.update(task, completed=done, total=total)
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.stop()

@@ -15,15 +15,16 @@ def progress_bar(label: str, *, quiet_below: int = 0, detail: str = "") -> Itera
     """An update callback drawing a bar labelled `label`. Below `quiet_below` items the work is
     quick, so no bar unless stderr is a terminal. `detail` formats the fields each update passes
     ("loss {loss}"). On a terminal the bar disappears when done; in a log its final state stays."""
+    console: Any = None
     bar: Any = None
     task: Any = None
 
     def update(done: int, total: int | None, **fields: Any) -> None:
-        nonlocal bar, task
+        nonlocal console, bar, task
         if bar is None:
             from rich.console import Console
 
-            console = Console(stderr=True)
+            console = console or Console(stderr=True)
             if (total or 0) < quiet_below and not console.is_terminal:
                 return
             bar = _bar(console, detail)
@@ -39,8 +40,9 @@ def progress_bar(label: str, *, quiet_below: int = 0, detail: str = "") -> Itera
 
 
 def _bar(console: Any, detail: str) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import MofNCompleteColumn, Progress, TextColumn
 
-    fields = [TextColumn(detail.replace("{", "{task.fields[").replace("}", "]}"))] if detail else []
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), *fields, TimeRemainingColumn()]
+    columns = list(Progress.get_default_columns())  # label, bar, percentage, time left
+    if detail:  # the count and the fields, before the time left
+        columns[-1:-1] = [MofNCompleteColumn(), TextColumn(detail.replace("{", "{task.fields[").replace("}", "]}"))]
     return Progress(*columns, console=console, transient=console.is_terminal)
