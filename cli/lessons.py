@@ -1,6 +1,6 @@
 """`teachback lessons list|show|pin|unpin|edit|delete`: see and steer what sessions are told.
 
-Registered at start-up, so nothing heavy is imported at module level.
+The store loads inside the functions, when a command runs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from cli.options import configured_db
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 TEXT_WIDTH = 110
@@ -66,7 +68,7 @@ def lessons_main(args: argparse.Namespace) -> int:
     from feedback_store.store import open_store
 
     try:
-        with open_store(args.db) as store:
+        with open_store(args.db or configured_db()) as store:
             refresh(store, limit=None)
             return ACTIONS[args.action or "list"](store, args)
     except LessonNotFound as exc:
