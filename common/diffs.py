@@ -9,14 +9,14 @@ import difflib
 NO_NEWLINE = "\n\\ No newline at end of file\n"
 
 
-def unified_diff(path: str, before: str | None, after: str | None, *, new_path: str | None = None) -> str:
+def unified_diff(rel: str, before: str | None, after: str | None, *, new_rel: str | None = None) -> str:
     """The diff from `before` to `after` (None: the file does not exist on that side) of the file
-    at `path` (at `new_path` after a move)."""
+    at `rel` (at `new_rel` after a move)."""
     diff = difflib.unified_diff(
         lines(before or ""),
         lines(after or ""),
-        fromfile="/dev/null" if before is None else f"a/{path}",
-        tofile="/dev/null" if after is None else f"b/{new_path or path}",
+        fromfile="/dev/null" if before is None else f"a/{rel}",
+        tofile="/dev/null" if after is None else f"b/{new_rel or rel}",
     )
     return "".join(line if line.endswith("\n") else line + NO_NEWLINE for line in diff)
 
