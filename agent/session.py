@@ -45,8 +45,9 @@ from agent.protocol.arguments import read_arguments
 from agent.review import Review
 from agent.syntax import syntax_error
 from agent.toolkit import ModelTool, Toolbox, ToolResult, ToolServers, error
-from agent.tools.context import ToolContext, unified_diff
+from agent.tools.context import ToolContext
 from agent.workspace import FileChange, WorkspaceError
+from common.diffs import unified_diff
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
