@@ -10,12 +10,12 @@ or on a resumed session carries on where the last one stopped.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import sqlite3
 
 from agent.protocol import NOT_RUNNABLE_EXIT_CODES, EditApplied, EditReviewed, ToolCallFinished, is_mcp_tool
+from common.diffs import unified_diff
 
 SCHEMA_KINDS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})
 # The model re-sent its previous call, or went round a cycle of failing calls, with nothing changed.
@@ -342,7 +342,7 @@ def on_review(conn: sqlite3.Connection, event: EditReviewed) -> None:
         feedback = f"The user rejected your edit to {event.path}.{note}"
     else:
         after = conn.execute("SELECT content FROM blobs WHERE hash = ?", (after_hash,)).fetchone()
-        change = _diff(after[0] if after else "", event.user_content or "", event.path)
+        change = unified_diff(event.path, after[0] if after else "", event.user_content or "")
         feedback = (
             f"The user corrected your edit to {event.path} by hand.{note}\nTheir changes to your version:\n{change}"
         )
@@ -368,10 +368,3 @@ def tool_of_call(conn: sqlite3.Connection, session_id: str, call_id: str | None)
         (session_id, call_id),
     ).fetchone()
     return row[0] if row else None
-
-
-def _diff(before: str, after: str, path: str) -> str:
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
-    )
-    return "".join(lines)
