@@ -13,15 +13,15 @@ def unified_diff(rel: str, before: str | None, after: str | None, *, new_rel: st
     """The diff from `before` to `after` (None: the file does not exist on that side) of the file
     at `rel` (at `new_rel` after a move)."""
     diff = difflib.unified_diff(
-        lines(before or ""),
-        lines(after or ""),
+        _lines(before or ""),
+        _lines(after or ""),
         fromfile="/dev/null" if before is None else f"a/{rel}",
         tofile="/dev/null" if after is None else f"b/{new_rel or rel}",
     )
     return "".join(line if line.endswith("\n") else line + NO_NEWLINE for line in diff)
 
 
-def lines(text: str) -> list[str]:
+def _lines(text: str) -> list[str]:
     """`text` split after each newline, as git and patch count lines."""
     parts = text.split("\n")
     return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
