@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from agent.config import EMBEDDED_MODEL, Settings
 from agent.protocol import (
@@ -37,6 +37,7 @@ from agent.protocol import (
     TurnFinished,
     UserInput,
 )
+from common.text import one_line
 from feedback_store import Store, attach, open_store
 from feedback_store.export import EmptyExport, export
 
@@ -178,20 +179,20 @@ class _Transcript:
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, AssistantMessage) and not event.message.get("tool_calls"):
-            self.say(f"  model> {_short(event.message.get('content') or '(empty reply)')}")
+            self.say(f"  model> {one_line(str(event.message.get('content') or '(empty reply)'), 120)}")
         elif isinstance(event, ToolCallStarted) and event.name:
-            self.say(f"  call  {event.name} {_short(event.arguments, 90)}")
+            self.say(f"  call  {event.name} {one_line(str(event.arguments), 90)}")
         elif isinstance(event, ToolCallFinished):
             mark = "ok" if event.ok else f"error ({event.error_kind})"
             if not event.ok:
                 self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
-            self.say(f"        -> {mark}: {_short(event.result, 90)}")
+            self.say(f"        -> {mark}: {one_line(str(event.result), 90)}")
         elif isinstance(event, TurnFinished):
             self.say(
                 f"  turn ended: {event.reason} after {event.steps} steps, {event.completion_tokens} tokens generated"
             )
         elif isinstance(event, ErrorEvent):
-            self.say(f"  error: {_short(event.message, 200)}")
+            self.say(f"  error: {one_line(str(event.message), 200)}")
 
 
 def _report(
@@ -212,7 +213,7 @@ def _report(
         + (f" ({_counts(by_source)}; {corrected} with a correction)" if pairs else "")
     )
     for pair in pairs[:5]:
-        say(f"  [{pair.source}] {pair.tool or 'reply'}: {_short(pair.feedback, 100)}")
+        say(f"  [{pair.source}] {pair.tool or 'reply'}: {one_line(str(pair.feedback), 100)}")
     try:
         result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
     except EmptyExport:  # the model made no mistake this time: nothing to export
@@ -279,11 +280,6 @@ class _Writer:
 
     def __call__(self, text: str) -> None:
         print(text, file=self.out, flush=True)
-
-
-def _short(text: Any, width: int = 120) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _counts(counter: Counter[str]) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.options import configured_db
+from common.text import clip
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 TEXT_WIDTH = 110
@@ -123,8 +124,7 @@ def _list(store: Any, args: argparse.Namespace) -> int:
             + ("U" if row["origin"] == "user" else "-")
             + ("E" if row["edited"] else "-")
         )
-        text = row["text"] if len(row["text"]) <= TEXT_WIDTH else row["text"][: TEXT_WIDTH - 1] + "…"
-        print(f"{row['id']}  {marks}  {row['occurrences'] or 0:>4}  {text}")
+        print(f"{row['id']}  {marks}  {row['occurrences'] or 0:>4}  {clip(row['text'], TEXT_WIDTH)}")
     print(
         "\nP pinned, U your own, E edited; the number is how many recorded failures it was learned from. "
         "`teachback lessons show ID` for details."
