@@ -130,8 +130,8 @@ def _attempt_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _synth(args: argparse.Namespace) -> int:
+    from common.progress import progress_bar
     from tasks.synth import synthesize
-    from tasks.validate import progress_bar
 
     with progress_bar("validating deletions") as progress:
         made = synthesize(
