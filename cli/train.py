@@ -13,6 +13,8 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from common.progress import progress_bar
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 TRAIN_STACK = ("torch", "transformers", "peft", "accelerate")
 INSTALL_HINT = (
@@ -133,8 +135,11 @@ def train_main(args: argparse.Namespace) -> int:
 
     options = {k: v for k, v in vars(args).items() if k not in ("json", "command")}
     config = TrainConfig(**options)
-    with _ProgressBar() as bar:
-        result = train(config, progress=bar.update)
+    with progress_bar("train", detail="loss {loss}  {speed} tok/s") as update:
+        result = train(
+            config,
+            progress=lambda r: update(r.step, r.total, loss=f"{r.loss:.4f}", speed=f"{r.tokens_per_second:.0f}"),
+        )
     if args.json:
         print(
             json.dumps(
@@ -155,38 +160,6 @@ def train_main(args: argparse.Namespace) -> int:
         f"loss {first:.4f} -> {last:.4f}; adapter in {result.adapter_dir}"
     )
     return EXIT_OK
-
-
-class _ProgressBar:
-    """A rich progress bar on stderr: steps, loss, tokens per second, time left."""
-
-    def __enter__(self) -> _ProgressBar:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(
-            TextColumn("train"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}  {task.fields[speed]} tok/s"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-        )
-        self.progress.__enter__()
-        self.task = self.progress.add_task("train", total=None, loss="-", speed="-")
-        return self
-
-    def update(self, report: Any) -> None:
-        self.progress.update(
-            self.task,
-            completed=report.step,
-            total=report.total,
-            loss=f"{report.loss:.4f}",
-            speed=f"{report.tokens_per_second:.0f}",
-        )
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
 
 
 def _optional(kind: Callable[[str], Any]) -> Callable[[str], Any]:
