@@ -3,7 +3,8 @@
 It copies the sample project that ships with the package (a small Python package whose test suite
 has one failing test) into a fresh git repository, walks the embedded model through the fix in a
 few short instructions in `full-auto` mode, records everything in a demo database, and then shows
-what happened: the transcript in short, the tool errors, the feedback pairs, and an `sdpo` export.
+what happened: the transcript (as `teachback run` shows it), the tool errors, the feedback pairs,
+and an `sdpo` export.
 
 The embedded model is tiny (135M parameters) and rarely finishes the fix; the mistakes it makes on
 the way are the point: each one becomes a feedback pair. Local models run in the grammar tool mode
@@ -29,14 +30,12 @@ from typing import TextIO
 
 from agent.config import EMBEDDED_MODEL, Settings
 from agent.protocol import (
-    AssistantMessage,
-    ErrorEvent,
     Event,
     ToolCallFinished,
-    ToolCallStarted,
     TurnFinished,
     UserInput,
 )
+from agent.transcript import Transcript
 from common.text import one_line
 from feedback_store import Store, attach, open_store
 from feedback_store.export import EmptyExport, export
@@ -115,7 +114,7 @@ def run_demo(
     )
     say(f"teachback demo: {model} works on {project} (full-auto, at most {max_steps} steps per instruction).\n")
     started = time.monotonic()
-    transcript = _Transcript(say)
+    transcript = _Transcript(say, Transcript(out))
     with open_store(db_path) as store:
         with _venv_on_path():
             finishes = asyncio.run(_run_sessions(project, settings, transcript, store))
@@ -171,28 +170,17 @@ async def _run_sessions(project: Path, settings: Settings, transcript: _Transcri
 
 
 class _Transcript:
-    """Prints the session's events in short as they happen, and counts the failed tool calls."""
+    """The CLI's transcript of each session, and a count of its failed tool calls by tool and kind."""
 
-    def __init__(self, say: _Writer) -> None:
+    def __init__(self, say: _Writer, show: Transcript) -> None:
         self.say = say
+        self.show = show
         self.errors: Counter[str] = Counter()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, AssistantMessage) and not event.message.get("tool_calls"):
-            self.say(f"  model> {one_line(str(event.message.get('content') or '(empty reply)'), 120)}")
-        elif isinstance(event, ToolCallStarted) and event.name:
-            self.say(f"  call  {event.name} {one_line(str(event.arguments), 90)}")
-        elif isinstance(event, ToolCallFinished):
-            mark = "ok" if event.ok else f"error ({event.error_kind})"
-            if not event.ok:
-                self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
-            self.say(f"        -> {mark}: {one_line(str(event.result), 90)}")
-        elif isinstance(event, TurnFinished):
-            self.say(
-                f"  turn ended: {event.reason} after {event.steps} steps, {event.completion_tokens} tokens generated"
-            )
-        elif isinstance(event, ErrorEvent):
-            self.say(f"  error: {one_line(str(event.message), 200)}")
+        self.show(event)
+        if isinstance(event, ToolCallFinished) and not event.ok:
+            self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
 
 
 def _report(
