@@ -75,10 +75,7 @@ def lessons_main(args: argparse.Namespace) -> int:
     except LessonNotFound as exc:
         print(f"teachback lessons: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    except LessonUsageError as exc:
-        print(f"teachback lessons: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StoreError as exc:
+    except (LessonUsageError, StoreError) as exc:
         print(f"teachback lessons: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -31,22 +31,14 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_share_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sessions", nargs="*", metavar="SESSION", help="session ids (see --list)")
-    parser.add_argument(
-        "--repository",
-        nargs="?",
-        const=Path("."),
-        type=Path,
-        metavar="DIR",
-        help="every session, past and future, of the repository DIR holds (default: the current folder), in any clone",
-    )
-    parser.add_argument(
-        "--workspace",
-        nargs="?",
-        const=Path("."),
-        type=Path,
-        metavar="DIR",
-        help="let DIR's teachback.toml decide (share = true in it shares the sessions recorded there)",
-    )
+    for flag, about in (
+        (
+            "--repository",
+            "every session, past and future, of the repository DIR holds (default: the current folder), in any clone",
+        ),
+        ("--workspace", "let DIR's teachback.toml decide (share = true in it shares the sessions recorded there)"),
+    ):
+        parser.add_argument(flag, nargs="?", const=Path("."), type=Path, metavar="DIR", help=about)
     parser.add_argument("--list", action="store_true", help="show the settings and how many sessions are shared")
     _db(parser)
 
