@@ -33,7 +33,8 @@ def run_main(args: argparse.Namespace) -> int:
     except WorkspaceError as exc:
         print(f"teachback: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    show = JsonLines() if args.json else Transcript()
+    # sys.stdout as it is now: the printers' default is the one when agent.transcript was first imported
+    show = JsonLines(sys.stdout) if args.json else Transcript(sys.stdout)
     recording = None
     if not args.no_record and settings.record:
         recording = _recording(settings, session, show)  # shows each event once it is recorded
