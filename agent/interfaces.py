@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from agent.model import ModelReply
@@ -88,33 +87,5 @@ class LessonSource(Protocol):
     def known_failure(
         self, *, tool: str, target: str | None, workspace: str, repository: str | None = None
     ) -> Lesson | None: ...
-
-    def close(self) -> None: ...
-
-
-class Recording(Protocol):
-    """A session's recording while attached (feedback_store.recording.recording.attach, which the CLI wires)."""
-
-    def flush(self, wait: float | None = None) -> list[Event]:
-        """Write what is pending; return what is not written yet."""
-        ...
-
-    def close(self, *, close_store: bool = False) -> list[Event]:
-        """Detach and flush; return the events that are not recorded."""
-        ...
-
-
-class DemoFeedback(Protocol):
-    """The database `teachback demo` records into (the CLI opens it): a recording per session, the
-    feedback pairs recorded, and an export of them."""
-
-    def attach(self, session: Any) -> Recording: ...
-
-    def pairs(self) -> list[Any]: ...
-
-    def export(self, fmt: str, out: Path) -> tuple[int, list[Path], dict[str, int]] | None:
-        """(records written, files, pairs left out by reason) of an export in `fmt` to `out`; None
-        when there are no pairs."""
-        ...
 
     def close(self) -> None: ...

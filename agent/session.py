@@ -46,8 +46,10 @@ from agent.protocol.arguments import read_arguments
 from agent.review import Review
 from agent.syntax import syntax_error
 from agent.toolkit import ModelTool, Toolbox, ToolResult, ToolServers, error
-from agent.tools.context import ToolContext, unified_diff
+from agent.tools.context import ToolContext
 from agent.workspace import FileChange, WorkspaceError
+from common.diffs import unified_diff
+from common.text import clip
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -428,7 +430,7 @@ class Session:
         and a result for the model so that the turn goes on."""
         log.exception("tool %s raised", name)
         detail = f"{type(exc).__name__}: {exc}"
-        detail = detail if len(detail) <= 300 else detail[:297] + "..."
+        detail = clip(detail, 300, "...")
         self.emit(
             ErrorEvent(
                 session_id=self.id,

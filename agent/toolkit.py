@@ -17,9 +17,11 @@ from agent.protocol import LONE_SURROGATE
 from agent.protocol.arguments import Arguments, json_type, read_arguments
 from agent.protocol.roles import NO_ROLES, Roles
 from agent.workspace import FileChange
+from common.text import clip
 
 Action = Literal["read", "edit", "command", "call", "finish"]  # call: a tool from an MCP server
 MAX_SAFE_INTEGER = 2**53 - 1  # the integers every JSON reader agrees on
+QUOTED_CHARS = 80  # of a name the model sent, quoted back to it (the original may be megabytes)
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
@@ -213,7 +215,7 @@ class Toolbox:
             return error(why, "unavailable")
         if found is None:
             return error(
-                f"There is no tool named {_shorten(name)!r}. Call one of the available tools instead:\n"
+                f"There is no tool named {clip(name, QUOTED_CHARS, '...')!r}. Call one of the available tools instead:\n"
                 f"{self.available()}",
                 "unknown_tool",
             )
@@ -255,7 +257,9 @@ def _check_arguments(found: Tool, arguments: dict[str, Any]) -> list[str]:
     known = {p.name: p for p in found.params}
     for name in arguments:
         if name not in known:
-            problems.append(f"unknown argument {_shorten(name)!r} (known: {', '.join(known) or 'none'})")
+            problems.append(
+                f"unknown argument {clip(name, QUOTED_CHARS, '...')!r} (known: {', '.join(known) or 'none'})"
+            )
     for param in found.params:
         if param.name not in arguments or arguments[param.name] is None:
             if param.required:
@@ -300,17 +304,12 @@ def _matches(value: Any, py_type: type) -> bool:
 
 
 def _preview(value: Any) -> str:
-    return _shorten(json.dumps(value), 40)
+    return clip(json.dumps(value), 40, "...")
 
 
 def _summary(description: str) -> str:
     line = description.strip().split("\n", 1)[0]
-    return _shorten(line, 200)
-
-
-def _shorten(text: str, limit: int = 80) -> str:
-    """Text from the model, cut to quote back in a message (the original may be megabytes)."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(line, 200, "...")
 
 
 def _unwrap_optional(hint: Any) -> tuple[Any, bool]:

@@ -16,6 +16,7 @@ from agent.protocol import (
     ToolCallStarted,
     TurnFinished,
 )
+from common.text import one_line
 
 PREVIEW_LINES = 12
 
@@ -44,7 +45,7 @@ class Transcript:
         elif isinstance(event, AssistantMessage):
             self._end_stream()
         elif isinstance(event, ToolCallStarted):
-            self._line(self._paint("dim", f"→ {event.name or '(unparsed reply)'} {_short(event.arguments, 160)}"))
+            self._line(self._paint("dim", f"→ {event.name or '(unparsed reply)'} {one_line(event.arguments, 160)}"))
         elif isinstance(event, ToolCallFinished):
             if event.ok:
                 self._line(self._paint("green", "  ✓ ") + _first_line(event.result))
@@ -64,7 +65,7 @@ class Transcript:
             self._end_stream()
             self._line(
                 self._paint("bold", f"[{event.reason}] ")
-                + _short(event.summary, 400)
+                + one_line(event.summary, 400)
                 + f"  ({event.steps} steps, {event.prompt_tokens + event.completion_tokens} tokens, "
                 f"${event.cost_usd:.4f})"
             )
@@ -87,15 +88,10 @@ class Transcript:
 
 
 def _first_line(text: str) -> str:
-    return _short(text.splitlines()[0] if text else "", 200)
+    return one_line(text.splitlines()[0] if text else "", 200)
 
 
 def _preview(text: str, lines: int = PREVIEW_LINES) -> str:
     shown = text.splitlines()
     body = "\n".join("    " + line for line in shown[:lines])
     return body.lstrip() + (f"\n    [... {len(shown) - lines} more lines]" if len(shown) > lines else "")
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

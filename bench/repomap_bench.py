@@ -172,9 +172,7 @@ def run_ours(
         mismatches.append(f"new process ({label})")
     [focus] = run_json(sys.executable, OURS, CORPUS, tokens, workers, 1, warm_map, "Popen", "urlopen", env=env)
     add(figures, "teachback warm, new process, new focus", focus)
-    wall, cpu, out = timed_command(
-        [sys.executable, "-m", "agent.cli", "map", "--workspace", CORPUS, "--tokens", tokens], env
-    )
+    wall, cpu, out = timed_command([sys.executable, "-m", "cli", "map", "--workspace", CORPUS, "--tokens", tokens], env)
     add(figures, "teachback map, whole command (warm)", {"wall": wall, "cpu": cpu})
     if out != map_file.read_bytes():
         mismatches.append(f"`teachback map` ({label})")

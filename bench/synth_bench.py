@@ -25,8 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from common.progress import progress_bar  # noqa: E402
 from tasks.synth import synthesize  # noqa: E402
-from tasks.validate import default_workers, progress_bar  # noqa: E402
+from tasks.validate import default_workers  # noqa: E402
 
 BENCH = REPO / ".bench" / "synth"
 # (distribution, version, folder of the extracted sdist): small, pure Python, tests in the sdist.

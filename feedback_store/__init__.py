@@ -1,7 +1,7 @@
 """teachback's feedback store: every event a session emits, in SQLite, and the feedback pairs
 (failure -> feedback -> correction) built from them, ready to export as training data.
 
-The public names load on first use, so `import feedback_store.commands` stays fast.
+The public names load on first use, so importing one of its modules stays fast.
 """
 
 from __future__ import annotations

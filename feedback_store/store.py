@@ -23,6 +23,7 @@ from typing import Any
 
 import sqlite_utils
 
+from common.sqlite import is_busy, use_wal
 from feedback_store.errors import StoreError
 from feedback_store.event_blobs import expand
 from feedback_store.migrations import migrate
@@ -63,7 +64,7 @@ def open_store(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
     except sqlite3.Error as exc:
         raise explain(exc, path) from exc
     try:
-        _use_wal(conn, timeout)
+        use_wal(conn, timeout)
         # In WAL mode NORMAL loses nothing on a process crash; only a power cut may drop the last
         # commits, and the file stays consistent either way.
         conn.execute("PRAGMA synchronous=NORMAL")
@@ -83,29 +84,6 @@ def open_store(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
         conn.close()
         raise explain(exc, path) from exc
     return Store(db, path, wait=timeout)
-
-
-def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
-    """Switch to write-ahead logging. On a new file that another process is setting up at the same
-    moment, the switch answers SQLITE_BUSY at once instead of waiting for the lock (SQLite does not
-    call the busy handler there), so it is retried here for up to `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    delay = 0.002
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc) or time.monotonic() >= deadline:
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    """Another connection holds the lock (SQLITE_BUSY or SQLITE_LOCKED, extended codes included)."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc).lower()
 
 
 def explain(exc: sqlite3.Error, path: Path) -> StoreError:

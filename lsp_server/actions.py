@@ -14,6 +14,7 @@ from importlib import resources
 
 from lsprotocol import types
 
+from common.text import clip
 from lsp_server.commands import ASK, line_span
 
 TITLE_LIMIT = 60
@@ -70,9 +71,7 @@ def code_actions(
 def _fix(uri: str, label: str, diagnostic: types.Diagnostic) -> types.CodeAction:
     template = templates()["fix"]
     rendered = render_diagnostic(diagnostic)
-    message = diagnostic.message.splitlines()[0] if diagnostic.message else "problem"
-    if len(message) > TITLE_LIMIT:
-        message = message[: TITLE_LIMIT - 1] + "…"
+    message = clip(diagnostic.message.splitlines()[0] if diagnostic.message else "problem", TITLE_LIMIT)
     instruction = template.instruction.format(location=location(label, diagnostic.range), diagnostics=rendered)
     action = _action(template, f"{template.title}: {message}", uri, diagnostic.range, instruction, [rendered])
     action.diagnostics = [diagnostic]

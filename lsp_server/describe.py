@@ -18,8 +18,10 @@ from agent.protocol import (
     TurnFinished,
     TurnStarted,
 )
+from common.text import clip, first_line
 
 SNIPPET = 200
+TARGET_CHARS = 60
 
 
 def progress_message(event: Event) -> str | None:
@@ -27,7 +29,7 @@ def progress_message(event: Event) -> str | None:
     if isinstance(event, TurnStarted):
         return "asking the model"
     if isinstance(event, ToolCallStarted):
-        target = _short(event.target or "")
+        target = clip(event.target or "", TARGET_CHARS)
         return f"step {event.step}: {event.name or 'reply'}{' ' + target if target else ''}"
     if isinstance(event, ToolCallFinished) and not event.ok:
         return f"step {event.step}: {event.name or 'reply'} failed ({_problem(event)}), the model will retry"
@@ -50,7 +52,7 @@ def log_line(event: Event) -> tuple[str, types.MessageType] | None:
         target = f" {event.target}" if event.target else ""
         if event.ok:
             return f"[tool] {event.name}{target}: ok", info
-        return f"[tool] {event.name}{target} failed ({_problem(event)}): {_first_line(event.result)}", warning
+        return f"[tool] {event.name}{target} failed ({_problem(event)}): {first_line(event.result, SNIPPET)}", warning
     if isinstance(event, EditApplied):
         where = f"{event.path} -> {event.new_path}" if event.new_path else event.path
         broken = f"; it no longer parses: {event.syntax_error}" if event.syntax_error else ""
@@ -79,12 +81,3 @@ def log_line(event: Event) -> tuple[str, types.MessageType] | None:
 
 def _problem(event: ToolCallFinished) -> str | None:
     return f"exit code {event.exit_code}" if event.exit_code is not None else event.error_kind
-
-
-def _short(target: str) -> str:
-    return target if len(target) <= 60 else target[:59] + "…"
-
-
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= SNIPPET else line[: SNIPPET - 1] + "…"

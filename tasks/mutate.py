@@ -9,7 +9,6 @@ and the gold patch that puts the code back.
 
 from __future__ import annotations
 
-import difflib
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from tree_sitter import Node
 
 from agent.languages import get_parser
+from common.diffs import unified_diff
 from tasks.candidates import Candidate
 from tasks.records import DeletedRange, TaskError
 
@@ -155,15 +155,5 @@ def gold_patch(mutation: Mutation) -> str:
 
 
 def unified_patch(path: str, before: str | None, after: str) -> str:
-    old, new = _lines(before or ""), _lines(after)
-    head = [f"diff --git a/{path} b/{path}\n"] + (["new file mode 100644\n"] if before is None else [])
-    diff = difflib.unified_diff(old, new, "/dev/null" if before is None else f"a/{path}", f"b/{path}")
-    body = [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff]
-    return "".join(head + body)
-
-
-def _lines(text: str) -> list[str]:
-    """Lines split at newlines only (str.splitlines also splits at form feeds and the like)."""
-    parts = text.split("\n")
-    lines = [p + "\n" for p in parts[:-1]]
-    return lines + [parts[-1]] if parts[-1] else lines
+    head = f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n" if before is None else "")
+    return head + unified_diff(path, before, after)

@@ -12,9 +12,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,28 +211,3 @@ def validate_all(
 
 def default_workers() -> int:
     return os.cpu_count() or 1
-
-
-@contextmanager
-def progress_bar(label: str) -> Iterator[Progress]:
-    """A progress callback that draws a bar on stderr (rich, imported on the first update); on a
-    terminal the bar disappears when done, in a log its final state stays."""
-    bar = task = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal bar, task
-        if bar is None:
-            from rich.console import Console
-            from rich.progress import Progress as RichProgress
-
-            console = Console(stderr=True)
-            bar = RichProgress(console=console, transient=console.is_terminal)
-            bar.start()
-            task = bar.add_task(label, total=total)
-        bar.update(task, completed=done, total=total)
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.stop()

@@ -1,27 +1,34 @@
-"""The package boundaries of DESIGN.md, checked over every module's imports (those inside functions
-included): the CLI is the only composition root, the store knows only the protocol, and no two
-modules import each other."""
+"""The package boundaries of the README's architecture table, checked over every module's imports
+(those inside functions included, and the modules the command table loads by name): the command line
+is the only composition root, the store knows only the protocol, every package may stand on the floor
+package and it on nothing of ours, and no two modules import each other."""
 
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
+from cli.commands import COMMANDS
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "feedback_store", "lsp_server", "acp_server", "tui", "tasks", "trainer")
-COMPOSITION_ROOT = "agent.cli"
+PACKAGES = ("cli", "common", "agent", "feedback_store", "lsp_server", "acp_server", "tui", "tasks", "trainer")
+COMPOSITION_ROOT = "cli"
+DISPATCHER = "cli.entry"  # imports each command's module by the name the table gives
 # What each package may import from the others (a package always may import itself).
 ALLOWED = {
-    "agent": (),
-    "feedback_store": ("agent.protocol",),
-    "lsp_server": ("agent", "feedback_store"),
-    "acp_server": ("agent", "feedback_store"),
-    "tui": ("agent", "feedback_store"),
-    "tasks": ("agent", "feedback_store"),
+    "cli": ("agent", "feedback_store", "lsp_server", "acp_server", "tui", "tasks", "trainer", "common"),
+    "common": (),
+    "agent": ("common",),
+    "feedback_store": ("agent.protocol", "common"),
+    "lsp_server": ("agent", "feedback_store", "common"),
+    "acp_server": ("agent", "feedback_store", "common"),
+    "tui": ("agent", "feedback_store", "common"),
+    "tasks": ("agent", "feedback_store", "common"),
     # The trainer's evaluation runs the agent on held-out tasks and serves adapters through the
     # embedded provider, so it composes agent and tasks as the tasks package composes agent.
-    "trainer": ("agent", "feedback_store", "tasks"),
+    "trainer": ("agent", "feedback_store", "tasks", "common"),
 }
 
 
@@ -73,12 +80,16 @@ def _imports(module: str, top_level_only: bool) -> set[str]:
             visit(child)
 
     visit(tree)
+    if module == DISPATCHER and not top_level_only:  # the table's modules load by name, when run
+        found.update(command.module for command in COMMANDS.values())
     return {name for name in found if name.split(".")[0] in PACKAGES}
 
 
 def _allowed(importer: str, imported: str) -> bool:
     package, target = importer.split(".")[0], imported.split(".")[0]
-    if package == target or importer == COMPOSITION_ROOT:
+    if package == target:
+        return True
+    if importer.endswith(".__main__") and target == COMPOSITION_ROOT:  # `python -m trainer` is the command line
         return True
     return any(imported == rule or imported.startswith(rule + ".") for rule in ALLOWED[package])
 
@@ -93,13 +104,40 @@ def test_every_package_imports_only_what_the_design_allows() -> None:
     assert sorted(wrong) == []
 
 
+def test_the_command_table_names_real_commands() -> None:
+    wrong = []
+    for name, command in COMMANDS.items():
+        if command.module not in modules() or command.module.split(".")[0] != COMPOSITION_ROOT:
+            wrong.append(f"{name}: no module {command.module} in the command line's package")
+            continue
+        tree = ast.parse(modules()[command.module].read_text(encoding="utf-8"))
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        wrong += [f"{name}: {command.module} has no {f}" for f in (command.arguments, command.main) if f not in defined]
+    assert wrong == []
+
+
 def test_the_command_line_loads_the_other_packages_lazily() -> None:
-    eager = {
-        f"{COMPOSITION_ROOT} imports {name} at load time"
-        for name in _imports(COMPOSITION_ROOT, top_level_only=True)
-        if not name.startswith("agent")
-    }
+    # What `teachback --help` loads: the dispatcher and what it imports at load time, all the way down.
+    loaded, todo = set(), [DISPATCHER]
+    while todo:
+        module = todo.pop()
+        if module not in loaded:
+            loaded.add(module)
+            todo += _imports(module, top_level_only=True)
+    eager = {m for m in loaded if m.split(".")[0] not in ("cli", "agent", "common")}
+    eager |= loaded & {command.module for command in COMMANDS.values()}
     assert sorted(eager) == []
+
+
+def test_the_rules_are_the_readmes_architecture_table() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("## Architecture") :].split("\n\n| package |", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        names = re.findall(r"`([a-z_.]+)`", cells[-1])
+        rows[cells[0].strip("`/")] = sorted(n for n in names if n.split(".")[0] in PACKAGES)
+    assert rows == {package: sorted(rules) for package, rules in ALLOWED.items()}
 
 
 def test_no_modules_import_each_other() -> None:
@@ -152,8 +190,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_checker_sees_imports_inside_functions_and_relative_ones() -> None:
-    # The rules above pass vacuously if nothing is found: the CLI's lazy imports must be seen.
-    lazy = _imports(COMPOSITION_ROOT, top_level_only=False)
-    assert "feedback_store" in {name.split(".")[0] for name in lazy}
+def test_the_checker_sees_imports_inside_functions_by_name_and_relative_ones() -> None:
+    # The rules above pass vacuously if nothing is found: the commands' lazy imports must be seen,
+    # and the modules the table loads by name.
+    assert "feedback_store" in {name.split(".")[0] for name in _imports("cli.run", top_level_only=False)}
+    assert {"cli.run", "cli.train"} <= _imports(DISPATCHER, top_level_only=False)
+    assert "cli.run" not in _imports(DISPATCHER, top_level_only=True)
     assert "agent.protocol" in _imports("feedback_store.recording.pairs", top_level_only=True)

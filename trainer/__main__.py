@@ -3,8 +3,9 @@ point, for `accelerate launch -m trainer train --data FILE --out DIR`."""
 
 import sys
 
-from trainer.cli import COMMANDS, main
+from cli.commands import TRAINER_COMMANDS
+from cli.entry import main
 
-if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-    sys.exit(f"usage: python -m trainer {{{','.join(COMMANDS)}}} [options]")
-sys.exit(main(sys.argv[1], sys.argv[2:]))
+if len(sys.argv) < 2 or sys.argv[1] not in TRAINER_COMMANDS:
+    sys.exit(f"usage: python -m trainer {{{','.join(TRAINER_COMMANDS)}}} [options]")
+sys.exit(main(sys.argv[1:]))

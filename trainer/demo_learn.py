@@ -13,14 +13,13 @@ the adapter the user's agent serves. A round this small shows the loop close; it
 from __future__ import annotations
 
 import importlib.util
-import os
 import random
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
+
+from common.environment import environment
 
 MODEL = "local/smollm2@none"
 # What the embedded model needs to produce tool calls at all (as in `teachback demo`).
@@ -67,7 +66,7 @@ def run_learn(folder: Path, sizes: dict[str, int] | None = None, out: TextIO = s
         f"({sizes['train_tasks']} training and {sizes['heldout_tasks']} held-out tasks of the sample suite). "
         "A round this small shows the loop close; it measures nothing: bench/learn_round.py is the measured round."
     )
-    with _environment({**SETTINGS, "TEACHBACK_HOME": str(work / "home")}):
+    with environment({**SETTINGS, "TEACHBACK_HOME": str(work / "home")}):
         train_file, heldout_file, all_file = _split(work, sizes)
         started = time.perf_counter()
         for name, path in (("training", train_file), ("held-out", heldout_file)):
@@ -78,20 +77,6 @@ def run_learn(folder: Path, sizes: dict[str, int] | None = None, out: TextIO = s
         times["round"] = time.perf_counter() - started - times["attempts"]
     _report(outcome, times, work, say)
     return 0
-
-
-@contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _split(work: Path, sizes: dict[str, int]) -> tuple[Path, Path, Path]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from agent.config import teachback_home
 from agent.providers.llama_engine import PACKAGED_MODELS, LocalModelError, model_path
+from common.environment import environment
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +109,8 @@ def _write_converted(gguf: Path, target: Path) -> None:
 def offline() -> Iterator[None]:
     """Hub access off while loading. huggingface_hub reads these variables once, when first
     imported, so every loader here also passes local_files_only=True."""
-    saved = {key: os.environ.get(key) for key in _OFFLINE_ENV}
-    os.environ.update(_OFFLINE_ENV)
-    try:
+    with environment(_OFFLINE_ENV):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _cache_name(name: str, gguf: Path) -> str:

@@ -27,11 +27,6 @@ def format_time(value: Any) -> str:
     return str(value)
 
 
-def one_line(text: str | None, limit: int) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def message_text(message: dict[str, Any] | None) -> str:
     """A conversation message as readable text: its content, then any tool calls it makes."""
     if not message:

@@ -17,6 +17,7 @@ from agent.protocol import MCP_PREFIX
 from agent.protocol.roles import NO_ROLES, Roles
 from agent.toolkit import Action, ToolResult, value_problem
 from agent.tools.commands import cap_output
+from common.text import clip
 
 log = logging.getLogger(__name__)
 MAX_NAME = 64  # what OpenAI-style function names allow (^[a-zA-Z0-9_-]{1,64}$)
@@ -59,8 +60,7 @@ class McpTool:
         if schema.get("type") == "object":
             schema.setdefault("properties", {})
         description = (listed.description or "").strip() or f"{listed.name}, a tool of the MCP server {server}."
-        if len(description) > MAX_DESCRIPTION:
-            description = description[: MAX_DESCRIPTION - 3] + "..."
+        description = clip(description, MAX_DESCRIPTION, "...")
         return cls(tool_name(server, listed.name, taken), server, listed.name, description, schema, call)
 
     @property
@@ -92,7 +92,7 @@ class McpTool:
         lines = []
         for name, spec in self._properties.items():
             about = str(spec.get("description") or "") if isinstance(spec, dict) else ""
-            about = about if len(about) <= MAX_PARAMETER_CHARS else about[: MAX_PARAMETER_CHARS - 3] + "..."
+            about = clip(about, MAX_PARAMETER_CHARS, "...")
             optional = "" if name in required else ", optional"
             lines.append(f"- {name} ({_type_name(spec)}{optional})" + (f": {about}" if about else ""))
         return "\n".join(lines) or "(none: send {})"
@@ -110,10 +110,7 @@ class McpTool:
             log.warning("cannot check arguments of %s against its schema", self.name, exc_info=True)
             return problems
         for found in errors[:MAX_PROBLEMS]:
-            message = found.message
-            if len(message) > MAX_PROBLEM_CHARS:
-                message = message[: MAX_PROBLEM_CHARS - 3] + "..."
-            problems.append(f"{_where(tuple(found.absolute_path))} {message}")
+            problems.append(f"{_where(tuple(found.absolute_path))} {clip(found.message, MAX_PROBLEM_CHARS, '...')}")
         if len(errors) > MAX_PROBLEMS:
             problems.append(f"({len(errors) - MAX_PROBLEMS} more problems not shown)")
         return problems

@@ -6,9 +6,8 @@ text = repo_map.render(tokens=1024, focus_paths=open_files, edited_paths=edited,
 repo_map.update(path, text)         # an editor buffer changed (text=None: re-read the disk)
 """
 
-from agent.repomap.cli import map_main, split_focus
-from agent.repomap.mentions import identifiers_in
+from agent.repomap.mentions import identifiers_in, split_focus
 from agent.repomap.render import estimate_tokens
 from agent.repomap.repomap import RepoMap
 
-__all__ = ["RepoMap", "estimate_tokens", "identifiers_in", "map_main", "split_focus"]
+__all__ = ["RepoMap", "estimate_tokens", "identifiers_in", "split_focus"]

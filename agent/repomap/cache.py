@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from common.sqlite import use_wal
+
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
@@ -104,21 +106,6 @@ class FileRow:
 WAIT_S = 5.0  # how long a cache write waits for another process's
 
 
-def _use_wal(db: sqlite3.Connection) -> None:
-    """Switch to write-ahead logging, retried: on a new file that another process (a parallel task
-    attempt, a second editor) is setting up at the same moment, SQLite answers "locked" at once
-    instead of waiting."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-        time.sleep(0.01)
-
-
 class TagCache:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -131,7 +118,7 @@ class TagCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, timeout=WAIT_S, isolation_level=None, check_same_thread=False)
-            _use_wal(db)
+            use_wal(db, WAIT_S)  # a parallel task attempt or a second editor may be creating it too
             db.execute("PRAGMA synchronous=NORMAL")
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 db.execute("BEGIN IMMEDIATE")

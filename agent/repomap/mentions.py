@@ -1,10 +1,12 @@
-"""Identifiers named in an instruction, to personalise the ranking towards them."""
+"""Identifiers named in an instruction (and the files it names), to personalise the ranking towards them."""
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CODE_SHAPED = re.compile(r"_|\d|[a-z][A-Z]|^[A-Z0-9_]{2,}$")
@@ -50,3 +52,19 @@ def _written_as_code(text: str, start: int, end: int, word: str) -> bool:
 
 def _is_word_char(char: str) -> bool:
     return char.isalnum() or char in "_)]"
+
+
+def split_focus(root: Path, focus: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(paths relative to `root`, identifiers) from focus words: an existing file or folder under
+    `root` (relative or absolute) is a path; anything else is searched for identifiers
+    (`Store.add` -> Store, add)."""
+    paths: list[str] = []
+    mentioned: list[str] = []
+    base = root.resolve()
+    for item in focus:
+        candidate = (root / item).resolve()
+        if candidate.exists() and candidate.is_relative_to(base):
+            paths.append(candidate.relative_to(base).as_posix())
+        else:
+            mentioned += [w for w in identifiers_in(item) if w not in mentioned]
+    return paths, mentioned

@@ -18,6 +18,7 @@ from importlib import resources
 from tree_sitter import Node, Parser, Query, QueryCursor
 
 from agent.languages import get_language
+from common.text import clip
 
 # Query files combined per language: TypeScript's own file covers only TS-only nodes.
 QUERY_FILES: dict[str, tuple[str, ...]] = {
@@ -218,6 +219,4 @@ def header_line(source: bytes, entry: Entry) -> tuple[int, str]:
         code = " ".join(" ".join(lines).split())
         code = _SPACE_BEFORE_CLOSE.sub(r"\1", _SPACE_AFTER_OPEN.sub(r"\1", code))
     code = code.removesuffix("{").rstrip()
-    if len(code) > HEADER_MAX_CHARS:
-        code = code[: HEADER_MAX_CHARS - 1] + "…"
-    return line, indent + code
+    return line, indent + clip(code, HEADER_MAX_CHARS)

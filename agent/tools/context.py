@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.changes import Changes
 from agent.config import Settings
 from agent.workspace import Workspace
+from common.diffs import unified_diff
 
 
 @dataclass
@@ -28,15 +28,3 @@ class ToolContext:
         for rel in sorted(originals):
             parts.append(unified_diff(rel, originals[rel], self.current(rel)))
         return "".join(parts)
-
-
-def unified_diff(rel: str, before: str | None, after: str | None, *, new_rel: str | None = None) -> str:
-    a = (before or "").splitlines(keepends=True)
-    b = (after or "").splitlines(keepends=True)
-    diff = difflib.unified_diff(
-        a,
-        b,
-        fromfile="/dev/null" if before is None else f"a/{rel}",
-        tofile="/dev/null" if after is None else f"b/{new_rel or rel}",
-    )
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff)

@@ -26,6 +26,7 @@ from typing import Any
 from agent.protocol import Lesson, Lessons
 from agent.protocol.arguments import read_arguments
 from agent.protocol.roles import roles_for
+from common.text import clip
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
 from feedback_store.redact import Redactor
@@ -180,10 +181,7 @@ def _short_arguments(arguments: str, redactor: Redactor) -> str:
     if value is None:
         return redactor.redact(arguments)
     value = redactor.redact_value(value)
-    shown = [
-        (k, v if not isinstance(v, str) or len(v) <= VALUE_CHARS else v[: VALUE_CHARS - 1] + "…")
-        for k, v in value.items()
-    ]
+    shown = [(k, clip(v, VALUE_CHARS) if isinstance(v, str) else v) for k, v in value.items()]
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
 
 

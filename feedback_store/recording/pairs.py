@@ -10,7 +10,6 @@ or on a resumed session carries on where the last one stopped.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import sqlite3
@@ -25,6 +24,7 @@ from agent.protocol import (
     is_mcp_tool,
 )
 from agent.protocol.roles import roles_for
+from common.diffs import unified_diff
 
 # The call named a path that is not there (or not in the workspace): the target itself was wrong, so
 # the fix is the same tool on the path the model meant, which is another path.
@@ -360,7 +360,7 @@ def on_review(conn: sqlite3.Connection, event: EditReviewed) -> None:
         feedback = f"The user rejected your edit to {event.path}.{note}"
     else:
         after = conn.execute("SELECT content FROM blobs WHERE hash = ?", (after_hash,)).fetchone()
-        change = _diff(after[0] if after else "", event.user_content or "", event.path)
+        change = unified_diff(event.path, after[0] if after else "", event.user_content or "")
         feedback = (
             f"The user corrected your edit to {event.path} by hand.{note}\nTheir changes to your version:\n{change}"
         )
@@ -386,10 +386,3 @@ def tool_of_call(conn: sqlite3.Connection, session_id: str, call_id: str | None)
         (session_id, call_id),
     ).fetchone()
     return row[0] if row else None
-
-
-def _diff(before: str, after: str, path: str) -> str:
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
-    )
-    return "".join(lines)

@@ -226,7 +226,7 @@ async def test_the_repo_map_never_shows_code_from_outside(git_repo, outside, scr
     prompt = run.of(SessionStarted)[0].system_prompt
     assert "def sub" in prompt and "leaked_secret_function()" not in prompt
     done = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "map", "--workspace", str(git_repo), "--focus", "leaked_secret_function"],
+        [sys.executable, "-m", "cli", "map", "--workspace", str(git_repo), "--focus", "leaked_secret_function"],
         capture_output=True,
         text=True,
         timeout=120,

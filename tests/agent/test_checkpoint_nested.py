@@ -19,7 +19,7 @@ EDIT_BOTH = turn(
 
 def teachback_undo(root) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", "undo", "--workspace", str(root)],
+        [sys.executable, "-m", "cli", "undo", "--workspace", str(root)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -11,7 +11,7 @@ from pathlib import Path
 from agent.protocol import event_from_json
 from tests.conftest import call, turn
 
-TEACHBACK = [sys.executable, "-m", "agent.cli"]
+TEACHBACK = [sys.executable, "-m", "cli"]
 
 
 def teachback(*args: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -124,7 +124,7 @@ def test_doctor_checks_the_environment(git_repo, script):
 
 
 def test_help_and_parser_do_not_import_litellm():
-    probe = "import sys, agent.cli; agent.cli._parser(); print('litellm' in sys.modules)"
+    probe = "import sys, cli.entry; cli.entry._parser(); print('litellm' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "False"
 
 
@@ -150,7 +150,7 @@ def test_doctor_checks_the_embedded_model_the_way_the_provider_finds_it(git_repo
 
 
 def test_store_commands_without_db_use_the_database_under_teachback_home(teachback_home, capsys):
-    from agent.cli import main
+    from cli.entry import main
 
     default = teachback_home / "feedback.db"
     assert main(["export", "--format", "sdpo", "--out", str(teachback_home / "out.jsonl")]) == 1
@@ -161,7 +161,7 @@ def test_store_commands_without_db_use_the_database_under_teachback_home(teachba
 
 
 def test_store_commands_without_db_follow_the_configured_database(teachback_home, tmp_path, monkeypatch, capsys):
-    from agent.cli import main
+    from cli.entry import main
 
     configured = tmp_path / "elsewhere" / "team.db"
     configured.parent.mkdir()

@@ -13,7 +13,7 @@ import pytest
 
 from agent.config import ConfigError, Settings, load_settings
 
-TEACHBACK = [sys.executable, "-m", "agent.cli"]
+TEACHBACK = [sys.executable, "-m", "cli"]
 NUMERIC = [f.name for f in dataclasses.fields(Settings) if str(f.type).removesuffix(" | None") in ("int", "float")]
 
 

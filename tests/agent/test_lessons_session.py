@@ -9,10 +9,11 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
-from agent.cli import main, open_lessons
 from agent.config import Settings
 from agent.protocol import Lessons, LessonsShown, SessionStarted, ToolCallFinished, ToolCallStarted, UserInput
 from agent.runtime import open_session
+from cli.entry import main
+from cli.run import open_lessons
 from feedback_store import Recorder, open_store
 from lsp_server.describe import log_line
 from tests.conftest import call, git, turn

@@ -19,7 +19,7 @@ import pytest
 from agent.llm import load_litellm
 from agent.model import LiteLLMModel, ModelError
 
-TEACHBACK = [sys.executable, "-m", "agent.cli"]
+TEACHBACK = [sys.executable, "-m", "cli"]
 LLAMA_CPP_REFUSAL = "response_format type json_schema is not supported"
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_ADMIN_KEY", "ANTHROPIC_AUTH_TOKEN")
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import DemoDatabase
-from agent.demo import check_tests, make_project, run_demo
+from cli.demo import check_tests, make_project, run_demo
 from tests.conftest import git
 
 
@@ -34,14 +33,14 @@ def test_sample_project_is_a_repository_with_one_failing_test(tmp_path: Path) ->
 def test_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     out = io.StringIO()
-    assert run_demo(DemoDatabase, tmp_path, out=out) == 1
+    assert run_demo(tmp_path, out=out) == 1
     assert "not empty" in out.getvalue()
     assert (tmp_path / "keep.txt").read_text() == "mine"
 
 
 def test_demo_with_an_unknown_local_model_says_what_to_use(tmp_path: Path) -> None:
     out = io.StringIO()
-    assert run_demo(DemoDatabase, tmp_path / "demo", model="local/no-such-model", out=out) == 1
+    assert run_demo(tmp_path / "demo", model="local/no-such-model", out=out) == 1
     assert "local/smollm2" in out.getvalue()
     assert not (tmp_path / "demo").exists()
 
@@ -67,7 +66,7 @@ def test_demo_end_to_end_records_pairs_and_a_loadable_export(demo_dest: Path) ->
 
     dest = demo_dest
     out = io.StringIO()
-    assert run_demo(DemoDatabase, dest, max_steps=3, out=out) == 0
+    assert run_demo(dest, max_steps=3, out=out) == 0
     text = out.getvalue()
     assert "you> Call read_file with path textkit/slug.py." in text
     assert "Solved: " in text and "teachback tui" in text and "teachback lsp" in text

@@ -52,7 +52,7 @@ EXPECTED = [
 
 def teachback(*args: str, home: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

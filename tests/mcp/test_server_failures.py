@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from agent.cli import main
 from agent.protocol import ErrorEvent, SessionStarted, ToolCallFinished
+from cli.entry import main
 from feedback_store import Recorder, open_store
 from tests.conftest import call, turn
 from tests.mcp.conftest import PROBE, finished, run_session, server_table

@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from agent.cli import main
 from agent.protocol import ErrorEvent, SessionStarted, ToolCallFinished
+from cli.entry import main
 from tests.conftest import call, turn
 from tests.mcp.conftest import PROBE, finished, run_session, server_table
 

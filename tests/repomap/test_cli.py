@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.repomap import map_main, split_focus
-from agent.repomap.cli import LARGE_SCAN
+from agent.repomap import split_focus
+from cli.map import LARGE_SCAN, map_main
 from tests.repomap.helpers import copy_sample
 
 

@@ -66,7 +66,7 @@ def test_warm_map_in_a_new_process_is_the_cold_map_read_back(tmp_path: Path, tea
 
 def test_teachback_map_command_warm_output_is_byte_identical(tmp_path: Path, teachback_home: Path) -> None:
     root = copy_sample("all", tmp_path / "repo")
-    command = [sys.executable, "-m", "agent.cli", "map", "--workspace", str(root), "--tokens", "400"]
+    command = [sys.executable, "-m", "cli", "map", "--workspace", str(root), "--tokens", "400"]
     env = {**os.environ, "TEACHBACK_HOME": str(teachback_home)}
     cold = subprocess.run(command, cwd=REPO, env=env, capture_output=True, timeout=120, check=True).stdout
     warm = subprocess.run(command, cwd=REPO, env=env, capture_output=True, timeout=120, check=True).stdout

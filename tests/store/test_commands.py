@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from feedback_store import Recorder, open_store
-from feedback_store.commands import (
+from cli.export import (
     ProgressBar,
     add_export_arguments,
     add_stats_arguments,
     export_main,
     stats_main,
 )
+from feedback_store import Recorder, open_store
 from feedback_store.stats import format_stats
 from tests.store.events import FakeSession, mixed_session
 
@@ -125,7 +125,9 @@ def test_progress_bar_only_for_long_exports() -> None:
 
 
 def test_importing_the_commands_is_light() -> None:
-    code = "import sys, feedback_store.commands; print(sorted(m for m in ('sqlite_utils', 'litellm', 'pyarrow') if m in sys.modules))"
+    code = (
+        "import sys, cli.export; print(sorted(m for m in ('sqlite_utils', 'litellm', 'pyarrow') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
 

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from agent.cli import open_lessons
 from agent.config import Settings
 from agent.interfaces import LessonSource
 from agent.mcp.tools import McpTool
@@ -24,6 +23,7 @@ from agent.toolkit import Toolbox, ToolResult, error, tool
 from agent.tools import ALL_TOOLS, builtin_roles_json, builtin_roles_path, run_command
 from agent.tools.context import ToolContext
 from agent.workspace import Workspace, WorkspaceError
+from cli.run import open_lessons
 from feedback_store import Recorder, open_store
 from feedback_store.export.export import export
 from feedback_store.lessons.lessons import refresh

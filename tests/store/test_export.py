@@ -194,7 +194,7 @@ def test_an_empty_selection_writes_no_file_and_says_what_to_change(db: Path, tmp
     assert not (tmp_path / "sft.jsonl").exists()
     out = tmp_path / "x.jsonl"
     code = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "export", "--db", str(only_unfixed), "--format", "sft", "--out", str(out)],
+        [sys.executable, "-m", "cli", "export", "--db", str(only_unfixed), "--format", "sft", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=120,

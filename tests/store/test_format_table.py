@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.export import add_export_arguments
 from feedback_store import Recorder, open_store
-from feedback_store.commands import add_export_arguments
 from feedback_store.export.atif import export_atif
 from feedback_store.export.export import export
 from feedback_store.export.format_table import FORMATS, TRAJECTORIES, format_of

@@ -59,7 +59,7 @@ def hostile_files(root: Path) -> None:
 
 def teachback(*args: str, timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args],
+        [sys.executable, "-m", "cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

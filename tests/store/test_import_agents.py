@@ -38,9 +38,7 @@ def imported(db: Path) -> None:
 
 def teachback(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TEACHBACK_HOME": str(home)}
-    return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, env=env, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, env=env, timeout=120)
 
 
 def pairs(db: Path) -> dict[tuple[str, str | None, str | None], dict]:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import sqlite_utils
 
-from agent.cli import main
 from agent.config import Settings
 from agent.protocol import UserInput
 from agent.runtime import open_session, repository_identity
+from cli.entry import main
 from feedback_store import Recorder, open_store
 from feedback_store.lessons.lessons import LessonBook, estimate_tokens, refresh
 from feedback_store.migrations import m001_initial_schema, m002_model_call_renders

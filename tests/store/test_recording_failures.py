@@ -23,7 +23,7 @@ from tests.conftest import call, turn
 from tests.store.events import FakeSession, with_altered_edit
 
 ROOT = Path(__file__).resolve().parents[2]
-TEACHBACK = [sys.executable, "-m", "agent.cli"]
+TEACHBACK = [sys.executable, "-m", "cli"]
 HOLDER = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)

@@ -36,7 +36,7 @@ def import_into(db: Path, agent_module, identify=lambda _: None) -> None:
 def teachback(*args: str, home: Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TEACHBACK_HOME": str(home), "PYTHONPATH": str(Path(__file__).parents[2])}
     return subprocess.run(
-        [sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
+        [sys.executable, "-m", "cli", *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from cli.entry import main
 from tasks import bench
 from tests.tasks.test_rollout import DOES_NOTHING, SOLVES, WORD_COUNT
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from agent.model import ModelReply
+from cli.entry import main
 from feedback_store.redact import Redactor
-from tasks import cli
 from tasks.branches import FORMATS, At, Branch, BranchResult, RecordWriter, build_records
 from tasks.rollout import run_attempt
 from tasks.sample_suite import sample_suite_path
@@ -87,10 +87,10 @@ def test_records_are_redacted_and_ids_that_spell_a_secret_dropped() -> None:
 
 
 def test_branch_says_what_to_give_instead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main("tasks", ["branch", str(tmp_path / "none.db"), "--out", str(tmp_path / "o")]) == cli.EXIT_USAGE
+    assert main(["tasks", "branch", str(tmp_path / "none.db"), "--out", str(tmp_path / "o")]) == 2
     assert "does not exist: give a feedback database" in capsys.readouterr().err
     args = ["branch", str(tmp_path / "none.db"), "--out", str(tmp_path / "o"), "--model", "gpt-4o"]
-    assert cli.main("tasks", args) == cli.EXIT_USAGE
+    assert main(["tasks", *args]) == 2
     assert "give local/<model>[@adapter]" in capsys.readouterr().err
 
 
@@ -140,7 +140,7 @@ def test_branch_writes_verified_on_policy_records_that_datasets_load(tmp_path: P
     record = run_attempt(spec("local/smollm2@none", db, WORD_COUNT, work_dir=str(tmp_path / "w"), overrides=settings))
     assert "error" not in record, record
     out = tmp_path / "branches"
-    assert cli.main("tasks", ["branch", str(db), "--out", str(out), "--samples", "3", "--max-tokens", "64"]) == 0
+    assert main(["tasks", "branch", str(db), "--out", str(out), "--samples", "3", "--max-tokens", "64"]) == 0
     said = capsys.readouterr()
     assert "state 1/" in said.err and "records: sft.jsonl" in said.out
     records = {kind: [json.loads(line) for line in (out / f"{kind}.jsonl").open()] for kind in FORMATS}

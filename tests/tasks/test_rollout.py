@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from cli.entry import main
 from feedback_store import open_store
 from tasks import bench
 from tasks.executors import ResultsFile, run_all, specs_for
@@ -215,7 +215,7 @@ def test_a_killed_run_resumes_without_redoing_finished_attempts(script, tmp_path
     argv = [
         sys.executable,
         "-m",
-        "agent.cli",
+        "cli",
         "tasks",
         "run",
         str(sample_suite_path()),

@@ -153,7 +153,7 @@ def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arm
 
     adapter = zero_adapter(tmp_path / "zero.gguf")
     done = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "eval", "--states", str(db), "--adapter", str(adapter),
+        [sys.executable, "-m", "cli", "eval", "--states", str(db), "--adapter", str(adapter),
          "--samples", "1", "--max-tokens", "48", "--per-session", "1", "--probes", "2", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

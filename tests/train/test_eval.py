@@ -153,7 +153,7 @@ def test_eval_command_runs_held_out_tasks_with_and_without_the_adapter(
         [
             sys.executable,
             "-m",
-            "agent.cli",
+            "cli",
             "eval",
             "--adapter",
             str(adapter),

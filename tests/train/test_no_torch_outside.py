@@ -1,4 +1,5 @@
-"""The agent runs without the `train` extra: no module outside trainer/ imports torch or its stack."""
+"""The agent runs without the `train` extra: importing any module (the command line's train, eval and
+learn included) pulls in no torch or its stack."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sys
 
 PROBE = """
 import importlib, pkgutil, sys
-for package in ("agent", "feedback_store", "lsp_server", "tui", "tasks", "trainer"):
+for package in ("cli", "common", "agent", "feedback_store", "lsp_server", "tui", "tasks", "trainer"):
     try:
         root = importlib.import_module(package)
     except ModuleNotFoundError:

@@ -13,7 +13,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Label, Select, Static
 
-from tui.formatting import format_time, message_text, one_line
+from common.text import one_line
+from tui.formatting import format_time, message_text
 from tui.seams import FeedbackStore, Pair
 from tui.widgets.stats_panel import StatsPanel
 

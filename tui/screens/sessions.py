@@ -9,7 +9,8 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label
 
-from tui.formatting import format_time, one_line
+from common.text import one_line
+from tui.formatting import format_time
 from tui.seams import FeedbackStore
 
 SessionChoice = tuple[str, list[dict[str, Any]]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -10,6 +9,8 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
+
+from common.diffs import unified_diff as diff_of
 
 if TYPE_CHECKING:  # annotations only: the app's first paint does not wait for the agent
     from agent.interfaces import FileChange
@@ -19,19 +20,7 @@ VERDICT_MARKS = {None: "·", "accepted": "✓", "rejected": "✗"}
 
 
 def unified_diff(change: FileChange) -> str:
-    old_name = f"a/{change.path}"
-    new_name = f"b/{change.new_path or change.path}"
-    if change.before is None:
-        old_name = "/dev/null"
-    if change.after is None:
-        new_name = "/dev/null"
-    lines = difflib.unified_diff(
-        (change.before or "").splitlines(keepends=True),
-        (change.after or "").splitlines(keepends=True),
-        old_name,
-        new_name,
-    )
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return diff_of(change.path, change.before, change.after, new_rel=change.new_path)
 
 
 class DiffView(Static):

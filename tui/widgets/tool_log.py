@@ -7,7 +7,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
 from agent.protocol import EditApplied, LessonsShown, ToolCallFinished, ToolCallStarted
-from tui.formatting import one_line, pretty_json
+from common.text import one_line
+from tui.formatting import pretty_json
 
 MAX_RESULT_CHARS = 4000
 

@@ -1,6 +1,6 @@
 """`teachback lessons list|show|pin|unpin|edit|delete`: see and steer what sessions are told.
 
-Registered at start-up, so nothing heavy is imported at module level.
+The store loads inside the functions, when a command runs.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from cli.options import configured_db
+from common.text import clip
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 TEXT_WIDTH = 110
@@ -66,16 +69,13 @@ def lessons_main(args: argparse.Namespace) -> int:
     from feedback_store.store import open_store
 
     try:
-        with open_store(args.db) as store:
+        with open_store(args.db or configured_db()) as store:
             refresh(store, limit=None)
             return ACTIONS[args.action or "list"](store, args)
     except LessonNotFound as exc:
         print(f"teachback lessons: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    except LessonUsageError as exc:
-        print(f"teachback lessons: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except StoreError as exc:
+    except (LessonUsageError, StoreError) as exc:
         print(f"teachback lessons: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -121,8 +121,7 @@ def _list(store: Any, args: argparse.Namespace) -> int:
             + ("U" if row["origin"] == "user" else "-")
             + ("E" if row["edited"] else "-")
         )
-        text = row["text"] if len(row["text"]) <= TEXT_WIDTH else row["text"][: TEXT_WIDTH - 1] + "…"
-        print(f"{row['id']}  {marks}  {row['occurrences'] or 0:>4}  {text}")
+        print(f"{row['id']}  {marks}  {row['occurrences'] or 0:>4}  {clip(row['text'], TEXT_WIDTH)}")
     print(
         "\nP pinned, U your own, E edited; the number is how many recorded failures it was learned from. "
         "`teachback lessons show ID` for details."

@@ -1,7 +1,6 @@
 """`teachback import`, `share`, `unshare` and `merge`: argument wiring and entry points.
 
-Nothing heavy is imported at module level: the command line registers these arguments at start-up.
-The command line sets `args.identify` (a folder -> its repository's identity) before calling.
+A session's repository is named by agent.runtime.repository_identity, as a live session names it.
 """
 
 from __future__ import annotations
@@ -9,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+from cli.options import configured_db
 
 AGENTS = {
     "claude-code": ("feedback_store.recording.import_claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
@@ -30,22 +31,14 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_share_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sessions", nargs="*", metavar="SESSION", help="session ids (see --list)")
-    parser.add_argument(
-        "--repository",
-        nargs="?",
-        const=Path("."),
-        type=Path,
-        metavar="DIR",
-        help="every session, past and future, of the repository DIR holds (default: the current folder), in any clone",
-    )
-    parser.add_argument(
-        "--workspace",
-        nargs="?",
-        const=Path("."),
-        type=Path,
-        metavar="DIR",
-        help="let DIR's teachback.toml decide (share = true in it shares the sessions recorded there)",
-    )
+    for flag, about in (
+        (
+            "--repository",
+            "every session, past and future, of the repository DIR holds (default: the current folder), in any clone",
+        ),
+        ("--workspace", "let DIR's teachback.toml decide (share = true in it shares the sessions recorded there)"),
+    ):
+        parser.add_argument(flag, nargs="?", const=Path("."), type=Path, metavar="DIR", help=about)
     parser.add_argument("--list", action="store_true", help="show the settings and how many sessions are shared")
     _db(parser)
 
@@ -60,6 +53,7 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
 def import_main(args: argparse.Namespace) -> int:
     from importlib import import_module
 
+    from agent.runtime import repository_identity
     from feedback_store.recording.imports import import_logs
     from feedback_store.store import open_store
 
@@ -72,9 +66,9 @@ def import_main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    with open_store(args.db) as store:
+    with open_store(args.db or configured_db()) as store:
         report = import_logs(
-            store, module.AGENT, module.find_files(root), lambda path: module.read(path, args.identify)
+            store, module.AGENT, module.find_files(root), lambda path: module.read(path, repository_identity)
         )
     print(report.summary(args.agent))
     for problem in report.problems:
@@ -91,6 +85,7 @@ def unshare_main(args: argparse.Namespace) -> int:
 
 
 def _set(args: argparse.Namespace, shared: bool) -> int:
+    from agent.runtime import repository_identity
     from feedback_store.sharing import describe, resolve, set_share
     from feedback_store.store import open_store
 
@@ -102,7 +97,7 @@ def _set(args: argparse.Namespace, shared: bool) -> int:
             file=sys.stderr,
         )
         return 2
-    with open_store(args.db) as store:
+    with open_store(args.db or configured_db()) as store:
         known = {r["id"] for r in store.query("SELECT id FROM sessions", ())}
         missing = [s for s in args.sessions if s not in known]
         if missing:
@@ -116,7 +111,7 @@ def _set(args: argparse.Namespace, shared: bool) -> int:
             set_share(store, "session", session, shared, f"{'shared' if shared else 'unshared'} with teachback {verb}")
             print(f"Session {session}: {'shared' if shared else 'not shared'}.")
         if args.repository is not None:
-            identity = args.identify(args.repository.resolve())
+            identity = repository_identity(args.repository.resolve())
             if identity is None:
                 print(
                     f"teachback {verb}: {args.repository.resolve()} is not in a git repository with a commit, so "
@@ -155,16 +150,3 @@ def merge_main(args: argparse.Namespace) -> int:
     if report.left_out:
         print(f"Left out {report.left_out} session(s) their user has not shared.")
     return 0
-
-
-# name -> (help, argument adder, entry point in this module)
-TEAM_COMMANDS = {
-    "import": (
-        "import Claude Code or Codex CLI sessions (and their feedback pairs)",
-        add_import_arguments,
-        "import_main",
-    ),
-    "share": ("share sessions, a repository or a workspace with your team", add_share_arguments, "share_main"),
-    "unshare": ("stop sharing sessions, a repository or a workspace", add_share_arguments, "unshare_main"),
-    "merge": ("merge feedback stores into one team store", add_merge_arguments, "merge_main"),
-}

@@ -3,7 +3,8 @@
 It copies the sample project that ships with the package (a small Python package whose test suite
 has one failing test) into a fresh git repository, walks the embedded model through the fix in a
 few short instructions in `full-auto` mode, records everything in a demo database, and then shows
-what happened: the transcript in short, the tool errors, the feedback pairs, and an `sdpo` export.
+what happened: the transcript (as `teachback run` shows it), the tool errors, the feedback pairs,
+and an `sdpo` export.
 
 The embedded model is tiny (135M parameters) and rarely finishes the fix; the mistakes it makes on
 the way are the point: each one becomes a feedback pair. Local models run in the grammar tool mode
@@ -12,6 +13,7 @@ by default, because this model almost never writes a tool call in free text.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -21,22 +23,22 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from agent.config import EMBEDDED_MODEL, Settings
-from agent.interfaces import DemoFeedback
 from agent.protocol import (
-    AssistantMessage,
-    ErrorEvent,
     Event,
     ToolCallFinished,
-    ToolCallStarted,
     TurnFinished,
     UserInput,
 )
+from agent.transcript import Transcript
+from common.text import one_line
+from feedback_store import Store, attach, open_store
+from feedback_store.export.export import EmptyExport, export
 
 PROJECT_NAME = "textkit"
 # Short, explicit instructions: a 135M model cannot plan a fix on its own.
@@ -54,16 +56,38 @@ COMMAND_SECONDS = 60.0
 GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
 
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dest", type=Path, default=None, help="where to put the sample project (default: a temp dir)")
+    parser.add_argument("--model", default=None, help="model to use instead of the embedded one")
+    parser.add_argument("--max-steps", type=int, default=12)
+    parser.add_argument(
+        "--learn",
+        action="store_true",
+        help="then one short learning round on the bundled task suite, and its before/after table (needs the train extra)",
+    )
+
+
+def demo_main(args: argparse.Namespace) -> int:
+    dest = args.dest
+    if args.learn and dest is None:  # the round's files go beside the demo's
+        dest = Path(tempfile.mkdtemp(prefix="teachback-demo-"))
+    code = run_demo(dest, model=args.model, max_steps=args.max_steps)
+    if code or not args.learn:
+        return code
+    from trainer.demo_learn import run_learn
+
+    return run_learn(dest)
+
+
 def run_demo(
-    open_feedback: Callable[[Path], DemoFeedback],
     dest: Path | None = None,
     *,
     model: str | None = None,
     max_steps: int = 12,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Run the demo in `dest` (default: a new temporary directory), recording into the database
-    `open_feedback` opens at the path it is given; 0 when it ran to the end."""
+    """Run the demo in `dest` (default: a new temporary directory), recording into a feedback
+    database there; 0 when it ran to the end."""
     say = _Writer(out)
     model = model or EMBEDDED_MODEL
     problem = _missing_runtime(model)
@@ -90,10 +114,10 @@ def run_demo(
     )
     say(f"teachback demo: {model} works on {project} (full-auto, at most {max_steps} steps per instruction).\n")
     started = time.monotonic()
-    transcript = _Transcript(say)
-    with contextlib.closing(open_feedback(db_path)) as feedback:
+    transcript = _Transcript(say, Transcript(out))
+    with open_store(db_path) as store:
         with _venv_on_path():
-            finishes = asyncio.run(_run_sessions(project, settings, transcript, feedback))
+            finishes = asyncio.run(_run_sessions(project, settings, transcript, store))
             solved, test_output = check_tests(project)
         say(f"\nThe agent ran for {time.monotonic() - started:.0f} s.")
         if solved:
@@ -101,7 +125,7 @@ def run_demo(
         else:
             last_line = (test_output.strip().splitlines() or ["no output"])[-1]
             say(f"Solved: no, the sample project's tests still fail ({last_line}).")
-        return _report(demo_dir, project, db_path, finishes, transcript.errors, feedback, say)
+        return _report(demo_dir, project, db_path, finishes, transcript.errors, store, say)
 
 
 def make_project(root: Path) -> Path:
@@ -125,9 +149,7 @@ def check_tests(project: Path) -> tuple[bool, str]:
     return done.returncode == 0, done.stdout + done.stderr
 
 
-async def _run_sessions(
-    project: Path, settings: Settings, transcript: _Transcript, feedback: DemoFeedback
-) -> list[TurnFinished]:
+async def _run_sessions(project: Path, settings: Settings, transcript: _Transcript, store: Store) -> list[TurnFinished]:
     """One short session per instruction: in one long conversation the embedded model copies its
     own previous call over and over instead of reading the new instruction."""
     from agent.runtime import open_session
@@ -135,7 +157,7 @@ async def _run_sessions(
     finishes: list[TurnFinished] = []
     for text in INSTRUCTIONS:
         session = open_session(project, settings, frontend="demo")
-        recording = feedback.attach(session)
+        recording = attach(session, store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
         session.subscribe(transcript)
         transcript.say(f"\nyou> {text}")
         try:
@@ -148,28 +170,17 @@ async def _run_sessions(
 
 
 class _Transcript:
-    """Prints the session's events in short as they happen, and counts the failed tool calls."""
+    """The CLI's transcript of each session, and a count of its failed tool calls by tool and kind."""
 
-    def __init__(self, say: _Writer) -> None:
+    def __init__(self, say: _Writer, show: Transcript) -> None:
         self.say = say
+        self.show = show
         self.errors: Counter[str] = Counter()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, AssistantMessage) and not event.message.get("tool_calls"):
-            self.say(f"  model> {_short(event.message.get('content') or '(empty reply)')}")
-        elif isinstance(event, ToolCallStarted) and event.name:
-            self.say(f"  call  {event.name} {_short(event.arguments, 90)}")
-        elif isinstance(event, ToolCallFinished):
-            mark = "ok" if event.ok else f"error ({event.error_kind})"
-            if not event.ok:
-                self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
-            self.say(f"        -> {mark}: {_short(event.result, 90)}")
-        elif isinstance(event, TurnFinished):
-            self.say(
-                f"  turn ended: {event.reason} after {event.steps} steps, {event.completion_tokens} tokens generated"
-            )
-        elif isinstance(event, ErrorEvent):
-            self.say(f"  error: {_short(event.message, 200)}")
+        self.show(event)
+        if isinstance(event, ToolCallFinished) and not event.ok:
+            self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
 
 
 def _report(
@@ -178,10 +189,10 @@ def _report(
     db_path: Path,
     finishes: list[TurnFinished],
     errors: Counter[str],
-    feedback: DemoFeedback,
+    store: Store,
     say: _Writer,
 ) -> int:
-    pairs = feedback.pairs()
+    pairs = store.pairs()
     say(f"\nTool errors: {_counts(errors) if errors else 'none'}")
     by_source = Counter(p.source for p in pairs)
     corrected = sum(1 for p in pairs if p.correction is not None)
@@ -190,17 +201,17 @@ def _report(
         + (f" ({_counts(by_source)}; {corrected} with a correction)" if pairs else "")
     )
     for pair in pairs[:5]:
-        say(f"  [{pair.source}] {pair.tool or 'reply'}: {_short(pair.feedback, 100)}")
-    result = feedback.export("sdpo", demo_dir / "sdpo.jsonl")
-    if result is None:  # the model made no mistake this time: nothing to export
+        say(f"  [{pair.source}] {pair.tool or 'reply'}: {one_line(str(pair.feedback), 100)}")
+    try:
+        result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
+    except EmptyExport:  # the model made no mistake this time: nothing to export
         exported = "(none: no feedback pairs this run)"
         say("\nNo sdpo export: this run recorded no feedback pairs.")
     else:
-        records, paths, left_out = result
-        exported = str(paths[0])
-        say(f"\nExported {records} sdpo records to {', '.join(map(str, paths))}")
-        if left_out:
-            say("  left out: " + "; ".join(f"{n} {reason}" for reason, n in sorted(left_out.items())))
+        exported = str(result.paths[0])
+        say(f"\nExported {result.records} sdpo records to {', '.join(map(str, result.paths))}")
+        if result.left_out:
+            say("  left out: " + "; ".join(f"{n} {reason}" for reason, n in sorted(result.left_out.items())))
     reasons = ", ".join(f.reason for f in finishes)
     command = _command_name()
     say(
@@ -257,11 +268,6 @@ class _Writer:
 
     def __call__(self, text: str) -> None:
         print(text, file=self.out, flush=True)
-
-
-def _short(text: Any, width: int = 120) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _counts(counter: Counter[str]) -> str:

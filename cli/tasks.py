@@ -1,5 +1,5 @@
-"""`teachback tasks synth|run|branch` and `teachback bench`: their own argument parsers, so that the
-`teachback` command imports this package only when one of them runs."""
+"""`teachback tasks synth|run|branch` and `teachback bench`: graded tasks made from a repository,
+attempts at them, and a model's score on a suite."""
 
 from __future__ import annotations
 
@@ -16,24 +16,22 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SUITES = ("sample",)
 
 
-def main(command: str, argv: list[str]) -> int:
-    parser = _tasks_parser() if command == "tasks" else _bench_parser()
-    args = parser.parse_args(argv)
+def run_action(args: argparse.Namespace) -> int:
+    """What the command line chose; a task or bench file, an option or Ray that cannot be used is a
+    usage error, said in one line."""
     from tasks.executors import ExecutorError
     from tasks.records import TaskError
 
     try:
         return args.handler(args)
     except (ValueError, TaskError, ExecutorError) as exc:  # a task or bench file, an option, Ray missing
-        print(f"teachback {command}: {exc}", file=sys.stderr)
+        print(f"teachback {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
 
-def _tasks_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="teachback tasks",
-        description="Tasks made from a repository by deleting a "
-        "feature its tests exercise, and graded attempts at them.",
+def add_tasks_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Tasks made from a repository by deleting a feature its tests exercise, and graded attempts at them."
     )
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     synth = sub.add_parser("synth", help="make tasks from a repository whose tests pass")
@@ -80,15 +78,10 @@ def _tasks_parser() -> argparse.ArgumentParser:
     branch.add_argument("--model", default="local/smollm2@none", help="the served model (default local/smollm2@none)")
     branch.add_argument("--no-redact", action="store_true", help="keep secrets in the records (default: redacted)")
     branch.set_defaults(handler=_branch)
-    return parser
 
 
-def _bench_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="teachback bench",
-        description="Score a model on a task suite (pass@k, tool "
-        "errors, cost, time, flags), or compare two bench runs task by task.",
-    )
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Score a model on a task suite (pass@k, tool errors, cost, time, flags), or compare two bench runs task by task."
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--tasks", type=Path, help="a task file (JSONL)")
     source.add_argument("--suite", choices=SUITES, help="a suite that ships with teachback (offline)")
@@ -108,7 +101,6 @@ def _bench_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     parser.set_defaults(handler=_bench)
-    return parser
 
 
 def _attempt_options(parser: argparse.ArgumentParser) -> None:
@@ -138,8 +130,8 @@ def _attempt_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _synth(args: argparse.Namespace) -> int:
+    from common.progress import progress_bar
     from tasks.synth import synthesize
-    from tasks.validate import progress_bar
 
     with progress_bar("validating deletions") as progress:
         made = synthesize(

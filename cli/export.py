@@ -1,6 +1,6 @@
 """`teachback export` and `teachback stats`: argument wiring and entry points.
 
-Nothing heavy is imported at module level: the command line registers these arguments at start-up.
+The store, the exporters and the model providers load inside the functions, when a command runs.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any
 
+from cli.options import configured_db
 from feedback_store.export.format_table import FORMATS, TRAJECTORIES
 
 TEMPLATES = ("auto", "native", "text")  # feedback_store.export.views.TEMPLATES
@@ -105,10 +106,27 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def export_command(args: argparse.Namespace) -> int:
+    """`teachback export`, with the tokenizer --tokenizer names (or the embedded model's when
+    --max-tokens needs exact counts) built here, where the model providers are."""
+    from agent.providers.llama_engine import LocalModelError, token_counter
+
+    try:
+        args.counter = token_counter(args.tokenizer, exact=args.max_tokens is not None)
+    except LocalModelError as exc:
+        print(
+            f"teachback export: --tokenizer {args.tokenizer}: {exc} Use local/smollm2, a .gguf path or estimate.",
+            file=sys.stderr,
+        )
+        return 1
+    return export_main(args)
+
+
 def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
     from feedback_store.export.export import EmptyExport, command_line_options, export
 
+    args.db = args.db or [configured_db()]
     if args.format == TRAJECTORIES.kind or args.hub:
         from feedback_store.export.hub import export_trajectories_or_hub
 
@@ -177,7 +195,7 @@ def stats_main(args: argparse.Namespace) -> int:
     from feedback_store.store import open_store
 
     try:
-        with open_store(args.db) as store:
+        with open_store(args.db or configured_db()) as store:
             stats = store.stats()
     except StoreError as exc:
         print(f"teachback stats: {exc}", file=sys.stderr)

@@ -1,0 +1,37 @@
+"""`teachback lsp`, `acp` and `tui`: the doors into a session, each started with its own settings."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_lsp_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+
+
+def lsp_main(args: argparse.Namespace) -> int:
+    import lsp_server
+
+    return lsp_server.main(args.tcp)
+
+
+def add_acp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The agent reads its settings from the editor's session requests: no options."""
+
+
+def acp_main(args: argparse.Namespace) -> int:
+    import acp_server
+
+    return acp_server.main()
+
+
+def add_tui_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workspace", nargs="?", type=Path, default=Path.cwd())
+
+
+def tui_main(args: argparse.Namespace) -> int:
+    import tui
+    from agent.config import load_settings
+
+    return tui.main(args.workspace, load_settings(args.workspace))

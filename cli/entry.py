@@ -1,0 +1,60 @@
+"""The `teachback` command: the composition root. It parses the command's name, then imports only
+that command's module (cli.commands names them all), so `teachback --help` and `teachback lsp`
+start fast."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import sys
+from importlib import import_module
+
+from cli.commands import COMMANDS
+from cli.options import EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = COMMANDS[args.command]
+    module = import_module(command.module)
+    parser = argparse.ArgumentParser(prog=f"teachback {args.command}", description=command.summary)
+    getattr(module, command.arguments)(parser)
+    options = parser.parse_args(args.arguments)
+    options.command = args.command
+    for stream in (sys.stdout, sys.stderr):  # text the model sent may hold lone surrogates: shown escaped
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    return _run(getattr(module, command.main), options)
+
+
+def _run(entry, options: argparse.Namespace) -> int:
+    from agent.config import ConfigError
+    from feedback_store.errors import StoreError
+
+    try:
+        return entry(options)
+    except ConfigError as exc:
+        print(f"teachback: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreError as exc:
+        print(f"teachback: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("teachback: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command names; the rest of the line is parsed by the named command's own parser, built
+    once its module is imported (prefix_chars keeps argparse from reading its options here)."""
+    parser = argparse.ArgumentParser(prog="teachback", description="A coding agent that learns from its mistakes.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        each = sub.add_parser(name, help=command.summary, add_help=False, prefix_chars="\0")
+        each.add_argument("arguments", nargs=argparse.REMAINDER)
+    return parser

@@ -1,0 +1,36 @@
+"""What several commands share: the exit statuses, a session's options, and the database a command
+reads when it is given no --db."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from agent.config import APPROVAL_MODES, Settings, load_settings
+
+# 0: the turn finished; 1: it stopped (a limit, an interrupt, a model or internal error); 2: the
+# command, the configuration, the database or the model cannot be used as given; 3: the session
+# ran but some of its events are not in the feedback database.
+EXIT_OK, EXIT_STOPPED, EXIT_USAGE, EXIT_UNRECORDED = 0, 1, 2, 3
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", type=Path, default=Path.cwd(), help="project root (default: cwd)")
+    parser.add_argument("--model", help="litellm model string, e.g. anthropic/claude-sonnet-4-5")
+    parser.add_argument("--approval", choices=APPROVAL_MODES, help="when to ask before edits and commands")
+    parser.add_argument("--max-steps", type=int, help="stop after this many model calls per turn")
+    parser.add_argument("--max-cost", type=float, help="stop once a turn has cost this many USD")
+    parser.add_argument("--db", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    base = load_settings(args.workspace)
+    return base.replace(
+        model=args.model, approval=args.approval, max_steps=args.max_steps, max_cost=args.max_cost, db=args.db
+    )
+
+
+def configured_db() -> str:
+    """The database a store command reads without --db: `db` in teachback.toml or TEACHBACK_DB,
+    else the default one."""
+    return str(load_settings(Path.cwd()).db_path())

@@ -1,0 +1,127 @@
+"""`teachback run`: one headless turn on an instruction, shown as a transcript (or JSON lines) and
+recorded in the feedback store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from agent.config import Settings
+from cli.options import EXIT_OK, EXIT_STOPPED, EXIT_UNRECORDED, EXIT_USAGE, add_session_options, settings_for
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    add_session_options(parser)
+    parser.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    parser.add_argument("--no-record", action="store_true", help="do not record the session in the feedback store")
+    parser.add_argument("instruction", help="what the agent should do")
+
+
+def run_main(args: argparse.Namespace) -> int:
+    from agent.approval_prompt import TerminalApprover
+    from agent.llm import MODEL_USAGE_ERRORS
+    from agent.protocol import ErrorEvent, UserInput
+    from agent.runtime import open_session
+    from agent.transcript import JsonLines, Transcript
+    from agent.workspace import WorkspaceError
+
+    settings = settings_for(args)
+    lessons = open_lessons(settings)
+    try:
+        session = open_session(args.workspace, settings, frontend="cli", lessons=lessons)
+    except WorkspaceError as exc:
+        print(f"teachback: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    # sys.stdout as it is now: the printers' default is the one when agent.transcript was first imported
+    show = JsonLines(sys.stdout) if args.json else Transcript(sys.stdout)
+    recording = None
+    if not args.no_record and settings.record:
+        recording = _recording(settings, session, show)  # shows each event once it is recorded
+        if recording is None:
+            return EXIT_USAGE
+    else:
+        session.subscribe(show)
+    errors: list[str] = []
+    session.subscribe(lambda event: errors.append(event.kind) if isinstance(event, ErrorEvent) else None)
+    TerminalApprover(session)
+    finished = _drive(session, UserInput(text=args.instruction))
+    if lessons is not None:
+        lessons.close()
+    if any(kind in MODEL_USAGE_ERRORS for kind in errors):
+        code = EXIT_USAGE
+    else:
+        code = EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
+    return _finish_recording(recording, session.id, code) if recording else code
+
+
+def open_lessons(settings: Settings):
+    """The lessons a session is shown (feedback_store.lessons.lessons), or None when they are off or nothing
+    has been recorded yet."""
+    from feedback_store.lessons.lessons import book_for
+
+    return book_for(settings)
+
+
+def _drive(session, op):
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(session.run(op))
+    while True:
+        try:
+            finished = loop.run_until_complete(task)
+            break
+        except KeyboardInterrupt:  # first Ctrl-C: stop cooperatively at the next step
+            print("\nteachback: interrupting (Ctrl-C again to abort)", file=sys.stderr)
+            session.interrupt()
+            try:
+                finished = loop.run_until_complete(task)
+                break
+            except KeyboardInterrupt:
+                task.cancel()
+                raise
+    loop.run_until_complete(session.close())  # stops its MCP servers
+    _settle(loop)
+    loop.close()
+    return finished
+
+
+def _settle(loop: asyncio.AbstractEventLoop, wait: float = 5.0) -> None:
+    """Let work the turn left behind (litellm's usage logging) finish, for up to `wait` s, then
+    cancel the rest: a task destroyed while pending prints a traceback at exit."""
+    pending = asyncio.all_tasks(loop)
+    if pending:
+        _, late = loop.run_until_complete(asyncio.wait(pending, timeout=wait))
+        for task in late:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+
+
+def _finish_recording(recording, session_id: str, code: int) -> int:
+    """Write what is still pending (waiting the full db_wait); exit 3 when anything is lost."""
+    unrecorded = recording.close(close_store=True)
+    if unrecorded:
+        print(
+            f"teachback: RECORDING FAILED: {len(unrecorded)} event(s) of session {session_id} are not in "
+            f"the feedback database {recording.store.path}; the session itself ran (its output is above). "
+            f"{recording.error or 'See the messages above.'}",
+            file=sys.stderr,
+        )
+        return EXIT_UNRECORDED
+    return code
+
+
+def _recording(settings: Settings, session, show):
+    """The run's recording (feedback_store.recording.recording), or None when the database cannot be written."""
+    from feedback_store import StoreError, attach, open_store
+
+    store = None
+    try:
+        store = open_store(settings.db_path(), timeout=settings.db_wait)
+        store.check_writable()  # a read-only database stops the run before it acts
+    except StoreError as exc:
+        if store is not None:
+            store.close()
+        print(f"teachback: {exc}\n(or pass --no-record to run without recording)", file=sys.stderr)
+        return None
+    return attach(session, store, then=show, warn=lambda message: print(f"teachback: {message}", file=sys.stderr))
