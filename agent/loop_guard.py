@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MIN_PERIOD, MAX_PERIOD = 2, 4
+MAX_REPEATS = 3  # consecutive repeated calls or cycles, each answered with feedback, before the turn stops
+LOOP_KINDS = ("repeated_call", "repeated_cycle")  # calls answered with feedback instead of being run
 TARGET_KEYS = ("path", "src", "command", "pattern")
 
 
@@ -55,6 +57,41 @@ class CycleGuard:
 
     def note(self, key: tuple[str, str] | None, failed: bool, edits: int) -> None:
         self._calls = [*self._calls[-(MAX_PERIOD - 1) :], _Call(key, failed, edits)]
+
+
+class LoopGuard:
+    """A turn's two loop guards, the repeated call of the previous step and the cycle of failures,
+    and how many calls in a row they answered: after MAX_REPEATS the turn stops."""
+
+    def __init__(self) -> None:
+        # (name, canonical arguments) -> edits applied before it, for the previous and current step
+        self._previous_calls: dict[tuple[str, str], int] = {}
+        self._step_calls: dict[tuple[str, str], int] = {}
+        self.edits = 0  # applied in the session so far
+        self.cycles = CycleGuard()
+        self._repeats = 0
+
+    def start_turn(self) -> None:
+        self._step_calls = {}  # a new instruction may well need the same call again
+        self.cycles.reset()
+        self._repeats = 0
+
+    def start_step(self) -> None:
+        self._previous_calls, self._step_calls = self._step_calls, {}
+
+    def edit_applied(self) -> None:
+        self.edits += 1
+
+    def repeats_previous_step(self, name: str, kwargs: dict[str, Any]) -> bool:
+        """A model stuck in a loop re-sends its last call; the second copy gets feedback instead."""
+        key = call_key(name, kwargs)
+        self._step_calls[key] = self.edits
+        return name != "finish" and self._previous_calls.get(key) == self.edits
+
+    def stuck(self, error_kind: str | None) -> bool:
+        """Count a call's result; True when the guards answered MAX_REPEATS calls in a row."""
+        self._repeats = self._repeats + 1 if error_kind in LOOP_KINDS else 0
+        return self._repeats >= MAX_REPEATS
 
 
 def cycle_feedback(name: str, period: int) -> str:
