@@ -72,7 +72,7 @@ class CallRunner:
         self.turn = turn
         self._checkpoint = None
 
-    def decide(self, op: ApprovalDecision) -> None:
+    async def decide(self, op: ApprovalDecision) -> None:
         """Answer the approval request the running turn waits on."""
         future = self._pending.get(op.request_id)
         if future is None or future.done():

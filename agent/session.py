@@ -21,15 +21,18 @@ from agent.protocol import (
     ApprovalDecision,
     AssistantDelta,
     AssistantMessage,
-    EditReviewed,
+    CorrectEdit,
     ErrorEvent,
     Event,
     Interrupt,
     ModelUsage,
     Op,
+    ReviewEdit,
+    ReviewFile,
     SessionStarted,
     TurnFinished,
     TurnStarted,
+    Undo,
     UserInput,
     new_id,
 )
@@ -98,6 +101,15 @@ class Session:
         )
         self.tool_servers = tool_servers  # MCP servers: started before the first turn, their tools added
         self._servers_started = False
+        self._ops: dict[type[Op], Callable[[Any], Awaitable[Event | None]]] = {
+            UserInput: self.run,
+            ApprovalDecision: self.calls.decide,
+            Interrupt: self._interrupted,
+            ReviewEdit: self.review.review_edit,
+            ReviewFile: self.review.review_file,
+            CorrectEdit: self.review.record_correction,
+            Undo: self.review.undo,
+        }
 
     # -- protocol -----------------------------------------------------------------------------
 
@@ -105,22 +117,8 @@ class Session:
         self._subscribers.append(callback)
         return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
 
-    # -- review (agent.review.Review does the work) ----------------------------------------------
-
     def last_turn_changes(self) -> list[FileChange]:
         return self.review.last_turn_changes()
-
-    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed:
-        return await self.review.review_file(path, accepted, comment)
-
-    async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed:
-        return await self.review.review_edit(edit_id, accepted, comment)
-
-    async def record_correction(self, path: str, user_content: str) -> EditReviewed | None:
-        return await self.review.record_correction(path, user_content)
-
-    async def undo(self) -> list[str]:
-        return await self.review.undo()
 
     def emit(self, event: Event) -> Event:
         for callback in list(self._subscribers):
@@ -140,17 +138,20 @@ class Session:
                     )
         return event
 
-    async def submit(self, op: Op) -> TurnFinished | None:
-        if isinstance(op, UserInput):
-            return await self.run(op)
-        if isinstance(op, ApprovalDecision):
-            self.calls.decide(op)
-        elif isinstance(op, Interrupt):
-            self.interrupt()
-        return None
+    async def submit(self, op: Op) -> Event | None:
+        """Serve `op`; its reply is the event it ended with (a turn's TurnFinished, a review's
+        EditReviewed, an undo's TurnUndone), or None for an op that only steers (an approval, an
+        interrupt, a correction that matches the agent's version)."""
+        serve = self._ops.get(type(op))
+        if serve is None:
+            raise ValueError(f"a session does not serve {op.type} ops")
+        return await serve(op)
 
     def interrupt(self) -> None:
         self._interrupt.set()
+
+    async def _interrupted(self, op: Interrupt) -> None:
+        self.interrupt()
 
     async def close(self) -> None:
         """Stop a running turn at its next step, decline pending approvals, drop subscribers, stop

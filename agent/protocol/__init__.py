@@ -19,7 +19,8 @@ from typing import Any, ClassVar, Literal, get_args
 
 from agent.protocol.arguments import read_arguments
 
-PROTOCOL_VERSION = 1
+# 2: the user's verdicts (review, correction, undo) are Ops, and an undo is recorded as TurnUndone.
+PROTOCOL_VERSION = 2
 # Half of a UTF-16 pair on its own: JSON's \udXXX escapes let a model send one, but it is not a
 # Unicode character, so no file, UTF-8 stream or SQLite text can hold it.
 LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -72,6 +73,45 @@ class ApprovalDecision(Op):
 @dataclass(frozen=True, kw_only=True)
 class Interrupt(Op):
     type: ClassVar[str] = "interrupt"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewEdit(Op):
+    """Accept or reject one edit the last turn applied; rejecting restores the file as it was
+    before it. Answered by an EditReviewed."""
+
+    edit_id: str
+    accepted: bool
+    comment: str | None = None
+    type: ClassVar[str] = "review_edit"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewFile(Op):
+    """Accept or reject everything the last turn did to a file; rejecting restores it. Answered by
+    an EditReviewed."""
+
+    path: str
+    accepted: bool
+    comment: str | None = None
+    type: ClassVar[str] = "review_file"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrectEdit(Op):
+    """The user's own version of a file the agent edited, to record as a correction. Answered by an
+    EditReviewed, or by nothing when it is the agent's version."""
+
+    path: str
+    user_content: str
+    type: ClassVar[str] = "correct_edit"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Undo(Op):
+    """Restore the working tree to the last checkpoint. Answered by a TurnUndone."""
+
+    type: ClassVar[str] = "undo"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,6 +354,15 @@ class EditReviewed(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TurnUndone(Event):
+    """The user undid the last turn: the working tree is back at its checkpoint (agent.checkpoint).
+    `paths` are the files restored; an undo refused (nothing to undo) is not an event."""
+
+    paths: list[str]
+    type: ClassVar[str] = "turn_undone"
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(Event):
     turn: int
     reason: FinishReason
@@ -383,6 +432,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ApprovalRequested,
         ApprovalResolved,
         EditReviewed,
+        TurnUndone,
         TurnFinished,
         ErrorEvent,
         LessonsShown,
@@ -403,7 +453,9 @@ def event_from_json(text: str) -> Event:
     return event_from_dict(json.loads(text))
 
 
-OP_TYPES: dict[str, type[Op]] = {cls.type: cls for cls in (UserInput, ApprovalDecision, Interrupt)}
+OP_TYPES: dict[str, type[Op]] = {
+    cls.type: cls for cls in (UserInput, ApprovalDecision, Interrupt, ReviewEdit, ReviewFile, CorrectEdit, Undo)
+}
 
 
 def op_from_dict(data: dict[str, Any]) -> Op:

@@ -17,7 +17,7 @@ MEMBERS = sorted(
 
 
 def test_the_client_api_names_what_the_hosts_use() -> None:
-    assert {"subscribe", "run", "submit", "interrupt", "review_file", "review_edit", "undo", "close"} <= set(MEMBERS)
+    assert {"subscribe", "run", "submit", "interrupt", "last_turn_changes", "close"} <= set(MEMBERS)
     assert "id" in SessionClient.__annotations__
 
 
