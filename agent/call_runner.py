@@ -9,13 +9,14 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
 from agent.approval import ApprovalPolicy
 from agent.checkpoint import Checkpoint
 from agent.exits import LoopExit
 from agent.lesson_feed import LessonFeed
-from agent.loop_guard import LoopGuard, call_key, call_target, cycle_feedback
+from agent.loop_guard import LoopGuard, call_key, call_target
 from agent.protocol import (
     ApprovalDecision,
     ApprovalRequested,
@@ -27,15 +28,36 @@ from agent.protocol import (
     ToolCallStarted,
     new_id,
 )
-from agent.protocol.arguments import read_arguments
+from agent.protocol.arguments import Arguments, read_arguments
 from agent.syntax import syntax_error
 from agent.toolkit import ModelTool, Toolbox, ToolResult, error
 from agent.tools.context import ToolContext, unified_diff
 from agent.workspace import FileChange, WorkspaceError
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 MAX_SHOWN_ARGUMENTS = 4_000  # of an MCP call's arguments, in its approval request
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A call to a tool that exists, with arguments that match its schema, and what it names."""
+
+    tool: ModelTool
+    kwargs: dict[str, Any]
+    target: str | None  # the path, command or pattern the arguments name
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return call_key(self.tool.name, self.kwargs)
+
+
+def prepare(toolbox: Toolbox, name: str, read: Arguments) -> PreparedCall | ToolResult:
+    """The call ready to run, or the schema-error result the model reads instead."""
+    prepared = toolbox.prepare(name, read)
+    if isinstance(prepared, ToolResult):
+        return prepared
+    tool, kwargs = prepared
+    return PreparedCall(tool, kwargs, call_target(kwargs))
 
 
 class CallRunner:
@@ -85,12 +107,13 @@ class CallRunner:
                 future.set_result(ApprovalDecision(request_id="", approved=False, comment=comment))
 
     async def run(self, call: dict[str, Any], toolbox: Toolbox, step: int, cause: str, deadline: float) -> ToolResult:
+        """Run one of the model's calls, or answer it without running it, and finish it."""
         call_id, name = call["id"], call["function"]["name"]
         arguments = call["function"].get("arguments") or ""
         clock = time.perf_counter()
         read = read_arguments(arguments)  # the one reading of the model's text; the event carries it
-        prepared = toolbox.prepare(name, read)
-        target = None if isinstance(prepared, ToolResult) else call_target(prepared[1])
+        prepared = prepare(toolbox, name, read)
+        target = None if isinstance(prepared, ToolResult) else prepared.target
         started = self.emit(
             ToolCallStarted(
                 session_id=self.id,
@@ -105,45 +128,36 @@ class CallRunner:
             )
         )
         edits = self.guard.edits
-        period = (
-            None
-            if isinstance(prepared, ToolResult) or name == "finish"
-            else (self.guard.cycles.period(call_key(name, prepared[1]), edits))
-        )
         if isinstance(prepared, ToolResult):
             result = prepared
-        elif self.guard.repeats_previous_step(name, prepared[1]):
-            result = error(
-                f"You made exactly this {name} call in your previous step and nothing has changed since, so "
-                "its result (above) would be the same. Do not repeat it: use that result, make a different "
-                "call, or call finish if the task is done.",
-                "repeated_call",
-                target=target,
-            )
-        elif period is not None:
-            result = error(cycle_feedback(name, period), "repeated_cycle", target=target)
-        elif (known := self.feed.known_failure(name, target)) is not None:
-            result = error(
-                f"Not run: {name} on {target} failed before in this repository because it does not exist, "
-                f"and it still does not. {known.text}",
-                "not_found",
-                target=target,
-            )
+        elif (answer := self._answer_unrun(prepared)) is not None:
+            result = answer
         else:
-            tool, kwargs = prepared
             try:
-                result = await self._execute(tool, kwargs, call_id, started.id, deadline)
+                result = await self._execute(prepared.tool, prepared.kwargs, call_id, started.id, deadline)
             except LoopExit as exit_:  # stopped mid-call: the call still gets its result message
                 stopped = error(f"Stopped before this call completed: {exit_.summary}", "interrupted")
                 self.finish(call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000)
                 raise
             except Exception as exc:  # no input may end the turn: the model reads what went wrong
                 result = self._tool_crashed(name, exc, started.id)
-        self.guard.cycles.note(
-            None if isinstance(prepared, ToolResult) else call_key(name, prepared[1]), not result.ok, edits
-        )
+        self.guard.cycles.note(None if isinstance(prepared, ToolResult) else prepared.key, not result.ok, edits)
         self.finish(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000, arguments)
         return result
+
+    def _answer_unrun(self, call: PreparedCall) -> ToolResult | None:
+        """The answer to a call whose result is known without running it (a loop guard's, or a known
+        failure's), or None: run it."""
+        name, target = call.tool.name, call.target
+        answer = self.guard.check(name, call.kwargs, target)
+        if answer is None and (known := self.feed.known_failure(name, target)) is not None:
+            answer = error(
+                f"Not run: {name} on {target} failed before in this repository because it does not exist, "
+                f"and it still does not. {known.text}",
+                "not_found",
+                target=target,
+            )
+        return answer
 
     def _tool_crashed(self, name: str, exc: Exception, cause: str) -> ToolResult:
         """A tool raised instead of returning an error result: a teachback bug, logged and reported,

@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agent.toolkit import ToolResult, error
+
 MIN_PERIOD, MAX_PERIOD = 2, 4
 MAX_REPEATS = 3  # consecutive repeated calls or cycles, each answered with feedback, before the turn stops
 LOOP_KINDS = ("repeated_call", "repeated_cycle")  # calls answered with feedback instead of being run
@@ -82,16 +84,36 @@ class LoopGuard:
     def edit_applied(self) -> None:
         self.edits += 1
 
+    def check(self, name: str, kwargs: dict[str, Any], target: str | None) -> ToolResult | None:
+        """The feedback that answers a call instead of running it, when its result cannot differ from
+        the one the model already has; None: run it."""
+        period = None if name == "finish" else self.cycles.period(call_key(name, kwargs), self.edits)
+        if self.repeats_previous_step(name, kwargs):
+            return error(
+                f"You made exactly this {name} call in your previous step and nothing has changed since, so "
+                "its result (above) would be the same. Do not repeat it: use that result, make a different "
+                "call, or call finish if the task is done.",
+                "repeated_call",
+                target=target,
+            )
+        if period is not None:
+            return error(cycle_feedback(name, period), "repeated_cycle", target=target)
+        return None
+
     def repeats_previous_step(self, name: str, kwargs: dict[str, Any]) -> bool:
         """A model stuck in a loop re-sends its last call; the second copy gets feedback instead."""
         key = call_key(name, kwargs)
         self._step_calls[key] = self.edits
         return name != "finish" and self._previous_calls.get(key) == self.edits
 
-    def stuck(self, error_kind: str | None) -> bool:
-        """Count a call's result; True when the guards answered MAX_REPEATS calls in a row."""
+    def stuck(self, error_kind: str | None) -> str | None:
+        """Count a call's result; when the guards answered MAX_REPEATS calls in a row, why the turn stops."""
         self._repeats = self._repeats + 1 if error_kind in LOOP_KINDS else 0
-        return self._repeats >= MAX_REPEATS
+        if self._repeats < MAX_REPEATS:
+            return None
+        if error_kind == "repeated_cycle":
+            return f"Stopped: the model went round the same failing calls {MAX_REPEATS} more times after being told."
+        return f"Stopped: the model sent the same call {MAX_REPEATS + 1} times in a row."
 
 
 def cycle_feedback(name: str, period: int) -> str:

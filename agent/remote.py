@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.listeners import Listeners
 from agent.protocol import Event, Interrupt, Op, TurnFinished, UserInput, event_from_dict
 from agent.workspace import FileChange, Workspace
 
@@ -99,7 +100,7 @@ class RemoteSession:
         self._process: asyncio.subprocess.Process | None = None
         self._spawned: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._subscribers: list[Callable[[Event], None]] = []
+        self.listeners = Listeners()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 1
         self._changes: list[FileChange] = []
@@ -167,8 +168,7 @@ class RemoteSession:
     # -- the session's calls --------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+        return self.listeners.subscribe(callback)
 
     async def submit(self, op: Op) -> Event | None:
         """Serve `op` in the child's session; its reply event (see agent.session.Session.submit)."""
@@ -247,11 +247,7 @@ class RemoteSession:
         except (TypeError, ValueError) as exc:  # a child of another version: skip what we cannot read
             log.error("skipped an event from the agent's process that does not parse: %s", exc)
             return
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception:  # one broken subscriber must not stop the others or the reader
-                log.exception("event subscriber %r failed on %s", callback, event.type)
+        self.listeners.emit(event)
 
     async def _answer_call(self, message: dict[str, Any]) -> None:
         number, method = message["call"], str(message.get("method"))

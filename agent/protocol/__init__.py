@@ -45,6 +45,10 @@ class ContextRef:
     end_line: int | None = None
     note: str | None = None  # e.g. diagnostics the editor shows for this range
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set, as TurnStarted records them."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Op:
@@ -264,6 +268,14 @@ class ModelUsage(Event):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     type: ClassVar[str] = "model_usage"
+
+    @classmethod
+    def from_reply(cls, reply: Any, *, session_id: str, cause_id: str, model: str, step: int) -> ModelUsage:
+        """The usage of one model reply (an agent.model.ModelReply, read by the names of this event's
+        own fields: the protocol imports nothing of the agent's)."""
+        given = {"session_id", "id", "ts", "cause_id", "model", "step"}
+        measured = {name: getattr(reply, name) for name in _field_names(cls) if name not in given}
+        return cls(session_id=session_id, cause_id=cause_id, model=model, step=step, **measured)
 
 
 @dataclass(frozen=True, kw_only=True)
