@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from agent.approval import ApprovalPolicy
 from agent.call_runner import CallRunner
@@ -43,7 +43,6 @@ from agent.tools.context import ToolContext
 from agent.workspace import FileChange
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class Session:
