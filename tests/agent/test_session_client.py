@@ -4,11 +4,16 @@ can hold, the one in this process and the one in a worker process, provide all o
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
+from agent.config import Settings
 from agent.interfaces import SessionClient
+from agent.protocol import Op
 from agent.remote import RemoteSession
+from agent.runtime import open_session
 from agent.session import Session
 
 MEMBERS = sorted(
@@ -37,3 +42,13 @@ def test_each_session_provides_the_member_with_a_compatible_signature(cls: type,
 @pytest.mark.parametrize("cls", [Session, RemoteSession])
 def test_each_session_has_an_id(cls: type) -> None:
     assert "self.id = " in inspect.getsource(cls)
+
+
+async def test_an_op_the_session_does_not_serve_is_refused_by_name(git_repo, script) -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class Nudge(Op):
+        type: ClassVar[str] = "nudge"
+
+    session = open_session(git_repo, Settings(model=script()))
+    with pytest.raises(ValueError, match="does not serve nudge ops"):
+        await session.submit(Nudge())
