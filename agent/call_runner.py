@@ -314,17 +314,13 @@ class CallRunner:
         message = {"role": "tool", "tool_call_id": call_id, "content": content}
         self.messages.append(message)
         finished = self.emit(
-            ToolCallFinished(
+            ToolCallFinished.from_result(
+                result,
                 session_id=self.id,
                 cause_id=cause,
                 call_id=call_id,
                 name=name,
-                ok=result.ok,
-                result=result.output,
                 step=step,
-                error_kind=result.error_kind,
-                target=result.target,
-                exit_code=result.exit_code,
                 duration_ms=ms,
                 message=message,
             )

@@ -314,6 +314,19 @@ class ToolCallFinished(Event):
     message: dict[str, Any] | None = None  # the message appended to the conversation, as sent
     type: ClassVar[str] = "tool_call_finished"
 
+    @classmethod
+    def from_result(cls, result: Any, **call: Any) -> ToolCallFinished:
+        """The end of a call from its tool's result (an agent.toolkit.ToolResult, read by its field
+        names: the protocol imports nothing of the agent's); `call` names the call and its step."""
+        return cls(
+            ok=result.ok,
+            result=result.output,
+            error_kind=result.error_kind,
+            target=result.target,
+            exit_code=result.exit_code,
+            **call,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class EditApplied(Event):
