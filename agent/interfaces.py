@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from agent.model import ModelReply
-from agent.protocol import EditReviewed, Event, Lesson, Lessons, Op, TurnFinished, UserInput
+from agent.protocol import Event, Lesson, Lessons, Op, TurnFinished, UserInput
 
 
 class Model(Protocol):
@@ -33,7 +33,8 @@ class FileChange(Protocol):
 class SessionClient(Protocol):
     """What a host (the command line, the demo, the language server, the terminal app) may ask of a
     session: agent.session.Session in this process and agent.remote.RemoteSession in a worker both
-    provide it, and hosts are typed against it."""
+    provide it, and hosts are typed against it. Every request is an Op sent with `submit`, answered
+    by the event it ended with; `run`, `interrupt` and `last_turn_changes` are its shorthands."""
 
     id: str
 
@@ -41,23 +42,21 @@ class SessionClient(Protocol):
         """Call `callback` with every event from now on; the result unsubscribes."""
         ...
 
-    async def run(self, op: UserInput) -> TurnFinished: ...
-
-    async def submit(self, op: Op) -> Any:
-        """Send an op that is not a new turn (an approval, an interrupt)."""
+    async def submit(self, op: Op) -> Event | None:
+        """Serve `op` (agent.protocol's Ops); its reply event, or None for an op that only steers."""
         ...
 
-    def interrupt(self) -> None: ...
+    async def run(self, op: UserInput) -> TurnFinished:
+        """`submit` a turn's instruction; its TurnFinished."""
+        ...
 
-    def last_turn_changes(self) -> Sequence[FileChange]: ...
+    def interrupt(self) -> None:
+        """Submit an Interrupt without waiting: the running turn stops at its next step."""
+        ...
 
-    async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed: ...
-
-    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed: ...
-
-    async def record_correction(self, path: str, user_content: str) -> EditReviewed | None: ...
-
-    async def undo(self) -> list[str]: ...
+    def last_turn_changes(self) -> Sequence[FileChange]:
+        """Each file the last turn changed: its content at turn start and at turn end."""
+        ...
 
     async def close(self) -> None: ...
 

@@ -9,7 +9,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agent.protocol import REPEAT_ERRORS
+from agent.toolkit import ToolResult, error
+
 MIN_PERIOD, MAX_PERIOD = 2, 4
+MAX_REPEATS = 3  # consecutive repeated calls or cycles, each answered with feedback, before the turn stops
 
 
 def call_key(name: str, kwargs: dict[str, Any]) -> tuple[str, str]:
@@ -45,6 +49,61 @@ class CycleGuard:
 
     def note(self, key: tuple[str, str] | None, failed: bool, edits: int) -> None:
         self._calls = [*self._calls[-(MAX_PERIOD - 1) :], _Call(key, failed, edits)]
+
+
+class LoopGuard:
+    """A turn's two loop guards, the repeated call of the previous step and the cycle of failures,
+    and how many calls in a row they answered: after MAX_REPEATS the turn stops."""
+
+    def __init__(self) -> None:
+        # (name, canonical arguments) -> edits applied before it, for the previous and current step
+        self._previous_calls: dict[tuple[str, str], int] = {}
+        self._step_calls: dict[tuple[str, str], int] = {}
+        self.edits = 0  # applied in the session so far
+        self.cycles = CycleGuard()
+        self._repeats = 0
+
+    def start_turn(self) -> None:
+        self._step_calls = {}  # a new instruction may well need the same call again
+        self.cycles.reset()
+        self._repeats = 0
+
+    def start_step(self) -> None:
+        self._previous_calls, self._step_calls = self._step_calls, {}
+
+    def edit_applied(self) -> None:
+        self.edits += 1
+
+    def check(self, name: str, kwargs: dict[str, Any], target: str | None) -> ToolResult | None:
+        """The feedback that answers a call instead of running it, when its result cannot differ from
+        the one the model already has; None: run it."""
+        period = None if name == "finish" else self.cycles.period(call_key(name, kwargs), self.edits)
+        if self.repeats_previous_step(name, kwargs):
+            return error(
+                f"You made exactly this {name} call in your previous step and nothing has changed since, so "
+                "its result (above) would be the same. Do not repeat it: use that result, make a different "
+                "call, or call finish if the task is done.",
+                "repeated_call",
+                target=target,
+            )
+        if period is not None:
+            return error(cycle_feedback(name, period), "repeated_cycle", target=target)
+        return None
+
+    def repeats_previous_step(self, name: str, kwargs: dict[str, Any]) -> bool:
+        """A model stuck in a loop re-sends its last call; the second copy gets feedback instead."""
+        key = call_key(name, kwargs)
+        self._step_calls[key] = self.edits
+        return name != "finish" and self._previous_calls.get(key) == self.edits
+
+    def stuck(self, error_kind: str | None) -> str | None:
+        """Count a call's result; when the guards answered MAX_REPEATS calls in a row, why the turn stops."""
+        self._repeats = self._repeats + 1 if error_kind in REPEAT_ERRORS else 0
+        if self._repeats < MAX_REPEATS:
+            return None
+        if error_kind == "repeated_cycle":
+            return f"Stopped: the model went round the same failing calls {MAX_REPEATS} more times after being told."
+        return f"Stopped: the model sent the same call {MAX_REPEATS + 1} times in a row."
 
 
 def cycle_feedback(name: str, period: int) -> str:

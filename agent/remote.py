@@ -1,7 +1,8 @@
 """A session in a child process, driven over JSON lines (the protocol is in agent.session_server).
 
-`RemoteSession` answers the calls a frontend makes on a `Session` (run, submit, interrupt, review,
-undo, subscribe, close), so a frontend can run its turns in a process of their own: the model, the
+`RemoteSession` is a session client (agent.interfaces.SessionClient: submit, run, interrupt,
+subscribe, close) whose every Op crosses as one wire method, so a frontend can run its turns in a
+process of their own: the model, the
 tools and the recorder then never hold the frontend's interpreter, and a crash in them ends the
 child, not the frontend. What a frontend needs of the workspace on its side (writing the files it
 hands to an editor, reading what is on disk) it does through `workspace`, a Workspace on the same
@@ -23,7 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.protocol import EditReviewed, Event, Op, TurnFinished, UserInput, event_from_dict
+from agent.listeners import Listeners
+from agent.protocol import Event, Interrupt, Op, TurnFinished, UserInput, event_from_dict
 from agent.workspace import FileChange, Workspace
 
 log = logging.getLogger(__name__)
@@ -98,7 +100,7 @@ class RemoteSession:
         self._process: asyncio.subprocess.Process | None = None
         self._spawned: asyncio.Future[None] | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._subscribers: list[Callable[[Event], None]] = []
+        self.listeners = Listeners()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 1
         self._changes: list[FileChange] = []
@@ -166,39 +168,27 @@ class RemoteSession:
     # -- the session's calls --------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[Event], None]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+        return self.listeners.subscribe(callback)
+
+    async def submit(self, op: Op) -> Event | None:
+        """Serve `op` in the child's session; its reply event (see agent.session.Session.submit)."""
+        if isinstance(op, UserInput):
+            self._changes = []  # a turn that fails leaves no stale changes behind
+        answer = await self._request("submit", {"op": op.to_dict()})
+        if "changes" in answer:
+            self._changes = [FileChange(**c) for c in answer["changes"]]
+        return event_from_dict(answer["reply"]) if answer["reply"] is not None else None
 
     async def run(self, op: UserInput) -> TurnFinished:
-        self._changes = []  # a run that fails leaves no stale changes behind
-        answer = await self._request("run", {"op": op.to_dict()})
-        self._changes = [FileChange(**c) for c in answer["changes"]]
-        return event_from_dict(answer["finished"])  # type: ignore[return-value]
+        return await self.submit(op)  # type: ignore[return-value]
+
+    def interrupt(self) -> None:
+        """Submit an Interrupt without waiting for its answer (a turn may be waiting on the model)."""
+        self.notify("submit", {"op": Interrupt().to_dict()})
 
     def last_turn_changes(self) -> list[FileChange]:
         """Each file the last turn changed (its content at turn start and at turn end)."""
         return list(self._changes)
-
-    def interrupt(self) -> None:
-        self.notify("interrupt", {})
-
-    async def submit(self, op: Op) -> None:
-        await self._request("submit", {"op": op.to_dict()})
-
-    async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed:
-        answer = await self._request("review_edit", {"edit_id": edit_id, "accepted": accepted, "comment": comment})
-        return event_from_dict(answer)  # type: ignore[return-value]
-
-    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed:
-        answer = await self._request("review_file", {"path": path, "accepted": accepted, "comment": comment})
-        return event_from_dict(answer)  # type: ignore[return-value]
-
-    async def record_correction(self, path: str, user_content: str) -> EditReviewed | None:
-        answer = await self._request("record_correction", {"path": path, "user_content": user_content})
-        return event_from_dict(answer) if answer is not None else None  # type: ignore[return-value]
-
-    async def undo(self) -> list[str]:
-        return await self._request("undo", {})
 
     # -- the wire -------------------------------------------------------------------------------
 
@@ -257,11 +247,7 @@ class RemoteSession:
         except (TypeError, ValueError) as exc:  # a child of another version: skip what we cannot read
             log.error("skipped an event from the agent's process that does not parse: %s", exc)
             return
-        for callback in list(self._subscribers):
-            try:
-                callback(event)
-            except Exception:  # one broken subscriber must not stop the others or the reader
-                log.exception("event subscriber %r failed on %s", callback, event.type)
+        self.listeners.emit(event)
 
     async def _answer_call(self, message: dict[str, Any]) -> None:
         number, method = message["call"], str(message.get("method"))

@@ -1,4 +1,5 @@
-"""What the user does with the agent's edits after the fact: review, correct, undo."""
+"""What the user does with the agent's edits after the fact: review, correct, undo. Each arrives as
+an Op (ReviewEdit, ReviewFile, CorrectEdit, Undo) and is answered by the event it emits."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 
 from agent.changes import Changes
 from agent.checkpoint import undo_last
-from agent.protocol import EditApplied, EditReviewed, Event
+from agent.protocol import CorrectEdit, EditApplied, EditReviewed, Event, ReviewEdit, ReviewFile, TurnUndone, Undo
 from agent.tools.context import ToolContext
 from agent.workspace import FileChange, Workspace
 
@@ -39,9 +40,9 @@ class Review:
         current = {path: self.context.current(path) for path in self.changes.before}
         return self.changes.aggregate(current)
 
-    async def review_file(self, path: str, accepted: bool, comment: str | None = None) -> EditReviewed:
-        """Accept or reject everything the last turn did to `path`; rejecting restores it."""
-        rel = self.workspace.relative(self.workspace.resolve(path))
+    async def review_file(self, op: ReviewFile) -> EditReviewed:
+        """Accept or reject everything the last turn did to a file; rejecting restores it."""
+        rel = self.workspace.relative(self.workspace.resolve(op.path))
         changes = {c.path: c for c in self.last_turn_changes()}
         changes.update({c.new_path: c for c in changes.values() if c.new_path})
         change = changes.get(rel)
@@ -49,31 +50,31 @@ class Review:
         if change is None or edit is None:
             raise ReviewError(f"the last turn did not change {rel}; nothing to review.")
         restored = None
-        if not accepted:
+        if not op.accepted:
             await asyncio.to_thread(self._restore, change)
             restored = change.before
-        return self._reviewed(edit, rel, accepted, comment, restored)
+        return self._reviewed(edit, rel, op.accepted, op.comment, restored)
 
-    async def review_edit(self, edit_id: str, accepted: bool, comment: str | None = None) -> EditReviewed:
+    async def review_edit(self, op: ReviewEdit) -> EditReviewed:
         """Accept or reject one applied edit; rejecting restores the file as it was before it."""
-        edit = next((e for e in self.changes.edits if e.edit_id == edit_id), None)
+        edit = next((e for e in self.changes.edits if e.edit_id == op.edit_id), None)
         if edit is None:
-            raise ReviewError(f"no edit {edit_id!r} in the last turn.")
+            raise ReviewError(f"no edit {op.edit_id!r} in the last turn.")
         restored = None
-        if not accepted:
+        if not op.accepted:
             now = self.context.current(edit.new_path or edit.path)
             if now != edit.after:
-                raise ReviewError(f"{edit.path} changed after edit {edit_id}; review the whole file instead.")
+                raise ReviewError(f"{edit.path} changed after edit {op.edit_id}; review the whole file instead.")
             change = FileChange(edit.path, edit.kind, edit.before, edit.after, new_path=edit.new_path)
             await asyncio.to_thread(self._restore, change)
             restored = edit.before
-        return self._reviewed(edit, edit.path, accepted, comment, restored)
+        return self._reviewed(edit, edit.path, op.accepted, op.comment, restored)
 
-    async def record_correction(self, path: str, user_content: str) -> EditReviewed | None:
+    async def record_correction(self, op: CorrectEdit) -> EditReviewed | None:
         """The user changed lines the agent wrote: record their version as a correction."""
-        rel = self.workspace.relative(self.workspace.resolve(path))
+        rel = self.workspace.relative(self.workspace.resolve(op.path))
         edit = self.changes.last_edit(rel)
-        if edit is None or user_content == edit.after:
+        if edit is None or op.user_content == edit.after:
             return None
         return self.emit(
             EditReviewed(
@@ -82,16 +83,16 @@ class Review:
                 edit_id=edit.edit_id,
                 path=rel,
                 decision="corrected",
-                user_content=user_content,
+                user_content=op.user_content,
             )
         )  # type: ignore[return-value]
 
-    async def undo(self) -> list[str]:
+    async def undo(self, op: Undo) -> TurnUndone:
         """Restore the working tree to the last checkpoint (see agent.checkpoint)."""
         restored = await asyncio.to_thread(undo_last, self.workspace.root)
         for rel in restored:
             self.workspace.overlay.remove(rel)
-        return restored
+        return self.emit(TurnUndone(session_id=self.id, cause_id=op.id, paths=restored))  # type: ignore[return-value]
 
     def _reviewed(
         self, edit: EditApplied, rel: str, accepted: bool, comment: str | None, restored: str | None

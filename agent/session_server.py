@@ -3,18 +3,18 @@
 A frontend that must never wait on the agent (the language server) runs its turns in a child
 process that speaks this protocol on its stdin and stdout, one JSON object per line:
 
-- parent -> child requests `{"id", "method", "params"}`: `open` (the opener's parameters), `run`
-  (`{"op"}`: a UserInput; answers the TurnFinished and the turn's net file changes), `submit`
-  (`{"op"}`), `review_edit`, `review_file`, `record_correction` (answer an EditReviewed or null),
-  `undo` (answers the restored paths) and `close`;
-- parent -> child notifications `{"method", "params"}`: `interrupt`, and `overlay_set` /
-  `overlay_remove` (the editor's unsaved buffers, which the turn's tools read);
+- parent -> child requests `{"id", "method", "params"}`: `open` (the opener's parameters), `submit`
+  (`{"op"}`: any Op of agent.protocol; answers `{"reply"}`, the event the session's `submit`
+  returned or null, and for a UserInput also `"changes"`, the turn's net file changes) and `close`;
+- parent -> child notifications `{"method", "params"}`: `submit` (an Op whose answer nobody waits
+  for: an interrupt), and `overlay_set` / `overlay_remove` (the editor's unsaved buffers, which the
+  turn's tools read);
 - child -> parent: `{"event"}` for every event the session emits, in order, and
   `{"id", "result"}` or `{"id", "error": {"type", "message", "kind"?}}` for each request;
 - child -> parent calls `{"call", "method", "params"}` (a tool asking the frontend, e.g. for an
   editor's buffer: see `ParentCalls`), answered by `{"reply", "result"}` or `{"reply", "error"}`.
 
-Requests are served concurrently (approvals and reviews arrive while `run` is in flight);
+Requests are served concurrently (approvals and reviews arrive while a turn is in flight);
 notifications are applied in the order they arrive. End of input closes the session and exits.
 """
 
@@ -32,7 +32,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
-from agent.protocol import Event, UserInput, op_from_dict
+from agent.interfaces import SessionClient
+from agent.protocol import UserInput, op_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class OverlaySink(Protocol):
 class Opened:
     """What an opener built: the session, where the editor's buffers go, and facts for the parent."""
 
-    session: Any  # agent.session.Session
+    session: SessionClient
     sink: OverlaySink
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
     on_close: Callable[[], None] | None = None  # e.g. flush the recorder
@@ -161,8 +162,8 @@ class SessionServer:
     def _notified(self, method: str | None, params: dict[str, Any]) -> None:
         if self._opened is None:
             log.warning("ignored %s before open", method)
-        elif method == "interrupt":
-            self._opened.session.interrupt()
+        elif method == "submit":
+            self._submit_unanswered(params.get("op"))
         elif method == "overlay_set":
             self._opened.sink.set(params["path"], params["text"], params.get("version"))
         elif method == "overlay_remove":
@@ -193,26 +194,26 @@ class SessionServer:
             return None
         if self._opened is None:
             raise RuntimeError(f"{method} before open: send open first")
+        if method != "submit":
+            raise RuntimeError(f"unknown method {method!r}")
         session = self._opened.session
-        if method == "run":
-            op = op_from_dict(params["op"])
-            if not isinstance(op, UserInput):
-                raise RuntimeError(f"run takes a user_input op, got {op.type}")
-            finished = await session.run(op)
-            changes = [dataclasses.asdict(c) for c in session.last_turn_changes()]
-            return {"finished": finished.to_dict(), "changes": changes}
-        if method == "submit":
-            await session.submit(op_from_dict(params["op"]))
-            return None
-        if method == "review_edit":
-            return _plain(await session.review_edit(params["edit_id"], params["accepted"], params.get("comment")))
-        if method == "review_file":
-            return _plain(await session.review_file(params["path"], params["accepted"], params.get("comment")))
-        if method == "record_correction":
-            return _plain(await session.record_correction(params["path"], params["user_content"]))
-        if method == "undo":
-            return await session.undo()
-        raise RuntimeError(f"unknown method {method!r}")
+        op = op_from_dict(params["op"])
+        reply = await session.submit(op)
+        answer: dict[str, Any] = {"reply": reply.to_dict() if reply is not None else None}
+        if isinstance(op, UserInput):
+            answer["changes"] = [dataclasses.asdict(c) for c in session.last_turn_changes()]
+        return answer
+
+    def _submit_unanswered(self, data: Any) -> None:
+        """Serve an op sent as a notification: its reply goes nowhere, a failure only to the log."""
+        assert self._opened is not None
+        try:
+            op = op_from_dict(data)
+        except (TypeError, ValueError) as exc:  # a parent of another version: the reader must go on
+            log.error("ignored an op that does not parse: %s", exc)
+            return
+        task = asyncio.ensure_future(self._opened.session.submit(op))
+        task.add_done_callback(_log_failure)
 
     async def _open(self, params: dict[str, Any]) -> dict[str, Any]:
         if self._opened is not None:
@@ -240,8 +241,9 @@ class SessionServer:
             opened.on_close()
 
 
-def _plain(event: Event | None) -> dict[str, Any] | None:
-    return event.to_dict() if event is not None else None
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("an op sent without waiting for its answer failed: %r", task.exception())
 
 
 async def serve(opener: Opener, inp: BinaryIO, out: BinaryIO) -> None:

@@ -16,18 +16,26 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lsprotocol import types
 
+from agent.interfaces import SessionClient
 from agent.protocol import (
     ApprovalDecision,
     ApprovalRequested,
     ApprovalResolved,
+    CorrectEdit,
     EditApplied,
+    EditReviewed,
     Event,
+    ReviewEdit,
+    ReviewFile,
+    TurnUndone,
+    Undo,
 )
 from agent.remote import RemoteError, RemoteSession, WorkerStopped
+from agent.workspace import Workspace
 from lsp_server import describe
 from lsp_server.commands import AskRequest, RequestFailed
 from lsp_server.corrections import CorrectionTracker
@@ -44,6 +52,13 @@ log = logging.getLogger(__name__)
 ALLOW, DENY = "Allow", "Deny"
 
 
+class EditorSession(SessionClient, Protocol):
+    """The session the server holds (a RemoteSession, or a Session inline) and the workspace on this
+    side through which the editor's files are written and read."""
+
+    workspace: Workspace
+
+
 @dataclass
 class Turn:
     request_id: Any  # the JSON-RPC id of the teachback.ask request running it
@@ -58,7 +73,7 @@ class AgentHost:
         self.options = options
         self.documents = documents
         self.editor = editor
-        self.session: Any = None  # a Session (inline, imported lazily) or a RemoteSession (worker)
+        self.session: EditorSession | None = None  # a Session (inline, imported lazily) or a RemoteSession
         self.turn: Turn | None = None
         self.last_edits: list[EditApplied] = []
         self.pending: dict[str, ApprovalRequested] = {}
@@ -98,7 +113,7 @@ class AgentHost:
         except WorkerStopped as exc:  # the first request tries again, and reports it
             log.warning("could not start the agent's process ahead of time: %s", exc)
 
-    async def ensure_session(self) -> Any:
+    async def ensure_session(self) -> EditorSession:
         async with self._open_lock:
             if self.session is None:
                 self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
@@ -114,13 +129,13 @@ class AgentHost:
                 self.documents.attach(self._sink)
         return self.session
 
-    async def _open(self) -> tuple[Any, OverlaySink, list[str]]:
+    async def _open(self) -> tuple[EditorSession, OverlaySink, list[str]]:
         session, self._attached, self.recording, warnings = await asyncio.to_thread(
             open_recorded, self.root, self.options.settings
         )
         return session, overlay_sink(session), warnings
 
-    async def _open_worker(self) -> tuple[Any, OverlaySink, list[str]]:
+    async def _open_worker(self) -> tuple[EditorSession, OverlaySink, list[str]]:
         worker, self._worker = self._next_worker(), None  # the session's now
         try:
             info = await worker.open(open_params(self.root, self.options.settings))
@@ -185,7 +200,7 @@ class AgentHost:
             "leftOnDisk": list(mirrored.left_on_disk),
         }
 
-    async def _run(self, session: Any, op: Any, instruction: str) -> tuple[Any, Any, Any]:
+    async def _run(self, session: EditorSession, op: Any, instruction: str) -> tuple[Any, Any, Any]:
         """Run the turn and bring the editor in step with what it changed."""
         label = f"teachback: {instruction[:60]}"
         try:
@@ -199,7 +214,7 @@ class AgentHost:
         changes, mirrored = await self._mirror(session, label)
         return finished, changes, mirrored
 
-    async def _mirror(self, session: Any, label: str) -> tuple[Any, Any]:
+    async def _mirror(self, session: EditorSession, label: str) -> tuple[Any, Any]:
         changes = session.last_turn_changes()
         mirrored = await mirror_turn(
             changes,
@@ -211,7 +226,7 @@ class AgentHost:
         )
         return changes, mirrored
 
-    async def _turn_lost(self, session: Any, how: str) -> RequestFailed:
+    async def _turn_lost(self, session: EditorSession, how: str) -> RequestFailed:
         """The worker died mid-turn: open buffers take its edits, other files keep them on disk; say so."""
         assert self.turn is not None
         paths = sorted({p for e in self.turn.edits for p in (e.path, e.new_path) if p})
@@ -268,14 +283,15 @@ class AgentHost:
             edit = next((e for e in self.last_edits if e.edit_id == ident), None)
             try:
                 if edit is not None:
-                    reviewed = await session.review_edit(ident, accepted, comment=reason)
+                    reviewed = await session.submit(ReviewEdit(edit_id=ident, accepted=accepted, comment=reason))
                 else:
                     path = self.documents.ref(ident).path if ":" in ident else ident
                     if path is None:
                         raise RequestFailed(f"{ident} is not a file in the workspace; send an edit id or a file URI.")
-                    reviewed = await session.review_file(path, accepted, comment=reason)
+                    reviewed = await session.submit(ReviewFile(path=path, accepted=accepted, comment=reason))
             except _refusals() as exc:
                 raise RequestFailed(f"{exc} Ids come from the teachback.ask result or the log.") from exc
+            assert isinstance(reviewed, EditReviewed)  # what a review is answered by
             self.corrections.forget(reviewed.path)
             if not accepted:
                 await resync_open(
@@ -294,9 +310,11 @@ class AgentHost:
         session = await self.ensure_session()
         with self.disk.watch(self.documents.by_path()):
             try:
-                restored = await session.undo()
+                undone = await session.submit(Undo())
             except _refusals() as exc:
                 raise RequestFailed(str(exc)) from exc
+            assert isinstance(undone, TurnUndone)  # what an undo is answered by
+            restored = undone.paths
             for path in restored:
                 self.corrections.forget(path)
             # Buffers still holding agent changes never saved: their files are as the checkpoint has them.
@@ -336,9 +354,9 @@ class AgentHost:
             try:
                 if tracked.pending == tracked.before:
                     # The user took the agent's change back by hand (editor undo): that is a rejection.
-                    await self.session.review_file(rel, False, comment="undone in the editor")
+                    await self.session.submit(ReviewFile(path=rel, accepted=False, comment="undone in the editor"))
                 else:
-                    await self.session.record_correction(rel, tracked.pending)
+                    await self.session.submit(CorrectEdit(path=rel, user_content=tracked.pending))
             except _refusals() as exc:
                 log.info("not recording the user's edit to %s: %s", rel, exc)
 

@@ -20,11 +20,15 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from agent.config import Settings, settings_dict
 from lsp_server.documents import OverlaySink
 from lsp_server.mapfeed import MapFeeder, Tee
+
+if TYPE_CHECKING:  # the agent is imported when a session opens, not when the server starts
+    from agent.session import Session
+    from feedback_store.recording.recording import Recording
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +44,7 @@ def warm_up_imports() -> None:
     load_litellm()
 
 
-def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[str]]:
+def open_recorded(root: Path, settings: Settings) -> tuple[Session, Recording | None, str, list[str]]:
     """A session on `root` with its recording attached: (session, recording or None, where it
     records, warnings for the user). Blocking: call it in a thread."""
     from agent.runtime import open_session
@@ -60,7 +64,7 @@ def open_recorded(root: Path, settings: Settings) -> tuple[Any, Any, str, list[s
     return session, attach(session, store), str(settings.db_path()), []
 
 
-def overlay_sink(session: Any) -> OverlaySink:
+def overlay_sink(session: Session) -> OverlaySink:
     """Where open buffers go: the session's overlay, and its repo map when it has one."""
     if session.context.repo_map is None:
         return session.workspace.overlay

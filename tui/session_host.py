@@ -67,11 +67,8 @@ class SessionHost:
         if session is None:
             return
         session.interrupt()  # a turn still running stops at its next step
-        # The session contract names an async close(); sessions without one hold nothing to release.
-        close = getattr(session, "close", None)
         try:
-            if close is not None:
-                await close()
+            await session.close()
         finally:
             if self._recording is not None:
                 unrecorded = self._recording.close()  # the store stays open: the app reads it

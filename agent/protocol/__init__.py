@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Literal, get_args
 from agent.protocol.arguments import read_arguments
 from agent.protocol.roles import Roles, roles_for
 
-PROTOCOL_VERSION = 1
+# 2: the user's verdicts (review, correction, undo) are Ops, and an undo is recorded as TurnUndone.
+PROTOCOL_VERSION = 2
 # Half of a UTF-16 pair on its own: JSON's \udXXX escapes let a model send one, but it is not a
 # Unicode character, so no file, UTF-8 stream or SQLite text can hold it.
 LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -44,6 +45,10 @@ class ContextRef:
     start_line: int | None = None
     end_line: int | None = None
     note: str | None = None  # e.g. diagnostics the editor shows for this range
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set, as TurnStarted records them."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +78,45 @@ class ApprovalDecision(Op):
 @dataclass(frozen=True, kw_only=True)
 class Interrupt(Op):
     type: ClassVar[str] = "interrupt"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewEdit(Op):
+    """Accept or reject one edit the last turn applied; rejecting restores the file as it was
+    before it. Answered by an EditReviewed."""
+
+    edit_id: str
+    accepted: bool
+    comment: str | None = None
+    type: ClassVar[str] = "review_edit"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewFile(Op):
+    """Accept or reject everything the last turn did to a file; rejecting restores it. Answered by
+    an EditReviewed."""
+
+    path: str
+    accepted: bool
+    comment: str | None = None
+    type: ClassVar[str] = "review_file"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrectEdit(Op):
+    """The user's own version of a file the agent edited, to record as a correction. Answered by an
+    EditReviewed, or by nothing when it is the agent's version."""
+
+    path: str
+    user_content: str
+    type: ClassVar[str] = "correct_edit"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Undo(Op):
+    """Restore the working tree to the last checkpoint. Answered by a TurnUndone."""
+
+    type: ClassVar[str] = "undo"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,6 +274,14 @@ class ModelUsage(Event):
     completion_token_ids: list[int] | None = None
     type: ClassVar[str] = "model_usage"
 
+    @classmethod
+    def from_reply(cls, reply: Any, *, session_id: str, cause_id: str, model: str, step: int) -> ModelUsage:
+        """The usage of one model reply (an agent.model.ModelReply, read by the names of this event's
+        own fields: the protocol imports nothing of the agent's)."""
+        given = {"session_id", "id", "ts", "cause_id", "model", "step"}
+        measured = {name: getattr(reply, name) for name in _field_names(cls) if name not in given}
+        return cls(session_id=session_id, cause_id=cause_id, model=model, step=step, **measured)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallStarted(Event):
@@ -275,6 +327,19 @@ class ToolCallFinished(Event):
     duration_ms: float = 0.0
     message: dict[str, Any] | None = None  # the message appended to the conversation, as sent
     type: ClassVar[str] = "tool_call_finished"
+
+    @classmethod
+    def from_result(cls, result: Any, **call: Any) -> ToolCallFinished:
+        """The end of a call from its tool's result (an agent.toolkit.ToolResult, read by its field
+        names: the protocol imports nothing of the agent's); `call` names the call and its step."""
+        return cls(
+            ok=result.ok,
+            result=result.output,
+            error_kind=result.error_kind,
+            target=result.target,
+            exit_code=result.exit_code,
+            **call,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,6 +390,15 @@ class EditReviewed(Event):
     comment: str | None = None
     user_content: str | None = None
     type: ClassVar[str] = "edit_reviewed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnUndone(Event):
+    """The user undid the last turn: the working tree is back at its checkpoint (agent.checkpoint).
+    `paths` are the files restored; an undo refused (nothing to undo) is not an event."""
+
+    paths: list[str]
+    type: ClassVar[str] = "turn_undone"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -397,6 +471,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ApprovalRequested,
         ApprovalResolved,
         EditReviewed,
+        TurnUndone,
         TurnFinished,
         ErrorEvent,
         LessonsShown,
@@ -417,7 +492,9 @@ def event_from_json(text: str) -> Event:
     return event_from_dict(json.loads(text))
 
 
-OP_TYPES: dict[str, type[Op]] = {cls.type: cls for cls in (UserInput, ApprovalDecision, Interrupt)}
+OP_TYPES: dict[str, type[Op]] = {
+    cls.type: cls for cls in (UserInput, ApprovalDecision, Interrupt, ReviewEdit, ReviewFile, CorrectEdit, Undo)
+}
 
 
 def op_from_dict(data: dict[str, Any]) -> Op:

@@ -7,7 +7,16 @@ import asyncio
 from agent.approval import ApprovalPolicy
 from agent.checkpoint import REF, undo_last
 from agent.config import Settings
-from agent.protocol import ApprovalDecision, ApprovalRequested, ApprovalResolved, ToolCallFinished, UserInput
+from agent.protocol import (
+    ApprovalDecision,
+    ApprovalRequested,
+    ApprovalResolved,
+    CorrectEdit,
+    ReviewFile,
+    ToolCallFinished,
+    Undo,
+    UserInput,
+)
 from agent.runtime import open_session
 from tests.conftest import call, git, turn
 
@@ -120,9 +129,9 @@ async def test_undo_pops_one_turn_at_a_time(git_repo, script):
     await session.run(UserInput(text="first"))
     await session.run(UserInput(text="second"))
     assert "Two" in (git_repo / "app.py").read_text()
-    assert await session.undo() == ["app.py"]
+    assert (await session.submit(Undo())).paths == ["app.py"]
     assert "One" in (git_repo / "app.py").read_text()
-    await session.undo()
+    await session.submit(Undo())
     assert "Hello" in (git_repo / "app.py").read_text()
 
 
@@ -150,12 +159,12 @@ async def test_review_rejects_a_file_and_accepts_another(git_repo, script, run_a
         )
     )
     run = await run_agent(git_repo, model)
-    rejected = await run.session.review_file("app.py", accepted=False, comment="keep Hello")
-    accepted = await run.session.review_file("notes.txt", accepted=True)
+    rejected = await run.session.submit(ReviewFile(path="app.py", accepted=False, comment="keep Hello"))
+    accepted = await run.session.submit(ReviewFile(path="notes.txt", accepted=True))
     assert rejected.decision == "rejected" and rejected.comment == "keep Hello"
     assert "Hello" in (git_repo / "app.py").read_text()
     assert accepted.decision == "accepted" and (git_repo / "notes.txt").exists()
-    corrected = await run.session.record_correction("notes.txt", "n\nmore\n")
+    corrected = await run.session.submit(CorrectEdit(path="notes.txt", user_content="n\nmore\n"))
     assert corrected is not None and corrected.decision == "corrected" and corrected.user_content == "n\nmore\n"
 
 

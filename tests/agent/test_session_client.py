@@ -4,11 +4,16 @@ can hold, the one in this process and the one in a worker process, provide all o
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 
+from agent.config import Settings
 from agent.interfaces import SessionClient
+from agent.protocol import Op
 from agent.remote import RemoteSession
+from agent.runtime import open_session
 from agent.session import Session
 
 MEMBERS = sorted(
@@ -17,7 +22,7 @@ MEMBERS = sorted(
 
 
 def test_the_client_api_names_what_the_hosts_use() -> None:
-    assert {"subscribe", "run", "submit", "interrupt", "review_file", "review_edit", "undo", "close"} <= set(MEMBERS)
+    assert {"subscribe", "run", "submit", "interrupt", "last_turn_changes", "close"} <= set(MEMBERS)
     assert "id" in SessionClient.__annotations__
 
 
@@ -37,3 +42,13 @@ def test_each_session_provides_the_member_with_a_compatible_signature(cls: type,
 @pytest.mark.parametrize("cls", [Session, RemoteSession])
 def test_each_session_has_an_id(cls: type) -> None:
     assert "self.id = " in inspect.getsource(cls)
+
+
+async def test_an_op_the_session_does_not_serve_is_refused_by_name(git_repo, script) -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class Nudge(Op):
+        type: ClassVar[str] = "nudge"
+
+    session = open_session(git_repo, Settings(model=script()))
+    with pytest.raises(ValueError, match="does not serve nudge ops"):
+        await session.submit(Nudge())

@@ -9,7 +9,18 @@ from pathlib import Path
 import pytest
 
 from agent.config import Settings
-from agent.protocol import ApprovalDecision, ContextRef, Interrupt, ToolCallFinished, UserInput, op_from_dict
+from agent.protocol import (
+    ApprovalDecision,
+    ContextRef,
+    CorrectEdit,
+    Interrupt,
+    ReviewEdit,
+    ReviewFile,
+    ToolCallFinished,
+    Undo,
+    UserInput,
+    op_from_dict,
+)
 from agent.remote import RemoteSession, WorkerStopped
 from agent.review import ReviewError
 from lsp_server.worker import WORKER_ARGV, open_params
@@ -21,6 +32,10 @@ def test_ops_round_trip_through_json() -> None:
         UserInput(text="fix it", context=(ContextRef(path="app.py", start_line=2, end_line=3, note="E1"),)),
         ApprovalDecision(request_id="r1", approved=False, comment="not that file"),
         Interrupt(),
+        ReviewEdit(edit_id="e1", accepted=False, comment="keep it"),
+        ReviewFile(path="app.py", accepted=True),
+        CorrectEdit(path="app.py", user_content="x = 1\n"),
+        Undo(),
     ]
     for op in ops:
         assert op_from_dict(json.loads(json.dumps(op.to_dict()))) == op
@@ -48,7 +63,7 @@ async def test_a_remote_turn_reads_unsaved_buffers_and_agent_errors_keep_their_c
         assert "UNSAVED = 2" in read.result
         assert remote.last_turn_changes() == []
         with pytest.raises(ReviewError, match="did not change app.py"):
-            await remote.review_file("app.py", False)
+            await remote.submit(ReviewFile(path="app.py", accepted=False))
     finally:
         await remote.close()
     assert not remote.alive

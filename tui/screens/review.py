@@ -12,6 +12,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Label, OptionList
 
+from agent.protocol import ReviewFile
 from agent.review import ReviewError
 from tui.screens.modals import ReasonModal
 from tui.widgets.diff_view import ChangeList, DiffView
@@ -106,7 +107,7 @@ class ReviewScreen(Screen[None]):
                 self.notify(f"{path} is already {changes.verdicts[path]}.", severity="warning")
                 continue
             try:
-                await self.session.review_file(path, accepted, comment)
+                await self.session.submit(ReviewFile(path=path, accepted=accepted, comment=comment))
             except (ReviewError, OSError) as exc:  # nothing left to review, or the file cannot be restored
                 self.notify(f"Could not record the review of {path}: {exc}", severity="error", timeout=10)
                 continue
