@@ -27,8 +27,9 @@ $(TRAIN_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,local,train]'
 	touch $(TRAIN_STAMP)
 
-# One worker per core; each test file stays on one worker, so its fixtures (a recorded session, a
-# converted model) are built once. The slowest tests are listed at the end.
+# One worker per core; each test file stays on one worker, so its fixtures (a recorded session) are
+# built once, and the converted models once for both workers. The files that run the embedded model
+# start first (tests/conftest.py). The slowest tests are listed at the end.
 test: $(TRAIN_STAMP) lint
 	$(PY) -m pytest -q -n auto --dist loadfile --durations=25
 

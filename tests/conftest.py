@@ -70,8 +70,20 @@ def script(tmp_path: Path):
     return write
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist's `--dist loadfile` hands out files in the order of the collection below, not
+    reordered by how many tests each holds: by that count (its default), the few-test files that run
+    the embedded model for minutes started last, and one worker ran them alone at the end."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files with slow tests run first, each file's tests still together and in order: with one
-    worker per core (`make test`), the longest files start at once and the short ones fill in."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    """Files with tests of the real model run first, then the files with other slow tests, then the
+    rest, each file's tests still together and in order: with one worker per core (`make test`), the
+    longest files start at once and the short ones fill in at the end."""
+    rank: dict[Path, int] = {}
+    for item in items:
+        weight = 0 if item.get_closest_marker("real_model") else 1 if item.get_closest_marker("slow") else 2
+        rank[item.path] = min(rank.get(item.path, 2), weight)
+    items.sort(key=lambda item: rank[item.path])

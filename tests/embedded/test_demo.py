@@ -58,6 +58,7 @@ def demo_dest():
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(300)
 def test_demo_end_to_end_records_pairs_and_a_loadable_export(demo_dest: Path) -> None:
     pytest.importorskip("llama_cpp")

@@ -18,7 +18,7 @@ from feedback_store.export.export import export  # noqa: E402
 from feedback_store.recording.renders import Renders  # noqa: E402
 from tests.conftest import git  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from agent.tools import default_toolbox  # noqa: E402
 MODEL = "local/smollm2"
 QUESTION = [{"role": "user", "content": "Name three colours."}]
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(scope="module")

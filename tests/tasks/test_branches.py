@@ -131,6 +131,7 @@ def chat_template():
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(900)
 def test_branch_writes_verified_on_policy_records_that_datasets_load(tmp_path: Path, capsys) -> None:
     from datasets import Dataset, load_dataset

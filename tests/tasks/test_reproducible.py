@@ -74,6 +74,7 @@ def test_a_taken_folder_name_gets_a_fresh_one(script, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(600)
 def test_the_same_seeded_attempt_samples_the_same_and_another_seed_differs(tmp_path: Path) -> None:
     db = tmp_path / "feedback.db"

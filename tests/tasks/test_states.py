@@ -126,6 +126,7 @@ def zero_adapter(path: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(900)
 def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arms(tmp_path: Path) -> None:
     db = tmp_path / "feedback.db"

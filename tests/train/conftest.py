@@ -1,12 +1,15 @@
-"""The embedded model converted to a Hugging Face directory once per test session.
+"""The embedded model converted to a Hugging Face directory once per test run.
 
 The autouse TEACHBACK_HOME fixture gives every test its own home, so the converted model lives in a
-session directory instead and tests receive its path explicitly."""
+directory of the run instead and tests receive its path explicitly. Under pytest-xdist every worker
+shares that directory: the first to need a model builds it under a file lock, the others wait for it
+and load the same files (a conversion costs about a minute of CPU on these machines)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,22 @@ import pytest
 # other processes (74-100 s against 23 s for one forward and backward pass). torch's OpenMP
 # runtime reads this when torch is first imported, which no module outside trainer/ does.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def built_once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], Path]) -> Path:
+    """`build(folder)` run by the first worker of this run to get here; the others get its result.
+
+    Each model has a folder of its own that holds only it (tests check that a conversion leaves
+    nothing else beside the model), with the lock outside."""
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's base is a child of the run's own
+        root = root.parent
+    folder = root / f"shared-{name}"
+    with FileLock(root / f"shared-{name}.lock"):
+        folder.mkdir(exist_ok=True)
+        return build(folder)
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +47,7 @@ def embedded_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         gguf = model_path(EMBEDDED)
     except LocalModelError as exc:
         pytest.skip(str(exc))
-    return convert_gguf(gguf, tmp_path_factory.mktemp("models") / EMBEDDED)
+    return built_once_per_run(tmp_path_factory, "embedded", lambda folder: convert_gguf(gguf, folder / EMBEDDED))
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +56,17 @@ def tiny_model_dir(embedded_model_dir: Path, tmp_path_factory: pytest.TempPathFa
     for the tests of the trainer's mechanics (seeds, resume, processes, objectives, caches): what
     they check is that the same arithmetic gives the same numbers, not what the model knows, and
     this model runs a step in a fraction of the time. Tests of what training does use the real one."""
+    return built_once_per_run(tmp_path_factory, "tiny", lambda folder: _tiny_model(embedded_model_dir, folder / "tiny"))
+
+
+def _tiny_model(embedded_model_dir: Path, out: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    out = tmp_path_factory.mktemp("models") / "tiny"
+    if out.is_dir():  # built by another worker of this run
+        return out
+    staging = out.with_name(f".{out.name}-staging")  # renamed into place whole, as a conversion is
+    shutil.rmtree(staging, ignore_errors=True)
     config = AutoConfig.from_pretrained(embedded_model_dir, local_files_only=True)
     config.update(
         {
@@ -57,8 +83,9 @@ def tiny_model_dir(embedded_model_dir: Path, tmp_path_factory: pytest.TempPathFa
         }
     )
     torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(out)
+    AutoModelForCausalLM.from_config(config).save_pretrained(staging)
     for source in embedded_model_dir.iterdir():  # the tokenizer's files and the generation settings
-        if source.is_file() and not (out / source.name).exists() and source.suffix != ".safetensors":
-            shutil.copy2(source, out / source.name)
+        if source.is_file() and not (staging / source.name).exists() and source.suffix != ".safetensors":
+            shutil.copy2(source, staging / source.name)
+    staging.rename(out)
     return out

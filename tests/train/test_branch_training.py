@@ -136,6 +136,7 @@ def test_under_mix_a_left_out_pair_with_a_correction_keeps_only_its_sft_term() -
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(600)
 def test_a_teacher_shown_the_failure_itself_as_its_demonstration_is_left_out(
     embedded_model_dir: Path, tmp_path: Path

@@ -13,6 +13,7 @@ from agent.providers.llama_engine import promoted_pointer
 from feedback_store.rounds import rounds
 from feedback_store.store import open_store
 from trainer.demo_learn import run_learn
+from trainer.weights import EMBEDDED
 
 TINY = {
     "train_tasks": 2,
@@ -27,10 +28,16 @@ TINY = {
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(900)
 def test_the_demo_round_runs_end_to_end_and_leaves_the_served_adapter_alone(
     embedded_model_dir: Path, tmp_path: Path
 ) -> None:
+    # The round's own home holds the embedded model converted already, as a user's would after the
+    # first round (the conversion itself is tests/train/test_weights.py's).
+    models = tmp_path / "learn" / "home" / "models"
+    models.mkdir(parents=True)
+    (models / EMBEDDED).symlink_to(embedded_model_dir, target_is_directory=True)
     out = io.StringIO()
     assert run_learn(tmp_path, TINY, out) == 0
     text = out.getvalue()

@@ -20,7 +20,7 @@ from tests.conftest import turn
 
 pytest.importorskip("peft")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(900)]
 
 
 def reply(name: str, **arguments: str) -> dict:

@@ -1,5 +1,8 @@
-"""teachback's exports of a recorded session feed TRL 1.16's trainers unchanged: one step each on
-the embedded model (SmolLM2-135M, converted from its GGUF), with a finite loss.
+"""teachback's exports of a recorded session feed TRL 1.16's trainers unchanged: one step each with
+a finite loss, on the two-layer model with the embedded model's tokenizer and chat template
+(`tiny_model_dir`: what a record must get through is TRL's loading, the template and the tokenizer,
+and a forward and backward pass of SmolLM2's architecture, none of which depends on what the
+weights know), and one step on the embedded model itself (SmolLM2-135M, converted from its GGUF).
 
 The session is real (the agent loop, the scripted model, a git repository) and runs in the grammar
 tool mode, as the embedded model does: the `auto` view of its exports is the text the model saw,
@@ -31,6 +34,7 @@ from tests.train.trl_harness import train_one_step  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 TRAINERS = {"sft": "sft", "dpo": "dpo", "trl-sdft": "sdft", "trl-sdpo": "sdpo"}
+REAL_MODEL_FORMAT = "sft"  # the cheapest step of the four on the real model
 
 
 def reply(name: str, **arguments: str) -> dict:
@@ -84,27 +88,38 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-@pytest.mark.parametrize("fmt", sorted(TRAINERS))
-def test_each_export_trains_one_step_with_the_models_own_template(
-    fmt: str, recorded: Path, embedded_model_dir: Path, tmp_path: Path
-) -> None:
-    out = tmp_path / f"{fmt}.jsonl"
+def trains_one_step_with_the_models_own_template(fmt: str, recorded: Path, model_dir: Path, folder: Path) -> float:
+    out = folder / f"{fmt}.jsonl"
     result = export([recorded], fmt, out, compact_tools=True, tokenizer="estimate")
     assert result.records == 2 and result.paths == [out]
     first = json.loads(out.read_text().splitlines()[0])
     assert first["prompt"][0]["role"] == "system" and "tool_call" in first["prompt"][0]["content"]
-    loss = train_one_step(TRAINERS[fmt], out, embedded_model_dir)
-    assert math.isfinite(loss)
+    return train_one_step(TRAINERS[fmt], out, model_dir)
+
+
+@pytest.mark.parametrize("fmt", sorted(TRAINERS))
+def test_each_export_trains_one_step_with_the_models_own_template(
+    fmt: str, recorded: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    assert math.isfinite(trains_one_step_with_the_models_own_template(fmt, recorded, tiny_model_dir, tmp_path))
+
+
+@pytest.mark.real_model
+def test_the_embedded_model_trains_a_step_on_an_export(
+    recorded: Path, embedded_model_dir: Path, tmp_path: Path
+) -> None:
+    loss = trains_one_step_with_the_models_own_template(REAL_MODEL_FORMAT, recorded, embedded_model_dir, tmp_path)
+    assert math.isfinite(loss) and loss > 0
 
 
 @pytest.mark.parametrize("fmt", ["sft", "dpo"])
 def test_native_exports_train_one_step_with_a_tool_aware_template(
-    fmt: str, recorded: Path, embedded_model_dir: Path, tmp_path: Path
+    fmt: str, recorded: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / f"{fmt}.jsonl"
     export([recorded], fmt, out, template="native", compact_tools=True, tokenizer="estimate")
     first = json.loads(out.read_text().splitlines()[0])
     assert json.loads(first["tools"]) and first["prompt"][-1]["role"] in ("user", "tool")
     template = resources.files("trl").joinpath("chat_templates", "qwen2_5.jinja").read_text()
-    loss = train_one_step(TRAINERS[fmt], out, embedded_model_dir, chat_template=template)
+    loss = train_one_step(TRAINERS[fmt], out, tiny_model_dir, chat_template=template)
     assert math.isfinite(loss) and loss > 0

@@ -34,6 +34,7 @@ def first_state(session: str, instruction: str) -> State:
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(900)
 def test_an_adapter_trained_to_always_call_a_tool_is_refused_at_the_no_tool_probes(
     embedded_model_dir: Path, tmp_path: Path
@@ -62,7 +63,11 @@ def test_an_adapter_trained_to_always_call_a_tool_is_refused_at_the_no_tool_prob
         )
     data = tmp_path / "sft.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
-    result = train(TrainConfig(data=[data], out=tmp_path / "always", objective="sft", steps=16, lr=2e-3, batch_size=4))
+    base = str(embedded_model_dir)
+    config = TrainConfig(
+        data=[data], out=tmp_path / "always", base=base, objective="sft", steps=16, lr=2e-3, batch_size=4
+    )
+    result = train(config)
     assert result.losses[-1] < result.losses[0]
     gguf = model_path("smollm2")
     served = ensure_served(result.adapter_dir, gguf)

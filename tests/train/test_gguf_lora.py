@@ -15,7 +15,7 @@ from agent.providers.llama_engine import load_engine, model_path, promoted_point
 from trainer.gguf_lora import AdapterError, convert_adapter  # noqa: E402
 from trainer.weights import EMBEDDED  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(600)]
 
 PROMPT = "<|im_start|>user\nWrite a Python function that adds two numbers.<|im_end|>\n<|im_start|>assistant\n"
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -20,7 +20,7 @@ from tests.train.test_eval import make_adapter, record_session
 
 pytest.importorskip("peft")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(900)]
 
 
 def teachback(*args: str, timeout: float = 800) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ from feedback_store import Recorder, open_store
 from feedback_store.export.export import export
 from tests.conftest import git, turn
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(900)]
 
 OPEN = '{"name": "open_file", "arguments": {"path": "app.py"}}'
 

@@ -42,6 +42,7 @@ def reference(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(1200)
 def test_a_few_steps_on_recorded_demo_pairs_lower_the_training_loss(embedded_model_dir: Path, tmp_path: Path) -> None:
     reports = []

@@ -9,6 +9,11 @@ Two views of a recorded turn:
   tool` results, a `tools` column of JSON schemas), for models with native tool calling. SFT and
   DPO pass `tools` to the chat template; SmolLM2's template ignores both `tools` and `tool_calls`,
   so these rows need a tool-aware template (here TRL's bundled Qwen2.5 one, also ChatML).
+
+The steps run on the two-layer model with the embedded model's tokenizer and chat template
+(`tiny_model_dir`): what a row must get through is TRL's loading, the template's rendering, the
+tokenizer and one forward and backward pass of a Llama-architecture model, none of which depends on
+what the weights know. The embedded model itself trains on exported files in test_exports_train.py.
 """
 
 from __future__ import annotations
@@ -151,19 +156,19 @@ def qwen_template() -> str:
 
 @pytest.mark.parametrize("kind", ["sft", "dpo", "sdft", "sdpo"])
 def test_rendered_rows_train_one_step_with_the_models_own_template(
-    kind: str, embedded_model_dir: Path, tmp_path: Path
+    kind: str, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     data = write_jsonl(tmp_path / f"{kind}.jsonl", RENDERED[kind])
-    loss = train_one_step(kind, data, embedded_model_dir)
+    loss = train_one_step(kind, data, tiny_model_dir)
     assert math.isfinite(loss)
 
 
 @pytest.mark.parametrize("kind", ["sft", "dpo"])
 def test_canonical_rows_with_tools_train_one_step_with_a_tool_aware_template(
-    kind: str, embedded_model_dir: Path, tmp_path: Path
+    kind: str, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     data = write_jsonl(tmp_path / f"{kind}.jsonl", CANONICAL[kind])
-    loss = train_one_step(kind, data, embedded_model_dir, chat_template=qwen_template())
+    loss = train_one_step(kind, data, tiny_model_dir, chat_template=qwen_template())
     assert math.isfinite(loss) and loss > 0
 
 

@@ -20,6 +20,7 @@ PROMPTS = (
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(600)
 def test_conversion_writes_safetensors_and_tokenizer_that_reload(embedded_model_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -35,6 +36,7 @@ def test_conversion_writes_safetensors_and_tokenizer_that_reload(embedded_model_
 
 
 @pytest.mark.slow
+@pytest.mark.real_model
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("messages", PROMPTS)
 def test_next_token_logits_agree_with_llama_cpp_on_the_gguf(embedded_model_dir: Path, messages: list) -> None:
