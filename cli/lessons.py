@@ -21,10 +21,6 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 TEXT_WIDTH = 110
 
 
-class LessonNotFound(Exception):
-    """No lesson (or more than one) matches the id given; the message says what to do."""
-
-
 class LessonUsageError(Exception):
     """The command cannot be done as given; the message says what to give instead."""
 
@@ -66,6 +62,7 @@ def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
 def lessons_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
     from feedback_store.lessons.lessons import refresh
+    from feedback_store.lessons.manage import LessonNotFound
     from feedback_store.store import open_store
 
     try:
@@ -80,31 +77,10 @@ def lessons_main(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
 
-def find_lesson(store: Any, ident: str) -> dict[str, Any]:
-    """The lesson whose id is `ident` or starts with it (deleted ones included)."""
-    rows = store.query("SELECT * FROM lessons WHERE id = ?", (ident,))
-    if not rows:
-        rows = store.query(
-            "SELECT * FROM lessons WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT 3",
-            (ident.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
-        )
-    if not rows:
-        raise LessonNotFound(f"no lesson {ident!r}. See the ids with `teachback lessons list`.")
-    if len(rows) > 1:
-        raise LessonNotFound(
-            f"{ident!r} starts several lesson ids ({', '.join(r['id'] for r in rows)}, ...): give more of it."
-        )
-    return rows[0]
-
-
 def _list(store: Any, args: argparse.Namespace) -> int:
-    rows = shown_rows(
-        store.query(
-            """SELECT * FROM lessons WHERE deleted = 0 AND (origin = 'user' OR occurrences > 0)
-        ORDER BY pinned DESC, origin = 'user' DESC, occurrences DESC, id LIMIT ?""",
-            (args.limit or -1,),
-        )
-    )
+    from feedback_store.lessons.manage import listed_lessons
+
+    rows = shown_rows(listed_lessons(store, args.limit))
     if args.json:
         for row in rows:
             print(json.dumps(row, ensure_ascii=False, sort_keys=True))
@@ -130,14 +106,10 @@ def _list(store: Any, args: argparse.Namespace) -> int:
 
 
 def _show(store: Any, args: argparse.Namespace) -> int:
+    from feedback_store.lessons.manage import find_lesson, lesson_sources
+
     [row] = shown_rows([find_lesson(store, args.id)])
-    sources = store.query(
-        """SELECT lp.session_id, s.workspace, s.model, s.started_at,
-            EXISTS (SELECT 1 FROM flags f WHERE f.session_id = lp.session_id) AS flagged
-        FROM lesson_pairs lp LEFT JOIN sessions s ON s.id = lp.session_id WHERE lp.lesson_id = ?
-        GROUP BY lp.session_id ORDER BY s.started_at DESC LIMIT 10""",
-        (row["id"],),
-    )
+    sources = lesson_sources(store, row["id"])
     state = "deleted" if row["deleted"] else ("pinned" if row["pinned"] else "active")
     lines = [f"{row['id']} ({row['origin']}, {state}{', edited' if row['edited'] else ''})", "", row["text"], ""]
     if row["origin"] == "user":
@@ -168,45 +140,40 @@ def _pin(store: Any, args: argparse.Namespace) -> int:
     if args.text is None and args.id is None:
         raise LessonUsageError("give the id of a lesson to pin, or --text with a lesson of your own.")
     if args.text is None:
-        return _set(store, args.id, "pinned = 1", "pinned: shown at the start of every session it applies to")
+        return _set(store, args.id, "pin", "pinned: shown at the start of every session it applies to")
     if args.id is not None:
         raise LessonUsageError("give either an id (to pin that lesson) or --text (a new lesson), not both.")
     if not args.text.strip():
         raise LessonUsageError("--text is empty: write the lesson the model should read.")
+    from feedback_store.lessons.manage import pin_own_lesson
+
     ident = "U" + uuid.uuid4().hex[:12]
     workspace = None if args.everywhere else str(args.workspace.resolve())
-    now = time.time()
-    with store.write() as conn:
-        conn.execute(
-            """INSERT INTO lessons (id, origin, tool, target, text, pinned, workspace, author, created_at, updated_at)
-            VALUES (?, 'user', ?, ?, ?, 1, ?, ?, ?, ?)""",
-            (ident, args.tool, args.target, " ".join(args.text.split()), workspace, _author(), now, now),
-        )
+    text = " ".join(args.text.split())
+    pin_own_lesson(store, ident, text, tool=args.tool, target=args.target, workspace=workspace, author=_author())
     print(f"{ident} pinned for {workspace or 'every workspace'}.")
     return EXIT_OK
 
 
 def _unpin(store: Any, args: argparse.Namespace) -> int:
-    return _set(store, args.id, "pinned = 0", "unpinned: shown only when it is relevant")
+    return _set(store, args.id, "unpin", "unpinned: shown only when it is relevant")
 
 
 def _edit(store: Any, args: argparse.Namespace) -> int:
     text = " ".join(args.text.split())
     if not text:
         raise LessonUsageError("--text is empty: to stop a lesson being shown, use `teachback lessons delete`.")
-    return _set(store, args.id, "text = ?, edited = 1", "edited", (text,))
+    return _set(store, args.id, "edit", "edited", text)
 
 
 def _delete(store: Any, args: argparse.Namespace) -> int:
-    return _set(store, args.id, "deleted = 1, pinned = 0", "deleted: no session will be shown it again")
+    return _set(store, args.id, "delete", "deleted: no session will be shown it again")
 
 
-def _set(store: Any, ident: str, assignments: str, done: str, values: tuple = ()) -> int:
-    row = find_lesson(store, ident)
-    with store.write() as conn:
-        conn.execute(
-            f"UPDATE lessons SET {assignments}, updated_at = ? WHERE id = ?", (*values, time.time(), row["id"])
-        )
+def _set(store: Any, ident: str, change: str, done: str, text: str | None = None) -> int:
+    from feedback_store.lessons.manage import change_lesson
+
+    row = change_lesson(store, ident, change, text)
     print(f"{row['id']} {done}.")
     return EXIT_OK
 

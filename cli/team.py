@@ -98,7 +98,7 @@ def _set(args: argparse.Namespace, shared: bool) -> int:
         )
         return 2
     with open_store(args.db or configured_db()) as store:
-        known = {r["id"] for r in store.query("SELECT id FROM sessions", ())}
+        known = store.session_ids()
         missing = [s for s in args.sessions if s not in known]
         if missing:
             print(

@@ -218,6 +218,10 @@ class Store:
         rows = self.query("SELECT content FROM blobs WHERE hash = ?", (content_hash,))
         return rows[0]["content"] if rows else None
 
+    def session_ids(self) -> set[str]:
+        """The ids of every recorded session."""
+        return {row["id"] for row in self.query("SELECT id FROM sessions")}
+
     def task_sessions(self) -> dict[str, dict[str, Any]]:
         """The sessions that are graded task attempts, oldest first: id -> their `task` (instance
         id, attempt, reward, ...), as `teachback tasks run` marked them."""

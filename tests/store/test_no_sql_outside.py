@@ -14,7 +14,7 @@ import pytest
 from feedback_store.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("agent", "lsp_server", "acp_server", "tui", "tasks", "trainer", "bench")
+SCANNED = ("cli", "common", "agent", "lsp_server", "acp_server", "tui", "tasks", "trainer", "bench")
 # Bench scripts whose measurement is raw SQLite itself, so they must speak SQL to the schema.
 EXCEPTED = {
     "bench/export_bench.py": "times export beside a raw SELECT + json.dumps baseline, and clones recorded "
