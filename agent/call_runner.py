@@ -138,7 +138,7 @@ class CallRunner:
             result = answer
         else:
             try:
-                result = await self._execute(prepared.tool, prepared.kwargs, call_id, started.id, deadline)
+                result = await self._execute(prepared, call_id, started.id, deadline)
             except LoopExit as exit_:  # stopped mid-call: the call still gets its result message
                 stopped = error(f"Stopped before this call completed: {exit_.summary}", "interrupted")
                 self.finish(call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000)
@@ -185,10 +185,9 @@ class CallRunner:
             "failed",
         )
 
-    async def _execute(
-        self, tool: ModelTool, kwargs: dict[str, Any], call_id: str, cause: str, deadline: float
-    ) -> ToolResult:
-        command, target = tool.roles.command_of(kwargs) or "", tool.roles.target_of(kwargs)
+    async def _execute(self, call: PreparedCall, call_id: str, cause: str, deadline: float) -> ToolResult:
+        tool, kwargs, target = call.tool, call.kwargs, call.target
+        command = tool.roles.command_of(kwargs) or ""
         verdict = self.policy.decide(tool.action, command, tool.name)
         if verdict == "deny":
             return error(self.policy.refusal(tool.action, tool.name), "denied", target=target)
