@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +71,23 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_losses(
     reference: Any, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "adapter"
+    # The process kills itself with SIGKILL the moment its first checkpoint is on disk: on the small
+    # test model the whole run takes less time than any watcher outside the process could react in.
+    killed_after_first_checkpoint = (
+        "import os, signal, sys\n"
+        "from trainer import checkpoints\n"
+        "save = checkpoints.save\n"
+        "def save_then_die(*args, **kwargs):\n"
+        "    save(*args, **kwargs)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "checkpoints.save = save_then_die\n"
+        "from cli.entry import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
     args = [
         sys.executable,
-        "-m",
-        "trainer",
+        "-c",
+        killed_after_first_checkpoint,
         "train",
         "--data",
         str(DEMO),
@@ -96,14 +108,9 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_losses(
         "--checkpoint-every",
         "1",
     ]
-    run = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ})
-    first = out / "checkpoints" / "step-000001.pt"
-    deadline = time.monotonic() + 900
-    while not first.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    run.send_signal(signal.SIGKILL)
-    run.wait()
-    assert first.exists(), run.stderr.read().decode()[-2000:]
+    run = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ}, timeout=900)
+    assert run.returncode == -signal.SIGKILL, run.stderr.decode()[-2000:]
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-000001.pt"]
     assert not (out / "teachback_train.json").exists()  # it was killed before the end
 
     resumed = train(config(tiny_model_dir, out))
