@@ -112,6 +112,9 @@ def second_session() -> FakeSession:
             completion_token_ids=[1, 2, 3],
         )
     )
+    odd = dataclasses.replace(s.events[-1], id="usage-with-a-dict", prompt_tokens={"n": 1})  # no model_calls row
+    s.events.append(odd)
+    s.events.append(dataclasses.replace(odd, id="usage-with-a-surrogate", prompt_tokens=5, model="gpt-\udc80"))
     s.events.append(  # a call skipped by an interrupt: finished without starting
         ToolCallFinished(
             session_id=s.id,
@@ -201,7 +204,7 @@ def test_the_log_exercises_every_kind_of_row(tmp_path: Path) -> None:
     assert sources == {"schema", "tool", "lint", "test", "user", "monitor"}
     assert any(row["correction_seq"] is not None for row in tables["pairs"])
     stages = {row["stage"] for row in tables["recording_notes"]}
-    assert stages == {"monitor", "edit_applied", "text"}
+    assert stages == {"monitor", "edit_applied", "text", "model_usage"}
     assert {row["kind"] for row in tables["blobs"]} >= {"system_prompt", "tools", "file", "rendered_message"}
 
 
