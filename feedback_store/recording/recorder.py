@@ -45,7 +45,7 @@ from agent.protocol import (
 )
 from feedback_store import event_blobs, provenance
 from feedback_store.errors import StoreError
-from feedback_store.hashing import canonical_json, content_hash, ordered_json
+from feedback_store.hashing import canonical_json, content_hash, message_json, ordered_json, row_json
 from feedback_store.recording import monitor, pairs, renders
 from feedback_store.store import Store
 
@@ -221,10 +221,16 @@ def _savepoint(conn: sqlite3.Connection, name: str) -> Iterator[None]:
         conn.execute(f"RELEASE {name}")
 
 
-def _step(conn: sqlite3.Connection, event: Event, stage: str, fn: Callable[[], object]) -> None:
+def _step(
+    conn: sqlite3.Connection,
+    event: Event,
+    stage: str,
+    fn: Callable[[], object],
+    undone: Callable[[], object] | None = None,
+) -> None:
     """One step of recording `event` (a table's rows, a check, a pair) in its own savepoint. A step
-    that fails on this event is undone, noted in `recording_notes` and logged once; the event and
-    its other steps are still written, and so is every event after it."""
+    that fails on this event is undone (then `undone` is called), noted in `recording_notes` and
+    logged once; the event and its other steps are still written, and so is every event after it."""
     if not _GUARDED.get():
         fn()
         return
@@ -243,6 +249,8 @@ def _step(conn: sqlite3.Connection, event: Event, stage: str, fn: Callable[[], o
             exc,
         )
         log.debug("the %s step failed", stage, exc_info=True)
+        if undone is not None:
+            undone()
         _note(conn, event, stage, f"{type(exc).__name__}: {exc}")
 
 
@@ -270,18 +278,38 @@ def record(conn: sqlite3.Connection, event: Event) -> bool:
 
 
 def _record(conn: sqlite3.Connection, event: Event) -> bool:
-    # A model call's row is written whole here and slimmed by its handler, which stores its rendered
-    # prompt in chunks shared between calls.
-    stored = event.to_json() if isinstance(event, ModelUsage) else _stored(conn, event.to_dict())
-    inserted = conn.execute(
-        "INSERT OR IGNORE INTO events (id, session_id, type, ts, cause_id, json) VALUES (?, ?, ?, ?, ?, ?)",
-        (event.id, event.session_id, event.type, event.ts, event.cause_id, stored),
-    ).rowcount
+    if isinstance(event, ModelUsage):
+        return _record_usage(conn, event)
+    inserted = _insert_event(conn, event, _stored(conn, event.to_dict()))
     if not inserted:
         return False
     handler = HANDLERS.get(type(event))
     if handler is not None:
         _step(conn, event, event.type, lambda: handler(conn, event))
+    return True
+
+
+def _insert_event(conn: sqlite3.Connection, event: Event, stored: str) -> int:
+    return conn.execute(
+        "INSERT OR IGNORE INTO events (id, session_id, type, ts, cause_id, json) VALUES (?, ?, ?, ?, ?, ?)",
+        (event.id, event.session_id, event.type, event.ts, event.cause_id, stored),
+    ).rowcount
+
+
+def _record_usage(conn: sqlite3.Connection, event: ModelUsage) -> bool:
+    """A model call: its rendered prompt is stored in chunks shared between calls, and its events row
+    names them. The rows are made first and written once; should they fail to be made or written,
+    the events row keeps the event whole and the failure is noted, as for any handler."""
+    rows = _UsageRows(conn, event)
+    if not _insert_event(conn, event, rows.json):
+        return False
+    _step(
+        conn,
+        event,
+        event.type,
+        lambda: _model_usage(conn, event, rows),
+        undone=lambda: conn.execute("UPDATE events SET json = ? WHERE id = ?", (event.to_json(), event.id)),
+    )
     return True
 
 
@@ -294,7 +322,7 @@ def _without_surrogates(event: Event) -> tuple[Event, int]:
 
 def _stored(conn: sqlite3.Connection, data: dict) -> str:
     """The events row of an event: its large values kept once, as blobs (feedback_store.event_blobs)."""
-    return json.dumps(event_blobs.slim(conn, data, put_blob), ensure_ascii=False, sort_keys=True)
+    return row_json(event_blobs.slim(conn, data, put_blob))
 
 
 def put_blob(conn: sqlite3.Connection, kind: str, text: str | None) -> str | None:
@@ -314,7 +342,7 @@ def _add_message(conn: sqlite3.Connection, session_id: str, event_id: str, messa
         INSERT INTO messages (session_id, seq, event_id, role, message)
         SELECT ?, coalesce(max(seq), -1) + 1, ?, ?, ? FROM messages WHERE session_id = ? RETURNING seq
         """,
-        (session_id, event_id, message.get("role"), json.dumps(message, ensure_ascii=False), session_id),
+        (session_id, event_id, message.get("role"), message_json(message), session_id),
     ).fetchone()[0]
 
 
@@ -378,10 +406,40 @@ def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage) -> Non
     _add_message(conn, event.session_id, event.id, event.message)
 
 
-def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
-    render = renders.columns_for(conn, event, put_blob)
-    slim = _stored(conn, renders.slim_event(event, render))  # the rendered prompt as chunks, kept once
-    conn.execute("UPDATE events SET json = ? WHERE id = ?", (slim, event.id))
+class _UsageRows:
+    """A model call's rows, made before any is written: its events row (the rendered prompt as the
+    hashes of its chunks, large values as blobs), the blobs that row and the model_calls row name, in
+    the order they are written, and the model_calls columns of the render. `problem` is why they
+    could not be made (a value with no JSON form, text SQLite cannot store); the events row is then
+    the event whole and writing the rest fails with it."""
+
+    def __init__(self, conn: sqlite3.Connection, event: ModelUsage) -> None:
+        self.blobs: list[tuple[str, str, str]] = []  # (hash, kind, text)
+        self.problem: Exception | None = None
+        try:
+            self.render = renders.columns_for(conn, event, self._keep)
+            self.json = row_json(event_blobs.slim(conn, renders.slim_event(event, self.render), self._keep))
+            self.json.encode("utf-8")  # a lone surrogate fails here as the row's insert would
+        except Exception as exc:  # raised again by _model_usage, inside its step, where it is noted
+            self.problem, self.json = exc, event.to_json()
+
+    def _keep(self, conn: sqlite3.Connection, kind: str, text: str | None) -> str | None:
+        """put_blob's hash, the blob kept to be written with the model_calls row."""
+        if text is None:
+            return None
+        key = content_hash(text)
+        self.blobs.append((key, kind, text))
+        return key
+
+
+def _model_usage(conn: sqlite3.Connection, event: ModelUsage, rows: _UsageRows) -> None:
+    if rows.problem is not None:
+        raise rows.problem
+    for key, kind, text in rows.blobs:
+        conn.execute(
+            "INSERT OR IGNORE INTO blobs (hash, kind, size, content) VALUES (?, ?, ?, ?)", (key, kind, len(text), text)
+        )
+    render = rows.render
     conn.execute(
         """
         INSERT INTO model_calls (id, session_id, step, model, prompt_tokens, completion_tokens,
@@ -601,7 +659,6 @@ HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event], None]] = {
     SessionStarted: _session_started,  # type: ignore[dict-item]
     TurnStarted: _turn_started,  # type: ignore[dict-item]
     AssistantMessage: _assistant_message,  # type: ignore[dict-item]
-    ModelUsage: _model_usage,  # type: ignore[dict-item]
     ToolCallStarted: _tool_call_started,  # type: ignore[dict-item]
     ToolCallFinished: _tool_call_finished,  # type: ignore[dict-item]
     EditApplied: _edit_applied,  # type: ignore[dict-item]
