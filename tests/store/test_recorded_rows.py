@@ -92,7 +92,8 @@ def second_session() -> FakeSession:
     second = edit("lib.py", "b = 1\n", "c = 1\n", edit_id="edit-corrected")
     s.call("edit_file", {"path": "lib.py"}, target="lib.py", edits=[second])
     s.review("edit-rejected", "lib.py", "rejected", comment="Keep a.")
-    s.review("edit-corrected", "lib.py", "corrected", user_content="d = 1\n")
+    s.review("edit-corrected", "lib.py", "corrected", user_content="d = 1\n" + CODE)
+    s.call("edit_file", {"path": "big.py"}, target="big.py", edits=[edit("big.py", CODE * 2, CODE * 3, edit_id="big")])
     s.say("Rendered.")
     s.events.append(
         ModelUsage(
@@ -196,7 +197,8 @@ def snapshot() -> dict[str, list[dict[str, Any]]]:
 
 
 def test_the_log_exercises_every_kind_of_row(tmp_path: Path) -> None:
-    recorded_live(tmp_path / "f.db", session_log())
+    events = session_log()
+    recorded_live(tmp_path / "f.db", events)
     tables = dump(tmp_path / "f.db")
     for name in ("events", "messages", "tool_calls", "edits", "model_calls", "pairs", "flags", "approvals"):
         assert tables[name], name
@@ -206,6 +208,8 @@ def test_the_log_exercises_every_kind_of_row(tmp_path: Path) -> None:
     stages = {row["stage"] for row in tables["recording_notes"]}
     assert stages == {"monitor", "edit_applied", "text", "model_usage"}
     assert {row["kind"] for row in tables["blobs"]} >= {"system_prompt", "tools", "file", "rendered_message"}
+    large = [e for e in events if isinstance(e, EditApplied) and len(e.before or "") >= 512]
+    assert large and next(r for r in tables["edits"] if r["id"] == large[0].edit_id)["before_hash"]
 
 
 def test_live_recording_writes_the_snapshot_rows(tmp_path: Path) -> None:
