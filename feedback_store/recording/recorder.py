@@ -302,7 +302,7 @@ def _record_usage(conn: sqlite3.Connection, event: ModelUsage) -> bool:
     """A model call: its rendered prompt is stored in chunks shared between calls, and its events row
     names them. The rows are made first and written once; should they fail to be made or written,
     the events row keeps the event whole and the failure is noted, as for any handler."""
-    rows = _UsageRows(conn, event)
+    rows = renders.UsageRows(conn, event)
     if not _insert_event(conn, event, rows.json):
         return False
     _step(
@@ -412,33 +412,7 @@ def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage, row: d
     _add_message(conn, event.session_id, event.id, event.message)
 
 
-class _UsageRows:
-    """A model call's rows, made before any is written: its events row (the rendered prompt as the
-    hashes of its chunks, large values as blobs), the blobs that row and the model_calls row name, in
-    the order they are written, and the model_calls columns of the render. `problem` is why they
-    could not be made (a value with no JSON form, text SQLite cannot store); the events row is then
-    the event whole and writing the rest fails with it."""
-
-    def __init__(self, conn: sqlite3.Connection, event: ModelUsage) -> None:
-        self.blobs: list[tuple[str, str, str]] = []  # (hash, kind, text)
-        self.problem: Exception | None = None
-        try:
-            self.render = renders.columns_for(conn, event, self._keep)
-            self.json = row_json(event_blobs.slim(conn, renders.slim_event(event, self.render), self._keep))
-            self.json.encode("utf-8")  # a lone surrogate fails here as the row's insert would
-        except Exception as exc:  # raised again by _model_usage, inside its step, where it is noted
-            self.problem, self.json = exc, event.to_json()
-
-    def _keep(self, conn: sqlite3.Connection, kind: str, text: str | None) -> str | None:
-        """put_blob's hash, the blob kept to be written with the model_calls row."""
-        if text is None:
-            return None
-        key = content_hash(text)
-        self.blobs.append((key, kind, text))
-        return key
-
-
-def _model_usage(conn: sqlite3.Connection, event: ModelUsage, rows: _UsageRows) -> None:
+def _model_usage(conn: sqlite3.Connection, event: ModelUsage, rows: renders.UsageRows) -> None:
     if rows.problem is not None:
         raise rows.problem
     for key, kind, text in rows.blobs:
