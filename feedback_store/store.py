@@ -403,8 +403,8 @@ class Store:
 
 
 class _WriteTransaction:
-    """Store.write's context manager: a class, as the live recorder opens one per event and a
-    generator's costs as much as a small event's own writes."""
+    """Store.write's context manager. A class rather than a generator: the live recorder opens one
+    per event, and a generator-based one costs about a microsecond more each time."""
 
     __slots__ = ("store", "wait")
 
