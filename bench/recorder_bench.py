@@ -1,6 +1,6 @@
 """Recorder throughput (events/s) beside raw sqlite3 writing the same rows, measured in one run.
 
-    .venv/bin/python bench/recorder_bench.py [--sessions 60] [--repeat 5] [--json]
+    .venv/bin/python bench/recorder_bench.py [--sessions 60] [--repeat 5] [--json] [--profile live|many]
 
 The recorder's writes are captured once (every INSERT, UPDATE and DELETE it sends, with its
 parameters, per event); then each way writes the same rows to a fresh WAL database of the same
@@ -11,12 +11,16 @@ schema (its triggers included), repeated, medians printed:
   straight through sqlite3 (what the live path costs without the recorder's own work);
 - record_many: the same recorder code, one transaction for the whole log (imports and replays);
 - raw executemany: the captured writes in one transaction, runs of one statement as `executemany`.
+
+`--profile` runs one way under cProfile instead and prints where its time goes, by function.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import sqlite3
 import statistics
 import sys
@@ -219,13 +223,35 @@ def run_raw_executemany(writes: list[list[Write]], tmp: Path) -> float:
     return elapsed
 
 
+def profile(events: list[Event], way: str, top: int = 30) -> None:
+    """Where the recorder's time goes (`way`: live, one transaction per event, or many, one for all)."""
+    with tempfile.TemporaryDirectory() as folder:
+        run_record_many(session_events(0), Path(folder))  # what is done once per process, done before
+        store = open_store(fresh(Path(folder), "profile"))
+        recorder = Recorder(store)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        if way == "live":
+            for event in events:
+                recorder(event)
+        else:
+            recorder.record_many(events)
+        profiler.disable()
+        store.close()
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="end with one JSON object of the figures")
+    parser.add_argument("--profile", choices=("live", "many"), help="profile one way instead of timing them all")
     args = parser.parse_args()
     events = [e for n in range(args.sessions) for e in session_events(n)]
+    if args.profile:
+        profile(events, args.profile)
+        return
     size = sum(len(e.to_json()) for e in events) / len(events)
     rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder:

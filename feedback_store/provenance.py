@@ -37,7 +37,10 @@ def teachback_version() -> str:
         return "unknown"
 
 
+@cache
 def _who() -> str:
+    """This user and machine: asked once per process (the user's name may take a password-database
+    lookup, and every recorded session is stamped with it)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # a container user with no passwd entry

@@ -204,10 +204,9 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         # Event fields hold JSON values only (str, numbers, bool, None, lists, dicts), so a shallow
-        # copy is already plain data: the recorder and the JSON-lines output call this per event.
-        data = {"type": self.type}
-        data.update((name, getattr(self, name)) for name in _field_names(type(self)))
-        return data
+        # copy is already plain data: the recorder and the JSON-lines output call this per event. The
+        # instance dict of a frozen dataclass holds its fields, in their order, and nothing else.
+        return {"type": self.type, **self.__dict__}
 
     def to_json(self) -> str:
         """One line of JSON that is valid UTF-8: a lone surrogate the model sent is written as its

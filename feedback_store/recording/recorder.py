@@ -25,6 +25,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from agent.protocol import (
     LONE_SURROGATE,
@@ -45,7 +46,8 @@ from agent.protocol import (
 )
 from feedback_store import event_blobs, provenance
 from feedback_store.errors import StoreError
-from feedback_store.hashing import canonical_json, content_hash, ordered_json
+from feedback_store.event_blobs import JSON, TEXT
+from feedback_store.hashing import canonical_json, content_hash, message_json, ordered_json, row_json
 from feedback_store.recording import monitor, pairs, renders
 from feedback_store.store import Store
 
@@ -221,10 +223,16 @@ def _savepoint(conn: sqlite3.Connection, name: str) -> Iterator[None]:
         conn.execute(f"RELEASE {name}")
 
 
-def _step(conn: sqlite3.Connection, event: Event, stage: str, fn: Callable[[], object]) -> None:
+def _step(
+    conn: sqlite3.Connection,
+    event: Event,
+    stage: str,
+    fn: Callable[[], object],
+    undone: Callable[[], object] | None = None,
+) -> None:
     """One step of recording `event` (a table's rows, a check, a pair) in its own savepoint. A step
-    that fails on this event is undone, noted in `recording_notes` and logged once; the event and
-    its other steps are still written, and so is every event after it."""
+    that fails on this event is undone (then `undone` is called), noted in `recording_notes` and
+    logged once; the event and its other steps are still written, and so is every event after it."""
     if not _GUARDED.get():
         fn()
         return
@@ -243,6 +251,8 @@ def _step(conn: sqlite3.Connection, event: Event, stage: str, fn: Callable[[], o
             exc,
         )
         log.debug("the %s step failed", stage, exc_info=True)
+        if undone is not None:
+            undone()
         _note(conn, event, stage, f"{type(exc).__name__}: {exc}")
 
 
@@ -270,18 +280,38 @@ def record(conn: sqlite3.Connection, event: Event) -> bool:
 
 
 def _record(conn: sqlite3.Connection, event: Event) -> bool:
-    # A model call's row is written whole here and slimmed by its handler, which stores its rendered
-    # prompt in chunks shared between calls.
-    stored = event.to_json() if isinstance(event, ModelUsage) else _stored(conn, event.to_dict())
-    inserted = conn.execute(
-        "INSERT OR IGNORE INTO events (id, session_id, type, ts, cause_id, json) VALUES (?, ?, ?, ?, ?, ?)",
-        (event.id, event.session_id, event.type, event.ts, event.cause_id, stored),
-    ).rowcount
-    if not inserted:
+    if isinstance(event, ModelUsage):
+        return _record_usage(conn, event)
+    row = event_blobs.slim(conn, event.to_dict(), put_blob)
+    if not _insert_event(conn, event, row_json(row)):
         return False
     handler = HANDLERS.get(type(event))
     if handler is not None:
-        _step(conn, event, event.type, lambda: handler(conn, event))
+        _step(conn, event, event.type, lambda: handler(conn, event, row))
+    return True
+
+
+def _insert_event(conn: sqlite3.Connection, event: Event, stored: str) -> int:
+    return conn.execute(
+        "INSERT OR IGNORE INTO events (id, session_id, type, ts, cause_id, json) VALUES (?, ?, ?, ?, ?, ?)",
+        (event.id, event.session_id, event.type, event.ts, event.cause_id, stored),
+    ).rowcount
+
+
+def _record_usage(conn: sqlite3.Connection, event: ModelUsage) -> bool:
+    """A model call: its rendered prompt is stored in chunks shared between calls, and its events row
+    names them. The rows are made first and written once; should they fail to be made or written,
+    the events row keeps the event whole and the failure is noted, as for any handler."""
+    rows = renders.UsageRows(conn, event)
+    if not _insert_event(conn, event, rows.json):
+        return False
+    _step(
+        conn,
+        event,
+        event.type,
+        lambda: _model_usage(conn, event, rows),
+        undone=lambda: conn.execute("UPDATE events SET json = ? WHERE id = ?", (event.to_json(), event.id)),
+    )
     return True
 
 
@@ -292,9 +322,13 @@ def _without_surrogates(event: Event) -> tuple[Event, int]:
     return event_from_dict(json.loads(text)), count
 
 
-def _stored(conn: sqlite3.Connection, data: dict) -> str:
-    """The events row of an event: its large values kept once, as blobs (feedback_store.event_blobs)."""
-    return json.dumps(event_blobs.slim(conn, data, put_blob), ensure_ascii=False, sort_keys=True)
+def _named(row: dict[str, Any], field: str, marker: str) -> str | None:
+    """The hash of the blob an events row names for the event's `field` (a large value, kept with
+    `marker`): the table rows name the same blob, already written."""
+    value = row.get(field)
+    if isinstance(value, dict) and len(value) == 1 and marker in value:
+        return value[marker]
+    return None
 
 
 def put_blob(conn: sqlite3.Connection, kind: str, text: str | None) -> str | None:
@@ -314,7 +348,7 @@ def _add_message(conn: sqlite3.Connection, session_id: str, event_id: str, messa
         INSERT INTO messages (session_id, seq, event_id, role, message)
         SELECT ?, coalesce(max(seq), -1) + 1, ?, ?, ? FROM messages WHERE session_id = ? RETURNING seq
         """,
-        (session_id, event_id, message.get("role"), json.dumps(message, ensure_ascii=False), session_id),
+        (session_id, event_id, message.get("role"), message_json(message), session_id),
     ).fetchone()[0]
 
 
@@ -325,9 +359,9 @@ def _last_assistant_seq(conn: sqlite3.Connection, session_id: str) -> int | None
     return conn.execute(f"SELECT {LAST_ASSISTANT_SEQ}", (session_id,)).fetchone()[0]
 
 
-def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
-    prompt_hash = put_blob(conn, "system_prompt", event.system_prompt)
-    tools_hash = put_blob(conn, "tools", ordered_json(event.tools))  # the blob the event row names too
+def _session_started(conn: sqlite3.Connection, event: SessionStarted, row: dict[str, Any]) -> None:
+    prompt_hash = _named(row, "system_prompt", TEXT) or put_blob(conn, "system_prompt", event.system_prompt)
+    tools_hash = _named(row, "tools", JSON) or put_blob(conn, "tools", ordered_json(event.tools))
     conn.execute(
         """
         INSERT INTO sessions (id, workspace, model, frontend, git_head, config, system_prompt_hash,
@@ -363,7 +397,7 @@ def _session_started(conn: sqlite3.Connection, event: SessionStarted) -> None:
         _add_message(conn, event.session_id, event.id, {"role": "system", "content": event.system_prompt})
 
 
-def _turn_started(conn: sqlite3.Connection, event: TurnStarted) -> None:
+def _turn_started(conn: sqlite3.Connection, event: TurnStarted, row: dict[str, Any]) -> None:
     title = event.text.strip().splitlines()[0][:TITLE_LENGTH] if event.text.strip() else None
     conn.execute("INSERT OR IGNORE INTO sessions (id, started_at) VALUES (?, ?)", (event.session_id, event.ts))
     conn.execute("UPDATE sessions SET title = ? WHERE id = ? AND title IS NULL", (title, event.session_id))
@@ -374,14 +408,18 @@ def _turn_started(conn: sqlite3.Connection, event: TurnStarted) -> None:
     _add_message(conn, event.session_id, event.id, event.message)
 
 
-def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage) -> None:
+def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage, row: dict[str, Any]) -> None:
     _add_message(conn, event.session_id, event.id, event.message)
 
 
-def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
-    render = renders.columns_for(conn, event, put_blob)
-    slim = _stored(conn, renders.slim_event(event, render))  # the rendered prompt as chunks, kept once
-    conn.execute("UPDATE events SET json = ? WHERE id = ?", (slim, event.id))
+def _model_usage(conn: sqlite3.Connection, event: ModelUsage, rows: renders.UsageRows) -> None:
+    if rows.problem is not None:
+        raise rows.problem
+    for key, kind, text in rows.blobs:
+        conn.execute(
+            "INSERT OR IGNORE INTO blobs (hash, kind, size, content) VALUES (?, ?, ?, ?)", (key, kind, len(text), text)
+        )
+    render = rows.render
     conn.execute(
         """
         INSERT INTO model_calls (id, session_id, step, model, prompt_tokens, completion_tokens,
@@ -408,7 +446,7 @@ def _model_usage(conn: sqlite3.Connection, event: ModelUsage) -> None:
     )
 
 
-def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None:
+def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted, row: dict[str, Any]) -> None:
     seq = conn.execute(
         f"""
         INSERT INTO tool_calls (id, session_id, call_id, name, arguments, step, message_seq, status, started_at)
@@ -434,7 +472,7 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted) -> None
         )
 
 
-def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
+def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished, row: dict[str, Any]) -> None:
     if event.message is not None:
         _add_message(conn, event.session_id, event.id, event.message)
     status = "ok" if event.ok else "error"
@@ -464,12 +502,12 @@ def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished) -> No
     _step(conn, event, "pairs", lambda: pairs.on_tool_finished(conn, event, seq))
 
 
-def _edit_applied(conn: sqlite3.Connection, event: EditApplied) -> None:
-    row = conn.execute(
+def _edit_applied(conn: sqlite3.Connection, event: EditApplied, row: dict[str, Any]) -> None:
+    call = conn.execute(
         "SELECT message_seq FROM tool_calls WHERE session_id = ? AND call_id = ? ORDER BY started_at DESC LIMIT 1",
         (event.session_id, event.call_id),
     ).fetchone()
-    seq = row[0] if row else _last_assistant_seq(conn, event.session_id)
+    seq = call[0] if call else _last_assistant_seq(conn, event.session_id)
     conn.execute(
         """
         INSERT INTO edits (id, session_id, call_id, event_id, message_seq, path, new_path, kind,
@@ -484,8 +522,8 @@ def _edit_applied(conn: sqlite3.Connection, event: EditApplied) -> None:
             event.path,
             event.new_path,
             event.kind,
-            put_blob(conn, "file", event.before),
-            put_blob(conn, "file", event.after),
+            _named(row, "before", TEXT) or put_blob(conn, "file", event.before),
+            _named(row, "after", TEXT) or put_blob(conn, "file", event.after),
             event.diff,
             event.syntax_error,
             event.ts,
@@ -548,7 +586,7 @@ def _flag(conn: sqlite3.Connection, event: Event, seq: int, findings: list[monit
         )
 
 
-def _approval_requested(conn: sqlite3.Connection, event: ApprovalRequested) -> None:
+def _approval_requested(conn: sqlite3.Connection, event: ApprovalRequested, row: dict[str, Any]) -> None:
     conn.execute(
         """
         INSERT OR IGNORE INTO approvals (id, session_id, call_id, action, summary, detail, requested_at)
@@ -558,7 +596,7 @@ def _approval_requested(conn: sqlite3.Connection, event: ApprovalRequested) -> N
     )
 
 
-def _approval_resolved(conn: sqlite3.Connection, event: ApprovalResolved) -> None:
+def _approval_resolved(conn: sqlite3.Connection, event: ApprovalResolved, row: dict[str, Any]) -> None:
     conn.execute(
         "INSERT OR IGNORE INTO approvals (id, session_id, call_id) VALUES (?, ?, ?)",
         (event.request_id, event.session_id, event.call_id),
@@ -569,15 +607,21 @@ def _approval_resolved(conn: sqlite3.Connection, event: ApprovalResolved) -> Non
     )
 
 
-def _edit_reviewed(conn: sqlite3.Connection, event: EditReviewed) -> None:
+def _edit_reviewed(conn: sqlite3.Connection, event: EditReviewed, row: dict[str, Any]) -> None:
     conn.execute(
         "UPDATE edits SET decision = ?, comment = ?, user_hash = ?, reviewed_at = ? WHERE id = ?",
-        (event.decision, event.comment, put_blob(conn, "file", event.user_content), event.ts, event.edit_id),
+        (
+            event.decision,
+            event.comment,
+            _named(row, "user_content", TEXT) or put_blob(conn, "file", event.user_content),
+            event.ts,
+            event.edit_id,
+        ),
     )
     _step(conn, event, "pairs", lambda: pairs.on_review(conn, event))
 
 
-def _turn_finished(conn: sqlite3.Connection, event: TurnFinished) -> None:
+def _turn_finished(conn: sqlite3.Connection, event: TurnFinished, row: dict[str, Any]) -> None:
     conn.execute(
         """
         UPDATE turns SET finished_at = ?, reason = ?, summary = ?, steps = ?, prompt_tokens = ?,
@@ -597,11 +641,11 @@ def _turn_finished(conn: sqlite3.Connection, event: TurnFinished) -> None:
     )
 
 
-HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event], None]] = {
+# Each handler writes an event's table rows, given its events row (large values as blob markers).
+HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event, dict[str, Any]], None]] = {
     SessionStarted: _session_started,  # type: ignore[dict-item]
     TurnStarted: _turn_started,  # type: ignore[dict-item]
     AssistantMessage: _assistant_message,  # type: ignore[dict-item]
-    ModelUsage: _model_usage,  # type: ignore[dict-item]
     ToolCallStarted: _tool_call_started,  # type: ignore[dict-item]
     ToolCallFinished: _tool_call_finished,  # type: ignore[dict-item]
     EditApplied: _edit_applied,  # type: ignore[dict-item]

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.protocol import ModelUsage
+from feedback_store import event_blobs
 from feedback_store.event_blobs import BLOB_REFS
-from feedback_store.hashing import canonical_json
+from feedback_store.hashing import canonical_json, content_hash, row_json
 from feedback_store.store import Store
 
 TOKEN_CHUNK = 512
@@ -53,6 +54,33 @@ def slim_event(event: ModelUsage, columns: dict[str, str | None]) -> dict[str, A
             key = "rendered_messages" if name == "rendered" else name
             data[key] = {BLOB_REFS: json.loads(columns[name])}
     return data
+
+
+class UsageRows:
+    """A model call's rows, made before any is written: its events row (the rendered prompt as the
+    hashes of its chunks, large values as blobs), the blobs that row and the model_calls row name, in
+    the order they are written, and the model_calls columns of the render. `problem` is why they
+    could not be made (a value with no JSON form, text SQLite cannot store); the events row is then
+    the event whole and writing the rest fails with it."""
+
+    def __init__(self, conn: sqlite3.Connection, event: ModelUsage) -> None:
+        self.blobs: list[tuple[str, str, str]] = []  # (hash, kind, text)
+        self.problem: Exception | None = None
+        try:
+            self.render = columns_for(conn, event, self._keep)
+            self.json = row_json(event_blobs.slim(conn, slim_event(event, self.render), self._keep))
+            self.json.encode("utf-8")  # a lone surrogate fails here as the row's insert would
+        # Raised again by the recorder, inside the step that writes the rows, where it is noted.
+        except Exception as exc:
+            self.problem, self.json = exc, event.to_json()
+
+    def _keep(self, conn: sqlite3.Connection, kind: str, text: str | None) -> str | None:
+        """A blob's hash (as put_blob gives it), the blob kept to be written with the model_calls row."""
+        if text is None:
+            return None
+        key = content_hash(text)
+        self.blobs.append((key, kind, text))
+        return key
 
 
 @dataclass(frozen=True)

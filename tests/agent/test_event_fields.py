@@ -12,7 +12,7 @@ from agent.protocol import ToolCallFinished, ToolCallStarted, event_from_dict, e
 from feedback_store import Recorder, open_store
 from lsp_server.describe import log_line, progress_message
 from tests.conftest import call, turn
-from tests.store.events import FakeSession, edit
+from tests.store.events import FakeSession, edit, mixed_session
 from tui.widgets.tool_log import ToolLog
 
 
@@ -152,3 +152,13 @@ async def test_the_tool_log_titles_come_from_the_fields() -> None:
         running, failed = log.entries
         assert running.title == "… search greet"
         assert failed.title == "✗ run_command pytest — exit code 1"
+
+
+def test_an_event_as_a_dict_is_its_type_then_every_field_in_order() -> None:
+    for event in [
+        *mixed_session().events,
+        ToolCallStarted(session_id="s", call_id="c", name="x", arguments="[", step=1),
+    ]:
+        fields = [f.name for f in dataclasses.fields(event)]
+        assert list(event.to_dict()) == ["type", *fields]
+        assert event.to_dict() == {"type": event.type, **{name: getattr(event, name) for name in fields}}

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from pathlib import Path
 
+import pytest
+
 from agent.protocol import ToolCallFinished, ToolCallStarted
-from feedback_store import Recorder, open_store
+from feedback_store import Recorder, StoreError, open_store
 from tests.store.events import FakeSession
 
 
@@ -43,3 +47,28 @@ def test_clean_replies_are_those_whose_every_call_succeeded_a_graders_run_aside_
         assert len(seqs[old.id]) == len(seqs[new.id]) == 1
         rows = store.query("SELECT message FROM messages WHERE session_id = ? AND seq = ?", (new.id, seqs[new.id][0]))
         assert '\\"b.py\\"' in rows[0]["message"]
+
+
+def test_a_write_commits_or_rolls_back_whole_and_frees_the_store_either_way(tmp_path: Path) -> None:
+    with open_store(tmp_path / "f.db") as store:
+        with store.write() as conn:
+            conn.execute("INSERT INTO store_meta (key, value) VALUES ('kept', '1')")
+        with pytest.raises(ValueError, match="not this one"), store.write() as conn:
+            conn.execute("INSERT INTO store_meta (key, value) VALUES ('dropped', '1')")
+            raise ValueError("not this one")
+        with pytest.raises(StoreError) as refused, store.write() as conn:
+            conn.execute("INSERT INTO store_meta (key, value) VALUES ('dropped too', '1')")
+            conn.execute("INSERT INTO store_meta (key, value) VALUES ('kept', '2')")  # the key is taken
+        assert isinstance(refused.value.__cause__, sqlite3.IntegrityError)
+
+        def write_from_another_thread() -> None:
+            with store.write(wait=5) as conn:
+                conn.execute("INSERT INTO store_meta (key, value) VALUES ('thread', '1')")
+
+        other = threading.Thread(target=write_from_another_thread, daemon=True)
+        other.start()
+        other.join(timeout=10)
+        assert not other.is_alive()  # the store's lock was released after each failure
+        keys = [row["key"] for row in store.query("SELECT key FROM store_meta WHERE key != 'salt' ORDER BY key")]
+        assert keys == ["kept", "thread"]
+        assert not store.db.conn.in_transaction
