@@ -58,6 +58,9 @@ ASSIGN = (
 )
 RULE_PIECES = {"{START}": TOKEN_START, "{VALUE_KEY}": VALUE_KEY, "{PASSWORD_KEY}": PASSWORD_KEY, "{ASSIGN}": ASSIGN}
 ANCHOR_PREFIX_REACH = 24
+# The text's whitespace-separated words long enough to be base64 worth decoding or a token, found
+# in C (`\S` is exactly what `str.split` does not split at).
+LONG_WORD = re.compile(rf"\S{{{redact_decode.MIN_BASE64},}}")
 MAX_DECODE_DEPTH = 5  # as gitleaks: base64 inside percent-encoding inside base64...
 MAX_DECODED_SHARE = 4  # all decoded text read for one text, as a multiple of its length
 
@@ -152,7 +155,6 @@ class Redactor:
         compiled = [_compile(rule) for rule in self.rules]
         self._tokens = [c for c in compiled if c.rule.token]
         self._others = [c for c in compiled if not c.rule.token]
-        self._anchor_words = {w: re.compile(re.escape(w)) for c in self._others for w in c.rule.anchors}
         values = credential_env_values(os.environ if env is None else env)
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
         forms = set(values) | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}
@@ -183,9 +185,7 @@ class Redactor:
         return self._find(text, chosen, MAX_DECODE_DEPTH, budget)
 
     def _find(self, text: str, chosen: Selection, depth: int, budget: list[int]) -> list[Span]:
-        words = (
-            [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
-        )
+        words = LONG_WORD.findall(text) if chosen.tokens or chosen.base64 else []
         spans: list[Span] = []
         if self._env is not None and chosen.env:
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
@@ -244,7 +244,7 @@ class Redactor:
         starts = set()
         for word in compiled.rule.anchors:
             if word not in anchors:
-                anchors[word] = [m.start() for m in self._anchor_words[word].finditer(lowered)]
+                anchors[word] = _occurrences(lowered, word)
             starts.update(anchors[word])
             if compiled.anchor_prefix:
                 for at in anchors[word]:
@@ -286,6 +286,15 @@ class Redactor:
         if isinstance(value, dict):
             return {k: self._walk(v) for k, v in value.items()}
         return value
+
+
+def _occurrences(text: str, word: str) -> list[int]:
+    """Where `word` starts in `text`, occurrences not overlapping (as `finditer` finds them)."""
+    found, at = [], text.find(word)
+    while at >= 0:
+        found.append(at)
+        at = text.find(word, at + len(word))
+    return found
 
 
 def _lowered(text: str) -> str:
