@@ -69,14 +69,17 @@ class Selector:
         self.targets: list[list[int] | str] = [*by_keyword.values(), *([i] for i in self.prefiltered)]
         self.targets += [BASE64, PERCENT, ESCAPES] + [ENV] * len(self.env_keywords)
         prefilters = tuple(self.rules[i].rule.prefilter for i in self.prefiltered)
-        self._database, self._lock = _database(tuple(by_keyword), prefilters, self.env_keywords)
+        self._database, self._scratches = _database(tuple(by_keyword), prefilters, self.env_keywords)
 
     def select(self, text: str) -> Selection:
         if self._database is None or not text.isascii():
             return self._select_each(text)
+        scratch = getattr(self._scratches, "scratch", None)
+        if scratch is None:  # this thread's first scan
+            scratch = self._scratches.scratch = hyperscan.Scratch(self._database)
         hits: set[int] = set()
-        with self._lock:
-            self._database.scan(text.encode("ascii"), match_event_handler=_collect, context=hits)
+        # Arguments by position: hyperscan's keyword parsing costs about as much as a short scan.
+        self._database.scan(text.encode("ascii"), _collect, 0, hits, scratch)
         if not hits and not self.always:
             return NOTHING
         chosen, passes = set(self.always), set()
@@ -120,18 +123,18 @@ def _collect(pattern: int, start: int, end: int, flags: int, hits: set[int]) -> 
     hits.add(pattern)
 
 
-_DATABASES: dict[tuple, tuple[Any, threading.Lock]] = {}
+_DATABASES: dict[tuple, tuple[Any, threading.local]] = {}
 
 
 def _database(
     keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywords: tuple[str, ...]
-) -> tuple[Any, threading.Lock]:
+) -> tuple[Any, threading.local]:
     """One hyperscan database of the keywords (caseless literals), the prefilters, the decode
     passes' triggers (base64, percent, escapes) and the environment values (caseless literals),
-    numbered in that order; built once per set and shared, with the lock its one scratch space
-    needs."""
+    numbered in that order; built once per set and shared, with each thread's scratch space for
+    it (a scan needs one of its own)."""
     if hyperscan is None:
-        return None, threading.Lock()
+        return None, threading.local()
     key = (keywords, prefilters, env_keywords)
     if key not in _DATABASES:
         literal = [_hs_literal(k) for k in keywords]
@@ -145,7 +148,7 @@ def _database(
         database.compile(
             expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
         )
-        _DATABASES[key] = database, threading.Lock()
+        _DATABASES[key] = database, threading.local()
     return _DATABASES[key]
 
 

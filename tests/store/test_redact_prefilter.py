@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -103,3 +105,24 @@ def test_encoded_characters_too_short_to_hold_a_secret_are_no_reason_to_decode()
     assert selector.select("print('%2d items' % n)") is redact_select.NOTHING
     assert selector.select("name = 'caf\\u00e9'").escapes
     assert selector.select("q=caf%C3%A9").percent
+
+
+def test_threads_redacting_at_once_find_what_one_thread_finds() -> None:
+    """Each thread scans with a scratch space of its own; sharing one would mix their matches."""
+    texts = corpus_texts()[:600]
+    alone = Redactor(env={})
+    expected = [alone.redact(text) for text in texts]
+    shared = Redactor(env={})
+    barrier = threading.Barrier(4)
+
+    def redact_all(offset: int) -> list[str]:
+        barrier.wait()
+        order = texts[offset:] + texts[:offset]
+        out = [shared.redact(text) for text in order]
+        return out[len(texts) - offset :] + out[: len(texts) - offset]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(redact_all, (0, 150, 300, 450)))
+    assert sum(out != text for out, text in zip(expected, texts)) > 100  # secrets were found
+    for result in results:
+        assert result == expected
