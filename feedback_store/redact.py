@@ -58,9 +58,6 @@ ASSIGN = (
 )
 RULE_PIECES = {"{START}": TOKEN_START, "{VALUE_KEY}": VALUE_KEY, "{PASSWORD_KEY}": PASSWORD_KEY, "{ASSIGN}": ASSIGN}
 ANCHOR_PREFIX_REACH = 24
-# The text's whitespace-separated words long enough to be base64 worth decoding or a token, found
-# in C (`\S` is exactly what `str.split` does not split at).
-LONG_WORD = re.compile(rf"\S{{{redact_decode.MIN_BASE64},}}")
 MAX_DECODE_DEPTH = 5  # as gitleaks: base64 inside percent-encoding inside base64...
 MAX_DECODED_SHARE = 4  # all decoded text read for one text, as a multiple of its length
 
@@ -185,7 +182,9 @@ class Redactor:
         return self._find(text, chosen, MAX_DECODE_DEPTH, budget)
 
     def _find(self, text: str, chosen: Selection, depth: int, budget: list[int]) -> list[Span]:
-        words = LONG_WORD.findall(text) if chosen.tokens or chosen.base64 else []
+        words = (
+            [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
+        )
         spans: list[Span] = []
         if self._env is not None and chosen.env:
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
