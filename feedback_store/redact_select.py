@@ -1,7 +1,8 @@
 """Which rules and decode passes to try on a text (redact.py): one hyperscan pass over an ASCII
 text finds every rule's keywords or prefilter, every decode pass's trigger and every environment
 value at once, so a text holding none of them is left at once; without hyperscan, or on a text
-that is not ASCII, each keyword is looked for on its own.
+that is not ASCII, the keywords are looked for in the lower-cased text (all at once in its UTF-8,
+with hyperscan; else each on its own).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class Selector:
     whose trigger (redact_decode) matches it. On an ASCII text hyperscan finds every prefilter,
     keyword (of a rule without a prefilter) and trigger in one pass over its bytes (where their
     syntax means what it means to Python's re), and a text with none of them is left at once; on
-    any other text, or without hyperscan, each keyword is looked for alone, and the rules with a
-    prefilter and no keywords and base64 are tried (they find their own places)."""
+    any other text, or without hyperscan, the keywords are looked for in the lower-cased text (by
+    one hyperscan pass of literals over its UTF-8, or each alone), and the rules with a prefilter
+    and no keywords and base64 are tried (they find their own places)."""
 
     def __init__(self, tokens: list[CompiledRule], others: list[CompiledRule], env_forms: list[str]) -> None:
         self.rules = tokens + others
@@ -70,6 +72,9 @@ class Selector:
         self.targets += [BASE64, PERCENT, ESCAPES] + [ENV] * len(self.env_keywords)
         prefilters = tuple(self.rules[i].rule.prefilter for i in self.prefiltered)
         self._database, self._scratches = _database(tuple(by_keyword), prefilters, self.env_keywords)
+        # On a text that is not ASCII, its lower-cased UTF-8 is searched for every keyword at once.
+        self._keywords = tuple(sorted({*self.other_keywords, *self.token_keywords, *self.env_keywords}))
+        self._keyword_database, self._keyword_scratches = _literals(self._keywords)
 
     def select(self, text: str) -> Selection:
         if self._database is None or not text.isascii():
@@ -102,21 +107,35 @@ class Selector:
     def _select_each(self, text: str) -> Selection:
         chosen = set(self.always)
         lowered = text.lower()
-        for keyword in filter(lowered.__contains__, self.other_keywords):
+        held = self._held(lowered, (*self.other_keywords, *self.env_keywords))
+        for keyword in held.intersection(self.other_keywords):
             chosen.update(self.other_keywords[keyword])
         long_words = "\n".join({w for w in text.split() if len(w) >= MIN_TOKEN}).lower()
-        for keyword in filter(long_words.__contains__, self.token_keywords):
+        for keyword in self._held(long_words, tuple(self.token_keywords)).intersection(self.token_keywords):
             chosen.update(self.token_keywords[keyword])
         chosen.update(self.unindexed)  # a prefilter alone in re costs more than its rule tried
         order = sorted(chosen)
         return Selection(
             [self.rules[i] for i in order if i < self.split],
             [self.rules[i] for i in order if i >= self.split],
-            any(map(lowered.__contains__, self.env_keywords)),
+            not held.isdisjoint(self.env_keywords),
             True,
             *redact_decode.may_hold(text),
             lowered,
         )
+
+    def _held(self, text: str, keywords: tuple[str, ...]) -> set[str]:
+        """The keywords `text` holds, of `keywords` (hyperscan may name others too). In UTF-8 a
+        character's bytes never start inside another's, so the bytes of a keyword occur in the
+        text's exactly where the keyword does."""
+        if self._keyword_database is None:
+            return set(filter(text.__contains__, keywords))
+        scratch = getattr(self._keyword_scratches, "scratch", None)
+        if scratch is None:  # this thread's first scan
+            scratch = self._keyword_scratches.scratch = hyperscan.Scratch(self._keyword_database)
+        hits: set[int] = set()
+        self._keyword_database.scan(text.encode("utf-8", "surrogatepass"), _collect, 0, hits, scratch)
+        return {self._keywords[i] for i in hits}
 
 
 def _collect(pattern: int, start: int, end: int, flags: int, hits: set[int]) -> None:
@@ -152,6 +171,24 @@ def _database(
     return _DATABASES[key]
 
 
+def _literals(words: tuple[str, ...]) -> tuple[Any, threading.local]:
+    """A hyperscan database of `words` as literals (case matters), numbered in order, built once
+    per set and shared, with each thread's scratch space for it."""
+    if hyperscan is None or not words:
+        return None, threading.local()
+    key = ("literals", words)
+    if key not in _DATABASES:
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=[_hs_literal(word) for word in words],
+            ids=list(range(len(words))),
+            elements=len(words),
+            flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(words),
+        )
+        _DATABASES[key] = database, threading.local()
+    return _DATABASES[key]
+
+
 def _hs_literal(text: str) -> bytes:
     """`text` as a hyperscan pattern that matches its UTF-8 bytes literally."""
-    return b"".join(b"\\x%02x" % byte for byte in text.encode("utf-8"))
+    return b"".join(b"\\x%02x" % byte for byte in text.encode("utf-8", "surrogatepass"))

@@ -160,3 +160,22 @@ def test_threads_redacting_at_once_find_what_one_thread_finds() -> None:
     assert sum(out != text for out, text in zip(expected, texts)) > 100  # secrets were found
     for result in results:
         assert result == expected
+
+
+@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
+def test_keywords_are_found_in_a_text_that_is_not_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Such a text's keywords are searched in its UTF-8 (a lone surrogate included), and choose
+    what looking for each keyword alone chooses."""
+    env = {"DEPLOY_TOKEN": "pässwört-Zq8#mW2!pL5x"}
+    texts = [
+        f"{prefix}{text}{suffix}" for text in corpus_texts()[::9] for prefix, suffix in (("é ", ""), ("\ud800", "✓"))
+    ]
+    texts += ["déploy: pässwört-Zq8#mW2!pL5x", "SK_LIVE_ \ud83d", "ghp_" + "é" * 40]
+    fast = Redactor(env=env)
+    held = fast._selector._held("x ghp_é sk-\ud800 aws", ("ghp_", "sk-", "aws", "hf_"))
+    assert held >= {"ghp_", "sk-", "aws"} and "hf_" not in held
+    fast_out = [fast.redact(text) for text in texts]
+    monkeypatch.setattr(redact_select, "hyperscan", None)
+    slow = Redactor(env=env)
+    assert [slow.redact(text) for text in texts] == fast_out
+    assert fast.counts == slow.counts and fast.counts["env_value"] == 1 and fast.total > 100
