@@ -152,7 +152,6 @@ class Redactor:
         compiled = [_compile(rule) for rule in self.rules]
         self._tokens = [c for c in compiled if c.rule.token]
         self._others = [c for c in compiled if not c.rule.token]
-        self._anchor_words = {w: re.compile(re.escape(w)) for c in self._others for w in c.rule.anchors}
         values = credential_env_values(os.environ if env is None else env)
         # Environment values are also looked for as they appear inside JSON text (quotes escaped).
         forms = set(values) | {json.dumps(v, ensure_ascii=False)[1:-1] for v in values}
@@ -244,7 +243,7 @@ class Redactor:
         starts = set()
         for word in compiled.rule.anchors:
             if word not in anchors:
-                anchors[word] = [m.start() for m in self._anchor_words[word].finditer(lowered)]
+                anchors[word] = _occurrences(lowered, word)
             starts.update(anchors[word])
             if compiled.anchor_prefix:
                 for at in anchors[word]:
@@ -286,6 +285,15 @@ class Redactor:
         if isinstance(value, dict):
             return {k: self._walk(v) for k, v in value.items()}
         return value
+
+
+def _occurrences(text: str, word: str) -> list[int]:
+    """Where `word` starts in `text`, occurrences not overlapping (as `finditer` finds them)."""
+    found, at = [], text.find(word)
+    while at >= 0:
+        found.append(at)
+        at = text.find(word, at + len(word))
+    return found
 
 
 def _lowered(text: str) -> str:

@@ -8,14 +8,15 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import operator
 import re
 from collections import Counter
 from collections.abc import Callable
 
 
 def shannon_entropy(text: str) -> float:
-    counts = Counter(text)
-    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+    shares = list(map(len(text).__rtruediv__, Counter(text).values()))  # each n / len(text), in C
+    return -sum(map(operator.mul, shares, map(math.log2, shares)))
 
 
 def _char_class(c: str) -> int:
@@ -64,9 +65,11 @@ def looks_random(value: str) -> bool:
     entropy = shannon_entropy(value)
     if entropy < min(3.0, 0.8 * math.log2(len(value))):
         return False
-    bare = SEPARATORS.sub("", value)  # snake_case and dotted names change class only at separators
-    varied = class_changes(bare) / max(1, len(bare) - 1) >= 0.15 or (len(value) >= 16 and entropy >= 4.0)
-    return varied and not looks_like_words(value)
+    if not (len(value) >= 16 and entropy >= 4.0):  # else varied enough, whatever its classes
+        bare = SEPARATORS.sub("", value)  # snake_case and dotted names change class only at separators
+        if class_changes(bare) / max(1, len(bare) - 1) < 0.15:
+            return False
+    return not looks_like_words(value)
 
 
 PLACEHOLDER = re.compile(

@@ -1,7 +1,8 @@
 """Which rules and decode passes to try on a text (redact.py): one hyperscan pass over an ASCII
 text finds every rule's keywords or prefilter, every decode pass's trigger and every environment
 value at once, so a text holding none of them is left at once; without hyperscan, or on a text
-that is not ASCII, each keyword is looked for on its own.
+that is not ASCII, the keywords are looked for in the lower-cased text (all at once in its UTF-8,
+with hyperscan; else each on its own).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class Selector:
     whose trigger (redact_decode) matches it. On an ASCII text hyperscan finds every prefilter,
     keyword (of a rule without a prefilter) and trigger in one pass over its bytes (where their
     syntax means what it means to Python's re), and a text with none of them is left at once; on
-    any other text, or without hyperscan, each keyword is looked for alone, and the rules with a
-    prefilter and no keywords and base64 are tried (they find their own places)."""
+    any other text, or without hyperscan, the keywords are looked for in the lower-cased text (by
+    one hyperscan pass of literals over its UTF-8, or each alone), and the rules with a prefilter
+    and no keywords and base64 are tried (they find their own places)."""
 
     def __init__(self, tokens: list[CompiledRule], others: list[CompiledRule], env_forms: list[str]) -> None:
         self.rules = tokens + others
@@ -69,14 +71,20 @@ class Selector:
         self.targets: list[list[int] | str] = [*by_keyword.values(), *([i] for i in self.prefiltered)]
         self.targets += [BASE64, PERCENT, ESCAPES] + [ENV] * len(self.env_keywords)
         prefilters = tuple(self.rules[i].rule.prefilter for i in self.prefiltered)
-        self._database, self._lock = _database(tuple(by_keyword), prefilters, self.env_keywords)
+        self._database, self._scratches = _database(tuple(by_keyword), prefilters, self.env_keywords)
+        # On a text that is not ASCII, its lower-cased UTF-8 is searched for every keyword at once.
+        self._keywords = tuple(sorted({*self.other_keywords, *self.token_keywords, *self.env_keywords}))
+        self._keyword_database, self._keyword_scratches = _literals(self._keywords)
 
     def select(self, text: str) -> Selection:
         if self._database is None or not text.isascii():
             return self._select_each(text)
+        scratch = getattr(self._scratches, "scratch", None)
+        if scratch is None:  # this thread's first scan
+            scratch = self._scratches.scratch = hyperscan.Scratch(self._database)
         hits: set[int] = set()
-        with self._lock:
-            self._database.scan(text.encode("ascii"), match_event_handler=_collect, context=hits)
+        # Arguments by position: hyperscan's keyword parsing costs about as much as a short scan.
+        self._database.scan(text.encode("ascii"), _collect, 0, hits, scratch)
         if not hits and not self.always:
             return NOTHING
         chosen, passes = set(self.always), set()
@@ -99,39 +107,53 @@ class Selector:
     def _select_each(self, text: str) -> Selection:
         chosen = set(self.always)
         lowered = text.lower()
-        for keyword in filter(lowered.__contains__, self.other_keywords):
+        held = self._held(lowered, (*self.other_keywords, *self.env_keywords))
+        for keyword in held.intersection(self.other_keywords):
             chosen.update(self.other_keywords[keyword])
         long_words = "\n".join({w for w in text.split() if len(w) >= MIN_TOKEN}).lower()
-        for keyword in filter(long_words.__contains__, self.token_keywords):
+        for keyword in self._held(long_words, tuple(self.token_keywords)).intersection(self.token_keywords):
             chosen.update(self.token_keywords[keyword])
         chosen.update(self.unindexed)  # a prefilter alone in re costs more than its rule tried
         order = sorted(chosen)
         return Selection(
             [self.rules[i] for i in order if i < self.split],
             [self.rules[i] for i in order if i >= self.split],
-            any(map(lowered.__contains__, self.env_keywords)),
+            not held.isdisjoint(self.env_keywords),
             True,
             *redact_decode.may_hold(text),
             lowered,
         )
+
+    def _held(self, text: str, keywords: tuple[str, ...]) -> set[str]:
+        """The keywords `text` holds, of `keywords` (hyperscan may name others too). In UTF-8 a
+        character's bytes never start inside another's, so the bytes of a keyword occur in the
+        text's exactly where the keyword does."""
+        if self._keyword_database is None:
+            return set(filter(text.__contains__, keywords))
+        scratch = getattr(self._keyword_scratches, "scratch", None)
+        if scratch is None:  # this thread's first scan
+            scratch = self._keyword_scratches.scratch = hyperscan.Scratch(self._keyword_database)
+        hits: set[int] = set()
+        self._keyword_database.scan(text.encode("utf-8", "surrogatepass"), _collect, 0, hits, scratch)
+        return {self._keywords[i] for i in hits}
 
 
 def _collect(pattern: int, start: int, end: int, flags: int, hits: set[int]) -> None:
     hits.add(pattern)
 
 
-_DATABASES: dict[tuple, tuple[Any, threading.Lock]] = {}
+_DATABASES: dict[tuple, tuple[Any, threading.local]] = {}
 
 
 def _database(
     keywords: tuple[str, ...], prefilters: tuple[str, ...], env_keywords: tuple[str, ...]
-) -> tuple[Any, threading.Lock]:
+) -> tuple[Any, threading.local]:
     """One hyperscan database of the keywords (caseless literals), the prefilters, the decode
     passes' triggers (base64, percent, escapes) and the environment values (caseless literals),
-    numbered in that order; built once per set and shared, with the lock its one scratch space
-    needs."""
+    numbered in that order; built once per set and shared, with each thread's scratch space for
+    it (a scan needs one of its own)."""
     if hyperscan is None:
-        return None, threading.Lock()
+        return None, threading.local()
     key = (keywords, prefilters, env_keywords)
     if key not in _DATABASES:
         literal = [_hs_literal(k) for k in keywords]
@@ -145,10 +167,28 @@ def _database(
         database.compile(
             expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions), flags=flags
         )
-        _DATABASES[key] = database, threading.Lock()
+        _DATABASES[key] = database, threading.local()
+    return _DATABASES[key]
+
+
+def _literals(words: tuple[str, ...]) -> tuple[Any, threading.local]:
+    """A hyperscan database of `words` as literals (case matters), numbered in order, built once
+    per set and shared, with each thread's scratch space for it."""
+    if hyperscan is None or not words:
+        return None, threading.local()
+    key = ("literals", words)
+    if key not in _DATABASES:
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=[_hs_literal(word) for word in words],
+            ids=list(range(len(words))),
+            elements=len(words),
+            flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(words),
+        )
+        _DATABASES[key] = database, threading.local()
     return _DATABASES[key]
 
 
 def _hs_literal(text: str) -> bytes:
     """`text` as a hyperscan pattern that matches its UTF-8 bytes literally."""
-    return b"".join(b"\\x%02x" % byte for byte in text.encode("utf-8"))
+    return b"".join(b"\\x%02x" % byte for byte in text.encode("utf-8", "surrogatepass"))
