@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
+from common.jsontext import dumps_with
+
 ALGORITHM = "sha256"
+_ORDERED = dumps_with(ensure_ascii=False, separators=(",", ":"))
+_CANONICAL = dumps_with(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def content_hash(text: str) -> str:
@@ -17,9 +20,9 @@ def ordered_json(value: Any) -> str:
     """JSON with no spaces and the keys in their given order: a recorded value exactly as it was.
     Key order is part of what a model is shown (the order of a tool's parameters in its schema, in
     the rendered prompt and the grammar), so the recorded tool schemas keep it."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ORDERED(value)
 
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal data gives equal text (and equal hashes)."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return _CANONICAL(value)

@@ -213,10 +213,10 @@ def _fill(
     test_fraction: float,
 ) -> None:
     """Build, redact, measure and write each example's records to its split's sink."""
-    session, redacted, measured = None, Memo(), Memo()
+    session, redacted, measured, encoded = None, Memo(), Memo(), Memo()
     for example in examples:
         if example.pair.session_id != session:  # messages are shared within a session only
-            session, redacted, measured = example.pair.session_id, Memo(), Memo()
+            session, redacted, measured, encoded = example.pair.session_id, Memo(), Memo(), Memo()
         built = form.build(example)
         if isinstance(built, Left):
             tally.left_out[built.reason] += 1
@@ -226,7 +226,7 @@ def _fill(
             if not report.admit(record, counter, measured):
                 continue
             record["provenance"] = example.provenance  # after redaction: ids and hashes are not secrets
-            sinks[split_of(example.pair.session_id, test_fraction)].add(record)
+            sinks[split_of(example.pair.session_id, test_fraction)].add(record, encoded)
             tally.by_source[example.pair.source] += 1
             tally.by_kind[example.pair.error_kind or "none"] += 1
             tally.templates[template_of(example)] += 1

@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.protocol import LONE_SURROGATE
 from feedback_store.errors import StoreError
+from feedback_store.export.encoding import dumps, record_line
 from feedback_store.export.views import Memo
 from feedback_store.hashing import canonical_json
 from feedback_store.recording.renders import Render
@@ -144,7 +145,7 @@ class OncePerText:
     def redact_value(self, value: Any, serialized: str | None = None) -> Any:
         if isinstance(value, str):
             return self.redact(value)
-        key = json.dumps(value, ensure_ascii=False) if serialized is None else serialized
+        key = dumps(value) if serialized is None else serialized
         return self._once(self.values, key, value, lambda v: self.redactor.redact_value(v, serialized=key))
 
     def _once(
@@ -247,9 +248,10 @@ class Sink:
         self.handle = os.fdopen(fd, "w", encoding="utf-8")
         return self
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, Any], memo: Memo | None = None) -> None:
+        """Write one record; `memo` keeps the JSON text of the dicts it shares with other records."""
         self.count += 1
-        line = json.dumps(record, ensure_ascii=False)
+        line = dumps(record) if memo is None else record_line(record, memo)
         if not line.isascii() and LONE_SURROGATE.search(line):  # what the model sent: no dataset can hold it
             line = LONE_SURROGATE.sub("\ufffd", line)
             record = json.loads(line)

@@ -21,6 +21,7 @@ from typing import Any
 
 from agent.protocol import textcalls
 from feedback_store.export.corrections import Fit
+from feedback_store.export.encoding import dumps
 from feedback_store.export.format_table import FORMATS
 from feedback_store.export.views import (
     Memo,
@@ -194,7 +195,7 @@ def render_message(message: Message | None) -> str:
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         arguments = function.get("arguments", "")
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        text = arguments if isinstance(arguments, str) else dumps(arguments)
         lines.append(f"{function.get('name')}({text})")
     return "\n".join(lines)
 

@@ -9,17 +9,18 @@ its completions and the privileged context.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from common.jsontext import dumps_with
 from feedback_store.errors import StoreError
 from feedback_store.export.views import Memo
 
 CHARS_PER_TOKEN = 4
 PER_MESSAGE = 4  # ChatML's <|im_start|>role\n ... <|im_end|>\n
 COMPLETIONS = ("completion", "chosen", "rejected")
+_dumps = dumps_with(ensure_ascii=False)
 
 
 class TokenCounter(Protocol):
@@ -54,7 +55,7 @@ def counter_of(tokenizer: TokenCounter | str | None) -> TokenCounter:
 def message_tokens(message: dict[str, Any], counter: TokenCounter) -> int:
     text = f"{message.get('role', '')}\n{message.get('content') or ''}"
     if message.get("tool_calls"):
-        text += "\n" + json.dumps(message["tool_calls"], ensure_ascii=False)
+        text += "\n" + _dumps(message["tool_calls"])
     return counter.count(text) + PER_MESSAGE
 
 
@@ -79,7 +80,7 @@ def record_tokens(record: dict[str, Any], counter: TokenCounter, memo: Memo | No
     if isinstance(tools, str):
         prompt += counter.count(tools)
     elif tools:  # a session's records share its schema list: counted once
-        prompt += memo.get(tools, lambda t: counter.count(json.dumps(t, ensure_ascii=False)))
+        prompt += memo.get(tools, lambda t: counter.count(_dumps(t)))
     longest = max((_messages_tokens(record.get(key), counter, memo) for key in COMPLETIONS), default=0)
     context = record.get("privileged_context")
     return prompt, prompt + longest + (counter.count(context) if isinstance(context, str) else 0)
