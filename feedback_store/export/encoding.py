@@ -10,6 +10,7 @@ same text.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from common.jsontext import dumps_with
@@ -24,20 +25,23 @@ def record_line(record: dict[str, Any], memo: Memo) -> str:
     parts: list[str] = []
     run: dict[str, Any] = {}
     for key, value in record.items():
-        if not isinstance(key, str):  # json.dumps writes such a key as a string: leave it to it
-            run[key] = value
-            continue
-        if isinstance(value, dict):
+        kind = type(value)
+        if kind is dict and type(key) is str:
             text = memo.get(value, dumps)
-        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            text = "[" + ", ".join([memo.get(v, dumps) for v in value]) + "]"
-        else:
+        elif kind is list and value and type(value[0]) is dict and type(key) is str:
+            text = "[" + ", ".join(memo.each(value, dumps, key)) + "]"
+        else:  # json.dumps writes a key that is not text as text: it is left to it too
             run[key] = value
             continue
         if run:
             parts.append(dumps(run)[1:-1])
             run = {}
-        parts.append(f"{dumps(key)}: {text}")
+        parts.append(_key(key) + text)
     if run:
         parts.append(dumps(run)[1:-1])
     return "{" + ", ".join(parts) + "}"
+
+
+@lru_cache(maxsize=256)  # the column names of a format
+def _key(key: str) -> str:
+    return dumps(key) + ": "

@@ -112,10 +112,9 @@ def canonical_of(ex: Example, message: Message) -> Message:
 def _canonical(message: Message, tools: list[dict[str, Any]], memo: Memo | None) -> Message:
     """One message in the canonical view, made once per session: a failed reply is also a later
     pair's prompt message, and a correction is often one too."""
-    names = tool_names(tools)
     if memo is None:
-        return canonical_message(message, names)
-    return memo.get(message, lambda m: canonical_message(m, names))
+        return canonical_message(message, tool_names(tools))
+    return memo.get(message, lambda m: canonical_message(m, tool_names(tools)))
 
 
 def written_call(ex: Example) -> str | None:

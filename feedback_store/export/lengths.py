@@ -59,7 +59,7 @@ def message_tokens(message: dict[str, Any], counter: TokenCounter) -> int:
     return counter.count(text) + PER_MESSAGE
 
 
-def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo) -> int:
+def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo, kind: str) -> int:
     if isinstance(messages, dict):
         messages = [messages]
     if not isinstance(messages, list):
@@ -68,6 +68,8 @@ def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo) -> int:
     def count(m: dict[str, Any]) -> int:
         return message_tokens(m, counter)
 
+    if all(isinstance(m, dict) for m in messages):
+        return sum(memo.each(messages, count, kind))
     return sum([memo.get(m, count) for m in messages if isinstance(m, dict)])
 
 
@@ -75,13 +77,13 @@ def record_tokens(record: dict[str, Any], counter: TokenCounter, memo: Memo | No
     """(prompt tokens, total tokens) of one record; `memo` counts a message shared by several
     records once."""
     memo = memo or Memo()
-    prompt = _messages_tokens(record.get("prompt"), counter, memo)
+    prompt = _messages_tokens(record.get("prompt"), counter, memo, "prompt")
     tools = record.get("tools")
     if isinstance(tools, str):
         prompt += counter.count(tools)
     elif tools:  # a session's records share its schema list: counted once
         prompt += memo.get(tools, lambda t: counter.count(_dumps(t)))
-    longest = max((_messages_tokens(record.get(key), counter, memo) for key in COMPLETIONS), default=0)
+    longest = max((_messages_tokens(record.get(key), counter, memo, key) for key in COMPLETIONS), default=0)
     context = record.get("privileged_context")
     return prompt, prompt + longest + (counter.count(context) if isinstance(context, str) else 0)
 

@@ -30,6 +30,8 @@ class Memo:
 
     def __init__(self) -> None:
         self.items: dict[int, tuple[Any, Any]] = {}
+        # per kind of list: the last list given to `each` and its results, item by item
+        self.prefixes: dict[str, tuple[list[Any], list[Any]]] = {}
 
     def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
         hit = self.items.get(id(obj))  # one lookup on a hit: this runs for every message of every record
@@ -38,6 +40,20 @@ class Memo:
         result = make(obj)
         self.items[id(obj)] = (obj, result)
         return result
+
+    def each(self, objs: list[Any], make: Callable[[Any], Any], kind: str = "") -> list[Any]:
+        """`[self.get(o, make) for o in objs]`. The lists of one `kind` (the prompts of a session's
+        records) mostly extend the one given before: its items are recognised by identity, only
+        the rest are looked up."""
+        seen, results = self.prefixes.setdefault(kind, ([], []))
+        n, common = 0, min(len(seen), len(objs))
+        while n < common and seen[n] is objs[n]:
+            n += 1
+        del seen[n:], results[n:]
+        for obj in objs[n:]:
+            seen.append(obj)
+            results.append(self.get(obj, make))
+        return results[:]
 
     def has(self, obj: Any) -> bool:
         hit = self.items.get(id(obj))
@@ -89,7 +105,7 @@ def canonical(messages: list[Message], tools: list[dict[str, Any]], memo: Memo |
     def make(m: Message) -> Message:
         return canonical_message(m, names)
 
-    return [memo.get(m, make) for m in messages]
+    return memo.each(messages, make, "canonical")
 
 
 def as_sent(messages: list[Message]) -> list[Message]:

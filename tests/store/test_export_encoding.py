@@ -80,3 +80,22 @@ def test_a_changed_copy_is_not_taken_for_the_object_encoded_before() -> None:
     assert record_line({"prompt": [message]}, memo) == '{"prompt": [{"role": "user", "content": "first"}]}'
     other = {**message, "content": "second"}
     assert record_line({"prompt": [other]}, memo) == '{"prompt": [{"role": "user", "content": "second"}]}'
+
+
+def test_memo_each_gives_each_items_result_however_the_lists_differ() -> None:
+    made: list[str] = []
+
+    def make(message: dict) -> str:
+        made.append(message["content"])
+        return message["content"].upper()
+
+    a, b, c, d = ({"content": x} for x in "abcd")
+    memo = Memo()
+    assert memo.each([a, b], make, "prompt") == ["A", "B"]
+    assert memo.each([a, b, c], make, "prompt") == ["A", "B", "C"]  # extends the one before
+    assert memo.each([a, d, c], make, "prompt") == ["A", "D", "C"]  # differs in the middle
+    assert memo.each([c], make, "tools") == ["C"]  # another kind of list keeps its own prefix
+    assert memo.each([a, d], make, "prompt") == ["A", "D"]
+    assert made == ["a", "b", "c", "d"]  # each object made once
+    copy = {"content": "a"}
+    assert memo.each([copy, d], make, "prompt") == ["A", "D"] and made[-1] == "a"  # an equal copy is another object
