@@ -222,7 +222,7 @@ def _fill(
             tally.left_out[built.reason] += 1
             continue
         for record in built:
-            record = redact_record(record, redactor, redacted)
+            record = redact_record(record, redactor, redacted, encoded)
             if not report.admit(record, counter, measured):
                 continue
             record["provenance"] = example.provenance  # after redaction: ids and hashes are not secrets

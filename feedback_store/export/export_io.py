@@ -54,23 +54,31 @@ def scrub_render(
     return replace(render, messages=messages, prompt_token_ids=None, completion_token_ids=None, logprobs=None)
 
 
-def redact_record(record: dict[str, Any], redactor: Redactor | OncePerText | None, memo: Memo) -> dict[str, Any]:
+def redact_record(
+    record: dict[str, Any], redactor: Redactor | OncePerText | None, memo: Memo, encoded: Memo | None = None
+) -> dict[str, Any]:
     """Every text field of the whole record redacted. Most of it already was, message by message;
     this also covers what the record derived (a correction from file contents, hindsight, tool
     schemas). A dict in a top-level list (a message, a tool schema) is redacted on its own once per
     session, since the session's records share them; the rest of the record is redacted in one pass
-    over its JSON."""
+    over its JSON. `encoded` keeps the JSON text of the dicts, which the rules read (and the
+    record's line is spliced from, export.encoding)."""
     if redactor is None:
         return record
+    encoded = Memo() if encoded is None else encoded
+
+    def redacted(value: dict[str, Any]) -> dict[str, Any]:
+        return redactor.redact_value(value, encoded.get(value, dumps))
+
     out: dict[str, Any] = {}
     rest: dict[str, Any] = {}
     for key, value in record.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            out[key] = [memo.get(v, redactor.redact_value) for v in value]
+            out[key] = memo.each(value, redacted, key)
         else:
             out[key] = rest[key] = value
     if rest:
-        out.update(redactor.redact_value(rest))
+        out.update(redactor.redact_value(rest, record_line(rest, encoded)))
     return out
 
 
