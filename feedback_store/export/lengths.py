@@ -60,14 +60,13 @@ def message_tokens(message: dict[str, Any], counter: TokenCounter) -> int:
 
 
 def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo, kind: str) -> int:
-    if isinstance(messages, dict):
-        messages = [messages]
-    if not isinstance(messages, list):
-        return 0
-
     def count(m: dict[str, Any]) -> int:
         return message_tokens(m, counter)
 
+    if isinstance(messages, dict):
+        return memo.get(messages, count)
+    if not isinstance(messages, list):
+        return 0
     if all(isinstance(m, dict) for m in messages):
         return sum(memo.each(messages, count, kind))
     return sum([memo.get(m, count) for m in messages if isinstance(m, dict)])
