@@ -161,9 +161,15 @@ class OncePerText:
     ) -> Any:
         known = memo.get(key)
         if known is None:
-            before = Counter(self.redactor.counts)
-            result = redact(value)
-            known = (None if result is value else result, tuple((self.redactor.counts - before).elements()))
+            # what this text adds is tallied apart (cheaper than comparing the whole tally before
+            # and after), then added to the tally in the order the redactor found it
+            counts, self.redactor.counts = self.redactor.counts, Counter()
+            try:
+                result = redact(value)
+            finally:
+                found, self.redactor.counts = self.redactor.counts, counts
+            counts.update(found)
+            known = (None if result is value else result, tuple(found.elements()))
             self._remember(memo, key, known)
             return result
         result, kinds = known
