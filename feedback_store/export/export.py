@@ -44,6 +44,7 @@ from feedback_store.store import Store, open_store
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
+ENCODED_LIMIT = 20_000  # JSON texts of a session's dicts kept for its later records (a few KB each)
 
 __all__ = ["FORMATS", "EmptyExport", "ExportResult", "export", "split_of"]
 
@@ -213,10 +214,10 @@ def _fill(
     test_fraction: float,
 ) -> None:
     """Build, redact, measure and write each example's records to its split's sink."""
-    session, redacted, measured, encoded = None, Memo(), Memo(), Memo()
+    session, redacted, measured, encoded = None, Memo(), Memo(), Memo(ENCODED_LIMIT)
     for example in examples:
         if example.pair.session_id != session:  # messages are shared within a session only
-            session, redacted, measured, encoded = example.pair.session_id, Memo(), Memo(), Memo()
+            session, redacted, measured, encoded = example.pair.session_id, Memo(), Memo(), Memo(ENCODED_LIMIT)
         built = form.build(example)
         if isinstance(built, Left):
             tally.left_out[built.reason] += 1

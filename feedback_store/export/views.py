@@ -26,9 +26,11 @@ TEMPLATES = ("auto", "native", "text")
 
 class Memo:
     """Results per object (a message), for the pairs of one session, whose prompts share their
-    messages. It holds each object, so an id cannot be reused while its result is kept."""
+    messages. It holds each object, so an id cannot be reused while its result is kept. With a
+    `limit`, it forgets every result when it holds that many (a very long session's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
         self.items: dict[int, tuple[Any, Any]] = {}
         # per kind of list: the last list given to `each` and its results, item by item
         self.prefixes: dict[str, tuple[list[Any], list[Any]]] = {}
@@ -38,6 +40,8 @@ class Memo:
         if hit is not None and hit[0] is obj:
             return hit[1]
         result = make(obj)
+        if self.limit is not None and len(self.items) >= self.limit:
+            self.items.clear()
         self.items[id(obj)] = (obj, result)
         return result
 

@@ -99,3 +99,13 @@ def test_memo_each_gives_each_items_result_however_the_lists_differ() -> None:
     assert made == ["a", "b", "c", "d"]  # each object made once
     copy = {"content": "a"}
     assert memo.each([copy, d], make, "prompt") == ["A", "D"] and made[-1] == "a"  # an equal copy is another object
+
+
+def test_a_memo_with_a_limit_forgets_and_still_answers() -> None:
+    memo = Memo(limit=3)
+    messages = [{"content": str(n)} for n in range(10)]
+    for message in messages:
+        assert memo.get(message, lambda m: m["content"]) == message["content"]
+    assert len(memo.items) <= 3
+    assert memo.each(messages, lambda m: m["content"] * 2, "prompt")[-1] == "99"  # forgotten: made again
+    assert len(memo.items) <= 3
