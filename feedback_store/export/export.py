@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from feedback_store.export.export_io import (
     scrub_render,
 )
 from feedback_store.export.format_table import FORMATS, Format
-from feedback_store.export.formats import Example, Left, Options, template_of
+from feedback_store.export.formats import Example, Left, Options, session_canonical, template_of
 from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.export.views import TEMPLATES, Memo
 from feedback_store.provenance import Origins, content_key
@@ -298,7 +299,7 @@ def _examples(
             tally.near_duplicates += 1
             continue
         near.add(near_duplicate)
-        fit = fitting_correction(workspaces[id(store)], pair)
+        fit = fitting_correction(workspaces[id(store)], pair, partial(session_canonical, tools=pair.tools, memo=memo))
         render = renders[id(store)].at(pair.session_id, len(pair.prompt))
         clean = messages.scrub(pair)
         yield Example(

@@ -106,10 +106,10 @@ def reply_of(ex: Example, message: Message) -> Message:
 
 
 def canonical_of(ex: Example, message: Message) -> Message:
-    return _canonical(message, ex.pair.tools, ex.memo)
+    return session_canonical(message, ex.pair.tools, ex.memo)
 
 
-def _canonical(message: Message, tools: list[dict[str, Any]], memo: Memo | None) -> Message:
+def session_canonical(message: Message, tools: list[dict[str, Any]], memo: Memo | None) -> Message:
     """One message in the canonical view, made once per session: a failed reply is also a later
     pair's prompt message, and a correction is often one too."""
     if memo is None:
@@ -203,10 +203,10 @@ def hindsight(pair: Pair, memo: Memo | None = None) -> str:
     """What the teacher knows that the student did not: the attempt, its feedback, and the fix."""
     correction = ""
     if pair.correction is not None:
-        fix = render_message(_canonical(pair.correction, pair.tools, memo))
+        fix = render_message(session_canonical(pair.correction, pair.tools, memo))
         correction = f"\nA reply that worked afterwards:\n\n{fix}\n"
     return _hindsight_template().substitute(
-        attempt=render_message(_canonical(pair.completion, pair.tools, memo)),
+        attempt=render_message(session_canonical(pair.completion, pair.tools, memo)),
         feedback=pair.feedback,
         correction=correction,
     )
