@@ -78,7 +78,9 @@ def redact_record(
         else:
             out[key] = rest[key] = value
     if rest:
-        out.update(redactor.redact_value(rest, record_line(rest, encoded)))
+        # the rest holds the record's own ids: a text met once, so not one for OncePerText to keep
+        alone = redactor.redactor if isinstance(redactor, OncePerText) else redactor
+        out.update(alone.redact_value(rest, record_line(rest, encoded)))
     return out
 
 
@@ -195,6 +197,7 @@ class SessionMessages:
         self.session: str | None = None
         # id(message) -> [message, canonical JSON, prefix hash through it, redacted copy or None]
         self.memo: dict[int, list[Any]] = {}
+        self.prompts = Memo()  # the redacted prompts: each pair's extends the one before
 
     def _entry(self, message: dict[str, Any]) -> list[Any]:
         entry = self.memo.get(id(message))
@@ -206,7 +209,7 @@ class SessionMessages:
     def key(self, pair: Pair) -> str:
         """The pair's content hash; the prompt part is chained message by message."""
         if pair.session_id != self.session:
-            self.session, self.memo = pair.session_id, {}
+            self.session, self.memo, self.prompts = pair.session_id, {}, Memo()
         prompt = pair.prompt
         start = len(prompt)
         while start > 0 and (self.memo.get(id(prompt[start - 1])) or [None, None, None])[2] is None:
@@ -232,7 +235,7 @@ class SessionMessages:
             return pair
         return replace(
             pair,
-            prompt=[self._redacted(m) for m in pair.prompt],
+            prompt=self.prompts.each(pair.prompt, self._redacted),
             completion=self._redacted(pair.completion),
             correction=None if pair.correction is None else self._redacted(pair.correction),
             feedback=self.redactor.redact(pair.feedback),
