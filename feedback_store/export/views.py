@@ -32,8 +32,8 @@ class Memo:
     def __init__(self, limit: int | None = None) -> None:
         self.limit = limit
         self.items: dict[int, tuple[Any, Any]] = {}
-        # per kind of list: the last list given to `each` and its results, item by item
-        self.prefixes: dict[str, tuple[list[Any], list[Any]]] = {}
+        # per kind of list: the last list given to `each`, its items' ids and its results
+        self.prefixes: dict[str, tuple[list[Any], list[int], list[Any]]] = {}
 
     def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
         hit = self.items.get(id(obj))  # one lookup on a hit: this runs for every message of every record
@@ -48,15 +48,21 @@ class Memo:
     def each(self, objs: list[Any], make: Callable[[Any], Any], kind: str = "") -> list[Any]:
         """`[self.get(o, make) for o in objs]`. The lists of one `kind` (the prompts of a session's
         records) mostly extend the one given before: its items are recognised by identity, only
-        the rest are looked up."""
-        seen, results = self.prefixes.setdefault(kind, ([], []))
-        n, common = 0, min(len(seen), len(objs))
-        while n < common and seen[n] is objs[n]:
-            n += 1
-        del seen[n:], results[n:]
+        the rest are looked up. (Equal ids are the same object: the items of both lists are alive.)"""
+        seen, seen_ids, results = self.prefixes.setdefault(kind, ([], [], []))
+        ids = list(map(id, objs))
+        n = len(seen_ids)
+        if ids[:n] != seen_ids:  # not an extension: the longest common prefix, by halves
+            low, high = 0, min(n - 1, len(ids))
+            while low < high:
+                middle = (low + high + 1) // 2
+                low, high = (middle, high) if ids[:middle] == seen_ids[:middle] else (low, middle - 1)
+            n = low
+        del seen[n:], seen_ids[n:], results[n:]
         for obj in objs[n:]:
             seen.append(obj)
             results.append(self.get(obj, make))
+        seen_ids.extend(ids[n:])
         return results[:]
 
     def has(self, obj: Any) -> bool:

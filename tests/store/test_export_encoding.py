@@ -109,3 +109,14 @@ def test_a_memo_with_a_limit_forgets_and_still_answers() -> None:
     assert len(memo.items) <= 3
     assert memo.each(messages, lambda m: m["content"] * 2, "prompt")[-1] == "99"  # forgotten: made again
     assert len(memo.items) <= 3
+
+
+def test_memo_each_finds_the_common_prefix_of_any_two_lists() -> None:
+    objs = [{"n": n} for n in range(9)]
+    memo = Memo()
+    for first in ([], objs[:1], objs[:5], objs):
+        for second in ([], objs[:1], objs[:4], objs[:5], objs, [*objs[:3], {"n": 3}], objs[::-1], [objs[2]]):
+            memo.each(first, lambda o: o["n"], "k")
+            assert memo.each(second, lambda o: o["n"], "k") == [o["n"] for o in second]
+            seen, seen_ids, results = memo.prefixes["k"]
+            assert seen == second and seen_ids == [id(o) for o in second] and len(results) == len(second)
