@@ -21,6 +21,7 @@ with the reason counted in the export's report.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,8 +145,10 @@ class Workspace:
         return self.fixes.get(pair.id) or {}
 
 
-def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
-    """A replacement for `pair`'s failed turn that is valid at its prefix, or why there is none."""
+def fitting_correction(ws: Workspace, pair: Pair, canonical: Callable[[Message], Message] | None = None) -> Fit:
+    """A replacement for `pair`'s failed turn that is valid at its prefix, or why there is none.
+    `canonical`: a message's canonical form as the caller keeps it (views.canonical_message), so
+    the fixing call's arguments are not read a second time."""
     if pair.correction is None:
         return Fit(None, _uncorrected(pair))
     seq = len(pair.prompt)
@@ -162,10 +165,12 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
         if len(paths) != 1:
             return Fit(None, "failed reply edited several files")
         return _net_change(ws, pair, paths[0], seq, fix["fixed_at"], None, call_id if pair.source == "lint" else None)
-    call = next((c for c in pair.correction.get("tool_calls") or [] if c.get("id") == call_id), None)
-    if call is None:
+    calls = pair.correction.get("tool_calls") or []
+    index = next((i for i, c in enumerate(calls) if c.get("id") == call_id), None)
+    if index is None:
         return Fit(None, "fixing call not found")
-    made = canonical_call(call)  # its arguments parsed once, for the checks and the record
+    call = calls[index]
+    made = _made(pair.correction, index, canonical)  # its arguments parsed once, for the checks and the record
     arguments = made["function"]["arguments"]
     arguments = arguments if isinstance(arguments, dict) else None
     name = call["function"].get("name")
@@ -180,6 +185,14 @@ def fitting_correction(ws: Workspace, pair: Pair) -> Fit:
         return Fit(None, "fix uses a file created later")
     whole = len(pair.correction.get("tool_calls") or []) == 1
     return Fit(_as_made(pair.correction, made), seq=fix.get("correction_seq") if whole else None)
+
+
+def _made(message: Message, index: int, canonical: Callable[[Message], Message] | None) -> dict[str, Any]:
+    """The message's call `index` in its canonical form (the canonical form of an assistant
+    message holds each of its calls so)."""
+    if canonical is not None and message.get("role") == "assistant":
+        return canonical(message)["tool_calls"][index]
+    return canonical_call(message["tool_calls"][index])
 
 
 def _uncorrected(pair: Pair) -> str:

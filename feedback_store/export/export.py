@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from feedback_store.export.export_io import (
     scrub_render,
 )
 from feedback_store.export.format_table import FORMATS, Format
-from feedback_store.export.formats import Example, Left, Options, template_of
+from feedback_store.export.formats import Example, Left, Options, session_canonical, template_of
 from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.export.views import TEMPLATES, Memo
 from feedback_store.provenance import Origins, content_key
@@ -44,6 +45,7 @@ from feedback_store.store import Store, open_store
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
+ENCODED_LIMIT = 20_000  # JSON texts of a session's dicts kept for its later records (a few KB each)
 
 __all__ = ["FORMATS", "EmptyExport", "ExportResult", "export", "split_of"]
 
@@ -213,20 +215,20 @@ def _fill(
     test_fraction: float,
 ) -> None:
     """Build, redact, measure and write each example's records to its split's sink."""
-    session, redacted, measured = None, Memo(), Memo()
+    session, redacted, measured, encoded = None, Memo(), Memo(), Memo(ENCODED_LIMIT)
     for example in examples:
         if example.pair.session_id != session:  # messages are shared within a session only
-            session, redacted, measured = example.pair.session_id, Memo(), Memo()
+            session, redacted, measured, encoded = example.pair.session_id, Memo(), Memo(), Memo(ENCODED_LIMIT)
         built = form.build(example)
         if isinstance(built, Left):
             tally.left_out[built.reason] += 1
             continue
         for record in built:
-            record = redact_record(record, redactor, redacted)
+            record = redact_record(record, redactor, redacted, encoded)
             if not report.admit(record, counter, measured):
                 continue
             record["provenance"] = example.provenance  # after redaction: ids and hashes are not secrets
-            sinks[split_of(example.pair.session_id, test_fraction)].add(record)
+            sinks[split_of(example.pair.session_id, test_fraction)].add(record, encoded)
             tally.by_source[example.pair.source] += 1
             tally.by_kind[example.pair.error_kind or "none"] += 1
             tally.templates[template_of(example)] += 1
@@ -297,7 +299,7 @@ def _examples(
             tally.near_duplicates += 1
             continue
         near.add(near_duplicate)
-        fit = fitting_correction(workspaces[id(store)], pair)
+        fit = fitting_correction(workspaces[id(store)], pair, partial(session_canonical, tools=pair.tools, memo=memo))
         render = renders[id(store)].at(pair.session_id, len(pair.prompt))
         clean = messages.scrub(pair)
         yield Example(

@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.protocol import LONE_SURROGATE
 from feedback_store.errors import StoreError
+from feedback_store.export.encoding import dumps, record_line
 from feedback_store.export.views import Memo
 from feedback_store.hashing import canonical_json
 from feedback_store.recording.renders import Render
@@ -53,23 +54,33 @@ def scrub_render(
     return replace(render, messages=messages, prompt_token_ids=None, completion_token_ids=None, logprobs=None)
 
 
-def redact_record(record: dict[str, Any], redactor: Redactor | OncePerText | None, memo: Memo) -> dict[str, Any]:
+def redact_record(
+    record: dict[str, Any], redactor: Redactor | OncePerText | None, memo: Memo, encoded: Memo | None = None
+) -> dict[str, Any]:
     """Every text field of the whole record redacted. Most of it already was, message by message;
     this also covers what the record derived (a correction from file contents, hindsight, tool
     schemas). A dict in a top-level list (a message, a tool schema) is redacted on its own once per
     session, since the session's records share them; the rest of the record is redacted in one pass
-    over its JSON."""
+    over its JSON. `encoded` keeps the JSON text of the dicts, which the rules read (and the
+    record's line is spliced from, export.encoding)."""
     if redactor is None:
         return record
+    encoded = Memo() if encoded is None else encoded
+
+    def redacted(value: dict[str, Any]) -> dict[str, Any]:
+        return redactor.redact_value(value, encoded.get(value, dumps))
+
     out: dict[str, Any] = {}
     rest: dict[str, Any] = {}
     for key, value in record.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            out[key] = [memo.get(v, redactor.redact_value) for v in value]
+            out[key] = memo.each(value, redacted, key)
         else:
             out[key] = rest[key] = value
     if rest:
-        out.update(redactor.redact_value(rest))
+        # the rest holds the record's own ids: a text met once, so not one for OncePerText to keep
+        alone = redactor.redactor if isinstance(redactor, OncePerText) else redactor
+        out.update(alone.redact_value(rest, record_line(rest, encoded)))
     return out
 
 
@@ -144,7 +155,7 @@ class OncePerText:
     def redact_value(self, value: Any, serialized: str | None = None) -> Any:
         if isinstance(value, str):
             return self.redact(value)
-        key = json.dumps(value, ensure_ascii=False) if serialized is None else serialized
+        key = dumps(value) if serialized is None else serialized
         return self._once(self.values, key, value, lambda v: self.redactor.redact_value(v, serialized=key))
 
     def _once(
@@ -152,9 +163,15 @@ class OncePerText:
     ) -> Any:
         known = memo.get(key)
         if known is None:
-            before = Counter(self.redactor.counts)
-            result = redact(value)
-            known = (None if result is value else result, tuple((self.redactor.counts - before).elements()))
+            # what this text adds is tallied apart (cheaper than comparing the whole tally before
+            # and after), then added to the tally in the order the redactor found it
+            counts, self.redactor.counts = self.redactor.counts, Counter()
+            try:
+                result = redact(value)
+            finally:
+                found, self.redactor.counts = self.redactor.counts, counts
+            counts.update(found)
+            known = (None if result is value else result, tuple(found.elements()))
             self._remember(memo, key, known)
             return result
         result, kinds = known
@@ -180,6 +197,7 @@ class SessionMessages:
         self.session: str | None = None
         # id(message) -> [message, canonical JSON, prefix hash through it, redacted copy or None]
         self.memo: dict[int, list[Any]] = {}
+        self.prompts = Memo()  # the redacted prompts: each pair's extends the one before
 
     def _entry(self, message: dict[str, Any]) -> list[Any]:
         entry = self.memo.get(id(message))
@@ -191,7 +209,7 @@ class SessionMessages:
     def key(self, pair: Pair) -> str:
         """The pair's content hash; the prompt part is chained message by message."""
         if pair.session_id != self.session:
-            self.session, self.memo = pair.session_id, {}
+            self.session, self.memo, self.prompts = pair.session_id, {}, Memo()
         prompt = pair.prompt
         start = len(prompt)
         while start > 0 and (self.memo.get(id(prompt[start - 1])) or [None, None, None])[2] is None:
@@ -217,7 +235,7 @@ class SessionMessages:
             return pair
         return replace(
             pair,
-            prompt=[self._redacted(m) for m in pair.prompt],
+            prompt=self.prompts.each(pair.prompt, self._redacted),
             completion=self._redacted(pair.completion),
             correction=None if pair.correction is None else self._redacted(pair.correction),
             feedback=self.redactor.redact(pair.feedback),
@@ -247,9 +265,10 @@ class Sink:
         self.handle = os.fdopen(fd, "w", encoding="utf-8")
         return self
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, Any], memo: Memo | None = None) -> None:
+        """Write one record; `memo` keeps the JSON text of the dicts it shares with other records."""
         self.count += 1
-        line = json.dumps(record, ensure_ascii=False)
+        line = dumps(record) if memo is None else record_line(record, memo)
         if not line.isascii() and LONE_SURROGATE.search(line):  # what the model sent: no dataset can hold it
             line = LONE_SURROGATE.sub("\ufffd", line)
             record = json.loads(line)

@@ -21,6 +21,7 @@ from typing import Any
 
 from agent.protocol import textcalls
 from feedback_store.export.corrections import Fit
+from feedback_store.export.encoding import dumps
 from feedback_store.export.format_table import FORMATS
 from feedback_store.export.views import (
     Memo,
@@ -105,16 +106,15 @@ def reply_of(ex: Example, message: Message) -> Message:
 
 
 def canonical_of(ex: Example, message: Message) -> Message:
-    return _canonical(message, ex.pair.tools, ex.memo)
+    return session_canonical(message, ex.pair.tools, ex.memo)
 
 
-def _canonical(message: Message, tools: list[dict[str, Any]], memo: Memo | None) -> Message:
+def session_canonical(message: Message, tools: list[dict[str, Any]], memo: Memo | None) -> Message:
     """One message in the canonical view, made once per session: a failed reply is also a later
     pair's prompt message, and a correction is often one too."""
-    names = tool_names(tools)
     if memo is None:
-        return canonical_message(message, names)
-    return memo.get(message, lambda m: canonical_message(m, names))
+        return canonical_message(message, tool_names(tools))
+    return memo.get(message, lambda m: canonical_message(m, tool_names(tools)))
 
 
 def written_call(ex: Example) -> str | None:
@@ -194,7 +194,7 @@ def render_message(message: Message | None) -> str:
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         arguments = function.get("arguments", "")
-        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        text = arguments if isinstance(arguments, str) else dumps(arguments)
         lines.append(f"{function.get('name')}({text})")
     return "\n".join(lines)
 
@@ -203,10 +203,10 @@ def hindsight(pair: Pair, memo: Memo | None = None) -> str:
     """What the teacher knows that the student did not: the attempt, its feedback, and the fix."""
     correction = ""
     if pair.correction is not None:
-        fix = render_message(_canonical(pair.correction, pair.tools, memo))
+        fix = render_message(session_canonical(pair.correction, pair.tools, memo))
         correction = f"\nA reply that worked afterwards:\n\n{fix}\n"
     return _hindsight_template().substitute(
-        attempt=render_message(_canonical(pair.completion, pair.tools, memo)),
+        attempt=render_message(session_canonical(pair.completion, pair.tools, memo)),
         feedback=pair.feedback,
         correction=correction,
     )

@@ -9,17 +9,18 @@ its completions and the privileged context.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from common.jsontext import dumps_with
 from feedback_store.errors import StoreError
 from feedback_store.export.views import Memo
 
 CHARS_PER_TOKEN = 4
 PER_MESSAGE = 4  # ChatML's <|im_start|>role\n ... <|im_end|>\n
 COMPLETIONS = ("completion", "chosen", "rejected")
+_dumps = dumps_with(ensure_ascii=False)
 
 
 class TokenCounter(Protocol):
@@ -54,19 +55,20 @@ def counter_of(tokenizer: TokenCounter | str | None) -> TokenCounter:
 def message_tokens(message: dict[str, Any], counter: TokenCounter) -> int:
     text = f"{message.get('role', '')}\n{message.get('content') or ''}"
     if message.get("tool_calls"):
-        text += "\n" + json.dumps(message["tool_calls"], ensure_ascii=False)
+        text += "\n" + _dumps(message["tool_calls"])
     return counter.count(text) + PER_MESSAGE
 
 
-def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo) -> int:
-    if isinstance(messages, dict):
-        messages = [messages]
-    if not isinstance(messages, list):
-        return 0
-
+def _messages_tokens(messages: Any, counter: TokenCounter, memo: Memo, kind: str) -> int:
     def count(m: dict[str, Any]) -> int:
         return message_tokens(m, counter)
 
+    if isinstance(messages, dict):
+        return memo.get(messages, count)
+    if not isinstance(messages, list):
+        return 0
+    if all(isinstance(m, dict) for m in messages):
+        return sum(memo.each(messages, count, kind))
     return sum([memo.get(m, count) for m in messages if isinstance(m, dict)])
 
 
@@ -74,13 +76,13 @@ def record_tokens(record: dict[str, Any], counter: TokenCounter, memo: Memo | No
     """(prompt tokens, total tokens) of one record; `memo` counts a message shared by several
     records once."""
     memo = memo or Memo()
-    prompt = _messages_tokens(record.get("prompt"), counter, memo)
+    prompt = _messages_tokens(record.get("prompt"), counter, memo, "prompt")
     tools = record.get("tools")
     if isinstance(tools, str):
         prompt += counter.count(tools)
     elif tools:  # a session's records share its schema list: counted once
-        prompt += memo.get(tools, lambda t: counter.count(json.dumps(t, ensure_ascii=False)))
-    longest = max((_messages_tokens(record.get(key), counter, memo) for key in COMPLETIONS), default=0)
+        prompt += memo.get(tools, lambda t: counter.count(_dumps(t)))
+    longest = max((_messages_tokens(record.get(key), counter, memo, key) for key in COMPLETIONS), default=0)
     context = record.get("privileged_context")
     return prompt, prompt + longest + (counter.count(context) if isinstance(context, str) else 0)
 

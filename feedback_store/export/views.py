@@ -26,18 +26,44 @@ TEMPLATES = ("auto", "native", "text")
 
 class Memo:
     """Results per object (a message), for the pairs of one session, whose prompts share their
-    messages. It holds each object, so an id cannot be reused while its result is kept."""
+    messages. It holds each object, so an id cannot be reused while its result is kept. With a
+    `limit`, it forgets every result when it holds that many (a very long session's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
         self.items: dict[int, tuple[Any, Any]] = {}
+        # per kind of list: the last list given to `each`, its items' ids and its results
+        self.prefixes: dict[str, tuple[list[Any], list[int], list[Any]]] = {}
 
     def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
         hit = self.items.get(id(obj))  # one lookup on a hit: this runs for every message of every record
         if hit is not None and hit[0] is obj:
             return hit[1]
         result = make(obj)
+        if self.limit is not None and len(self.items) >= self.limit:
+            self.items.clear()
         self.items[id(obj)] = (obj, result)
         return result
+
+    def each(self, objs: list[Any], make: Callable[[Any], Any], kind: str = "") -> list[Any]:
+        """`[self.get(o, make) for o in objs]`. The lists of one `kind` (the prompts of a session's
+        records) mostly extend the one given before: its items are recognised by identity, only
+        the rest are looked up. (Equal ids are the same object: the items of both lists are alive.)"""
+        seen, seen_ids, results = self.prefixes.setdefault(kind, ([], [], []))
+        ids = list(map(id, objs))
+        n = len(seen_ids)
+        if ids[:n] != seen_ids:  # not an extension: the longest common prefix, by halves
+            low, high = 0, min(n - 1, len(ids))
+            while low < high:
+                middle = (low + high + 1) // 2
+                low, high = (middle, high) if ids[:middle] == seen_ids[:middle] else (low, middle - 1)
+            n = low
+        del seen[n:], seen_ids[n:], results[n:]
+        for obj in objs[n:]:
+            seen.append(obj)
+            results.append(self.get(obj, make))
+        seen_ids.extend(ids[n:])
+        return results[:]
 
     def has(self, obj: Any) -> bool:
         hit = self.items.get(id(obj))
@@ -89,7 +115,7 @@ def canonical(messages: list[Message], tools: list[dict[str, Any]], memo: Memo |
     def make(m: Message) -> Message:
         return canonical_message(m, names)
 
-    return [memo.get(m, make) for m in messages]
+    return memo.each(messages, make, "canonical")
 
 
 def as_sent(messages: list[Message]) -> list[Message]:
