@@ -92,7 +92,7 @@ def _give_each_worker_its_own_cores() -> None:
     share = len(cpus) // count
     if share < 1:
         return  # more workers than cores: the scheduler shares them out
-    index = int(worker[2:])
+    index = int(worker[2:]) % count  # a worker that replaces one that died is numbered past the count
     os.sched_setaffinity(0, cpus[index * share : (index + 1) * share])
 
 
