@@ -29,7 +29,11 @@ def write_db(path: Path, *sessions: FakeSession) -> Path:
 
 
 def reviewed_session() -> FakeSession:
-    s = FakeSession().start().user("tidy the files")
+    return with_reviews(FakeSession().start().user("tidy the files")).finish()
+
+
+def with_reviews(s: FakeSession) -> FakeSession:
+    """Two edits of the agent's, one the user accepted and one they rejected."""
     s.call(
         "edit_file",
         {"path": "a.py", "old_text": "x", "new_text": "y"},
@@ -44,7 +48,7 @@ def reviewed_session() -> FakeSession:
         edits=[edit("b.py", "x = 1\n", "z = 1\n", edit_id="no1")],
     )
     s.review("no1", "b.py", "rejected", comment="keep x")
-    return s.finish()
+    return s
 
 
 def test_kto_labels_failures_fixes_and_user_verdicts(tmp_path: Path) -> None:

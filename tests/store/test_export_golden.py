@@ -21,6 +21,7 @@ from feedback_store import Recorder, open_store
 from feedback_store.export.export import FORMATS, export
 from feedback_store.provenance import teachback_version
 from tests.store.events import FakeSession, edit, mixed_session
+from tests.store.test_export_formats import with_reviews
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,21 +30,7 @@ ID_FIELDS = ("id", "cause_id", "edit_id", "request_id")
 
 
 def reviewed_session() -> FakeSession:
-    s = FakeSession(session_id="s-reviewed", ts=1_750_100_000.0).start().user("tidy the files")
-    s.call(
-        "edit_file",
-        {"path": "a.py", "old_text": "x", "new_text": "y"},
-        target="a.py",
-        edits=[edit("a.py", "x = 1\n", "y = 1\n", edit_id="ok1")],
-    )
-    s.review("ok1", "a.py", "accepted")
-    s.call(
-        "edit_file",
-        {"path": "b.py", "old_text": "x", "new_text": "z"},
-        target="b.py",
-        edits=[edit("b.py", "x = 1\n", "z = 1\n", edit_id="no1")],
-    )
-    s.review("no1", "b.py", "rejected", comment="keep x")
+    s = with_reviews(FakeSession(session_id="s-reviewed", ts=1_750_100_000.0).start().user("tidy the files"))
     s.call(
         "edit_file",
         {"path": "c.py", "old_text": "1", "new_text": "2"},
