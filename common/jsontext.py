@@ -32,3 +32,8 @@ def dumps_with(
         return "".join(make(value, 0))
 
     return dumps
+
+
+# json.dumps(value, ensure_ascii=False): the form the store's message rows, the export's lines and
+# the redactor's JSON values are written in.
+dumps_unicode = dumps_with(ensure_ascii=False)

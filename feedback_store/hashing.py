@@ -6,13 +6,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from common.jsontext import dumps_with
+from common.jsontext import dumps_unicode, dumps_with
 
 ALGORITHM = "sha256"
 _ORDERED = dumps_with(ensure_ascii=False, separators=(",", ":"))
 _CANONICAL = dumps_with(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 _ROW = dumps_with(ensure_ascii=False, sort_keys=True)
-_MESSAGE = dumps_with(ensure_ascii=False)
 
 
 def content_hash(text: str) -> str:
@@ -38,4 +37,4 @@ def row_json(value: Any) -> str:
 
 def message_json(value: Any) -> str:
     """JSON with the keys in their given order and json.dumps' spacing, as the messages table keeps a message."""
-    return _MESSAGE(value)
+    return dumps_unicode(value)

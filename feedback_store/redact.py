@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from common.jsontext import dumps_with
+from common.jsontext import dumps_unicode as _dumps
 from feedback_store import redact_decode
 from feedback_store.redact_checks import CHECKS
 from feedback_store.redact_select import MIN_TOKEN, NOTHING, Selection, Selector
@@ -61,7 +61,6 @@ RULE_PIECES = {"{START}": TOKEN_START, "{VALUE_KEY}": VALUE_KEY, "{PASSWORD_KEY}
 ANCHOR_PREFIX_REACH = 24
 MAX_DECODE_DEPTH = 5  # as gitleaks: base64 inside percent-encoding inside base64...
 MAX_DECODED_SHARE = 4  # all decoded text read for one text, as a multiple of its length
-_dumps = dumps_with(ensure_ascii=False)  # json.dumps(value, ensure_ascii=False)
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from common.jsontext import dumps_with
+from common.jsontext import dumps_unicode as dumps
 from feedback_store.export.views import Memo
-
-dumps = dumps_with(ensure_ascii=False)  # json.dumps(value, ensure_ascii=False)
 
 
 def record_line(record: dict[str, Any], memo: Memo) -> str:

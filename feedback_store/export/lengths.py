@@ -13,14 +13,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from common.jsontext import dumps_with
+from common.jsontext import dumps_unicode as _dumps
 from feedback_store.errors import StoreError
 from feedback_store.export.views import Memo
 
 CHARS_PER_TOKEN = 4
 PER_MESSAGE = 4  # ChatML's <|im_start|>role\n ... <|im_end|>\n
 COMPLETIONS = ("completion", "chosen", "rejected")
-_dumps = dumps_with(ensure_ascii=False)
 
 
 class TokenCounter(Protocol):
