@@ -335,11 +335,14 @@ def put_blob(conn: sqlite3.Connection, kind: str, text: str | None) -> str | Non
     if text is None:
         return None
     key = content_hash(text)
-    conn.execute(
-        "INSERT OR IGNORE INTO blobs (hash, kind, size, content) VALUES (?, ?, ?, ?)",
-        (key, kind, len(text), text),
-    )
+    _insert_blob(conn, key, kind, text)
     return key
+
+
+def _insert_blob(conn: sqlite3.Connection, key: str, kind: str, text: str) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO blobs (hash, kind, size, content) VALUES (?, ?, ?, ?)", (key, kind, len(text), text)
+    )
 
 
 def _add_message(conn: sqlite3.Connection, session_id: str, event_id: str, message: dict) -> int:
@@ -415,10 +418,8 @@ def _assistant_message(conn: sqlite3.Connection, event: AssistantMessage, row: d
 def _model_usage(conn: sqlite3.Connection, event: ModelUsage, rows: renders.UsageRows) -> None:
     if rows.problem is not None:
         raise rows.problem
-    for key, kind, text in rows.blobs:
-        conn.execute(
-            "INSERT OR IGNORE INTO blobs (hash, kind, size, content) VALUES (?, ?, ?, ?)", (key, kind, len(text), text)
-        )
+    for key, kind, text in rows.blobs:  # hashed when the rows were made
+        _insert_blob(conn, key, kind, text)
     render = rows.render
     conn.execute(
         """
