@@ -79,12 +79,9 @@ class Selector:
     def select(self, text: str) -> Selection:
         if self._database is None or not text.isascii():
             return self._select_each(text)
-        scratch = getattr(self._scratches, "scratch", None)
-        if scratch is None:  # this thread's first scan
-            scratch = self._scratches.scratch = hyperscan.Scratch(self._database)
         hits: set[int] = set()
         # Arguments by position: hyperscan's keyword parsing costs about as much as a short scan.
-        self._database.scan(text.encode("ascii"), _collect, 0, hits, scratch)
+        self._database.scan(text.encode("ascii"), _collect, 0, hits, _scratch(self._scratches, self._database))
         if not hits and not self.always:
             return NOTHING
         chosen, passes = set(self.always), set()
@@ -130,16 +127,22 @@ class Selector:
         text's exactly where the keyword does."""
         if self._keyword_database is None:
             return set(filter(text.__contains__, keywords))
-        scratch = getattr(self._keyword_scratches, "scratch", None)
-        if scratch is None:  # this thread's first scan
-            scratch = self._keyword_scratches.scratch = hyperscan.Scratch(self._keyword_database)
         hits: set[int] = set()
+        scratch = _scratch(self._keyword_scratches, self._keyword_database)
         self._keyword_database.scan(text.encode("utf-8", "surrogatepass"), _collect, 0, hits, scratch)
         return {self._keywords[i] for i in hits}
 
 
 def _collect(pattern: int, start: int, end: int, flags: int, hits: set[int]) -> None:
     hits.add(pattern)
+
+
+def _scratch(scratches: threading.local, database: Any) -> Any:
+    """This thread's scratch space for `database`, made at its first scan (a scan needs one of its own)."""
+    scratch = getattr(scratches, "scratch", None)
+    if scratch is None:
+        scratch = scratches.scratch = hyperscan.Scratch(database)
+    return scratch
 
 
 _DATABASES: dict[tuple, tuple[Any, threading.local]] = {}
