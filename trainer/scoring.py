@@ -3,10 +3,10 @@ values of shared prompt prefixes computed once.
 
 Pairs of one session share almost all of their prompt (system prompt, tool schemas, repository
 map, the conversation so far), and the teacher's prompt is the student's with a hint turn before
-the reply. A `PrefixCache` holds the keys and values of the last prefix it computed, under fixed
-weights; the next sequence computes only what it does not share with it. That is exact for weights
-that do not change: the frozen base model (the teacher, the DPO reference) during training, and
-any model during evaluation.
+the reply. A `PrefixCache` holds the keys and values of the last prefix it computed (or of a longer
+one that starts with it), under fixed weights; the next sequence computes only what it does not
+share with it. That is exact for weights that do not change: the frozen base model (the teacher,
+the DPO reference) during training, and any model during evaluation.
 
 `score` / `sequence_logprobs` / `divergence` are what an evaluation needs: the per-token
 log-probability of each record's completion under its prompt and under its teacher prompt, and the
@@ -68,14 +68,16 @@ class PrefixCache:
         self.computed = 0  # tokens run through the model, for throughput figures
 
     def extend(self, ids: list[int]) -> None:
-        """Hold the keys and values of exactly `ids`."""
+        """Hold the keys and values of `ids` as the first `len(ids)` positions (`view` reads them).
+        A prefix of what is held is held already: the longer sequence stays, so the pairs of one
+        session, whose prompts extend each other, compute each shared token once in any order."""
         import torch
 
         keep = common_prefix(self.ids, ids)
-        self.layers = [(k[..., :keep, :], v[..., :keep, :]) for k, v in self.layers]
-        self.ids = self.ids[:keep]
         if keep == len(ids):
             return
+        self.layers = [(k[..., :keep, :], v[..., :keep, :]) for k, v in self.layers]
+        self.ids = self.ids[:keep]
         cache = self.view(keep)
         new = torch.tensor([ids[keep:]], device=device_of(self.model))
         weights = contextlib.nullcontext() if self.adapted else base_weights(self.model)

@@ -126,18 +126,18 @@ def train(config: TrainConfig, progress: Progress | None = None) -> TrainResult:
         max_completion_tokens=config.max_completion_tokens,
     )
     examples = loaded.examples
+    model.to(accelerator.device)
+    ema = ema_start(model) if config.teacher == "ema" else None
+    # One objective for the gap filter and the steps: the base's keys and values of the prompts,
+    # computed for the filter, are the teacher's for the first steps.
+    objective = Objective(model, _options(config), ema)
     gap_filter: dict[str, Any] = {}
     if config.gap_filter and config.objective in ("sdpo", "mix"):
-        examples, gap_filter = _filter_by_gap(
-            Objective(model, _options(config)), examples, loaded.left_out, mix=config.objective == "mix"
-        )
+        examples, gap_filter = _filter_by_gap(objective, examples, loaded.left_out, mix=config.objective == "mix")
     per_step = config.batch_size * config.grad_accum * accelerator.num_processes
     total = config.steps or max(1, math.ceil(config.epochs * len(examples) / per_step))
     optimizer = torch.optim.AdamW(list(trainable(model).values()), lr=config.lr, weight_decay=0.0)
-    model.to(accelerator.device)
-    ema = ema_start(model) if config.teacher == "ema" else None
     state = _resume(out, config, fingerprint, model, optimizer, ema)
-    objective = Objective(model, _options(config), ema)
     pairs = stream(examples, config.seed)
     for _ in islice(pairs, state["step"] * per_step):  # what earlier steps trained
         pass

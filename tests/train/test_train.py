@@ -206,6 +206,27 @@ def test_the_cached_prefix_and_the_window_are_exact_at_the_start(tiny_model_dir:
     assert prefix.computed == rendered.shared  # each prefix token ran once
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_pairs_of_one_session_compute_their_shared_prefix_once_in_any_order(tiny_model_dir: Path) -> None:
+    import torch
+
+    from trainer.render import render
+    from trainer.scoring import PrefixCache, base_weights, completion_logits, load, teacher_logits
+
+    model, tokenizer = load(str(tiny_model_dir))
+    first, second = (render(record, tokenizer) for record in read_records([DEMO]))
+    assert first.teacher[: first.shared] == second.teacher[: first.shared]  # the later pair's prompt extends the earlier's
+    prefix = PrefixCache(model)
+    with torch.no_grad():
+        for rendered in (second, first, second, first):  # as batches that wrap around visit them
+            cached = teacher_logits(model, prefix, rendered, rendered.completion[:4])
+            with base_weights(model):
+                whole = completion_logits(model, rendered.teacher + rendered.completion[:4], 4)
+            assert torch.allclose(cached, whole, atol=1e-3)
+    assert prefix.computed == second.shared  # the longer prefix held, the shorter read from it
+
+
 def test_settings_out_of_range_are_refused_before_anything_loads(tmp_path: Path) -> None:
     bad = TrainConfig(data=[DEMO], out=tmp_path, objective="ppo", alpha=2.0, top_k=0, hint="oracle")
     with pytest.raises(TrainError) as caught:
