@@ -216,7 +216,8 @@ def test_the_pairs_of_one_session_compute_their_shared_prefix_once_in_any_order(
 
     model, tokenizer = load(str(tiny_model_dir))
     first, second = (render(record, tokenizer) for record in read_records([DEMO]))
-    assert first.teacher[: first.shared] == second.teacher[: first.shared]  # the later pair's prompt extends the earlier's
+    # the later pair's prompt extends the earlier's
+    assert first.teacher[: first.shared] == second.teacher[: first.shared]
     prefix = PrefixCache(model)
     with torch.no_grad():
         for rendered in (second, first, second, first):  # as batches that wrap around visit them
