@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported (see tests/train/conftest.py)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported (see tests/conftest.py)
 
 MODEL = "local/smollm2@none"
 OBJECTIVES = ("sft", "dpo", "sdpo")

@@ -1,8 +1,10 @@
 """State replay: recorded moments of task attempts, labelled replies, and `teachback eval --states`.
 
 The labeller runs a reply as the session would (schema, loop guards against the recorded prefix,
-approval policy, real reads, edits on a copy, a graded finish); on the embedded model, the recorded
-seed draws the recorded reply again and its label is what the session recorded."""
+approval policy, real reads, edits on a copy, a graded finish); on llama.cpp, the recorded seed draws
+the recorded reply again and its label is what the session recorded. Those mechanics run on the
+two-layer test model as a GGUF file (`tiny_gguf`); the replay on the embedded model itself is
+tests/train/test_demo_learn.py's, and its seeded sampling tests/tasks/test_reproducible.py's."""
 
 from __future__ import annotations
 
@@ -111,14 +113,14 @@ def test_a_reply_without_a_call_is_an_answer_or_cut_off(solved) -> None:
     assert found[1].failures == (("", "malformed_call", None),) and not found[0].failures  # keyed as its pair
 
 
-def zero_adapter(path: Path) -> Path:
-    """A GGUF LoRA adapter whose product is zero everywhere: the base model, served as an adapter."""
+def zero_adapter(path: Path, model: Path) -> Path:
+    """A GGUF LoRA adapter for the GGUF file `model` whose product is zero everywhere: the base
+    model, served as an adapter."""
     import numpy as np
 
-    from agent.providers.llama_engine import model_path
     from trainer.gguf_lora import _write, base_info
 
-    info = base_info(model_path("smollm2"))
+    info = base_info(model)
     out, features = info.shapes["blk.0.attn_q.weight"][-2:]
     zeros = {"blk.0.attn_q.weight.lora_a": np.zeros((4, features)), "blk.0.attn_q.weight.lora_b": np.zeros((out, 4))}
     _write(path, info.arch, 8.0, zeros)
@@ -126,13 +128,15 @@ def zero_adapter(path: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.real_model
 @pytest.mark.timeout(900)
-def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arms(tmp_path: Path) -> None:
+def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arms(
+    tiny_gguf: Path, tmp_path: Path
+) -> None:
     db = tmp_path / "feedback.db"
+    model = f"local/{tiny_gguf}@none"
     settings = {"max_steps": 2, "temperature": 0.9, "max_tokens": 48, "repo_map_tokens": 256, "local_threads": 1}
     for task in load_tasks(sample_suite_path())[:MIN_CLUSTERS]:  # enough tasks for an interval
-        attempt = spec("local/smollm2@none", db, task.instance_id, work_dir=str(tmp_path / "w"), overrides=settings)
+        attempt = spec(model, db, task.instance_id, work_dir=str(tmp_path / "w"), overrides=settings)
         record = run_attempt(attempt)
         assert "error" not in record, record
     states = load_states(db, max_per_session=1)
@@ -141,7 +145,7 @@ def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arm
     later = [s for s in every if s.step > 1][:1]  # a prompt that reuses the cached prefix of the step before
     assert later, "the seeded attempts all ended at their first step"
     for state in [every[0], *later]:  # the recorded seed, cap and temperature draw the recorded reply again
-        sampler = recorded_sampler(state, "local/smollm2@none")
+        sampler = recorded_sampler(state, model)
         again = asyncio.run(sampler.sample(state, state.config["seed"]))
         assert again.prompt_token_ids == state.prompt_ids and again.completion_token_ids == state.reply_ids
         task = sample_task(state.task_id)
@@ -152,9 +156,9 @@ def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arm
             scratch.close()
         assert found == state.recorded, (state.step, found, state.recorded)
 
-    adapter = zero_adapter(tmp_path / "zero.gguf")
+    adapter = zero_adapter(tmp_path / "zero.gguf", tiny_gguf)
     done = subprocess.run(
-        [sys.executable, "-m", "cli", "eval", "--states", str(db), "--adapter", str(adapter),
+        [sys.executable, "-m", "cli", "eval", "--states", str(db), "--adapter", str(adapter), "--serve", str(tiny_gguf),
          "--samples", "1", "--max-tokens", "48", "--per-session", "1", "--probes", "2", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
