@@ -20,16 +20,18 @@ from tests.train.test_eval import make_adapter, record_session
 
 pytest.importorskip("peft")
 
-pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def teachback(*args: str, timeout: float = 800) -> subprocess.CompletedProcess:
+    # Replies of at most 48 tokens: the task runs of a round on the random two-layer model run to
+    # the cap, and each of its tokens is a grammar check over the whole vocabulary.
     return subprocess.run(
         [sys.executable, "-m", "cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"},
+        env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "TEACHBACK_MAX_TOKENS": "48"},
     )
 
 
@@ -132,6 +134,7 @@ def test_held_out_states_decide_when_they_were_replayed() -> None:
     assert not decide({**evaluation((0.4, 0.1)), "states": replayed(before)}, gate)[0]
 
 
+@pytest.mark.real_model
 def test_learn_refuses_to_promote_a_broken_adapter(embedded_model_dir: Path, tmp_path: Path) -> None:
     db = tmp_path / "feedback.db"
     served_before = promote(db, tmp_path / "adapters", "earlier", embedded_model_dir)
@@ -202,7 +205,9 @@ def test_a_second_learn_exits_busy_and_an_empty_store_trains_nothing(tmp_path: P
     assert killed.finished_at is not None and killed.reason.startswith("interrupted") and not killed.promoted
 
 
-def test_a_round_exports_trains_evaluates_and_records(embedded_model_dir: Path, tmp_path: Path) -> None:
+def test_a_round_exports_trains_evaluates_and_records(tiny_model_dir: Path, tiny_gguf: Path, tmp_path: Path) -> None:
+    """A whole round's mechanics, on the two-layer model and its GGUF file (the embedded model's
+    round is tests/train/test_demo_learn.py's)."""
     db = tmp_path / "feedback.db"
     splits: set[str] = set()
     for n in range(12):  # sessions on both sides of the split: their ids are random, so record until they are
@@ -215,9 +220,9 @@ def test_a_round_exports_trains_evaluates_and_records(embedded_model_dir: Path, 
     done = teachback(
         "learn",
         "--base",
-        str(embedded_model_dir),
+        str(tiny_model_dir),
         "--serve",
-        "smollm2",
+        str(tiny_gguf),
         "--db",
         str(db),
         "--tasks",
