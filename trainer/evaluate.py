@@ -87,7 +87,10 @@ def evaluate(config: EvalConfig, progress: Progress | None = None) -> dict[str, 
 
     with _stage(doc, "load"):
         after_model, tokenizer = scoring.load(base, config.adapter)
-        before_model, _ = scoring.load(base, config.baseline)
+        if config.baseline is not None:
+            before_model, _ = scoring.load(base, config.baseline)
+        else:  # the base itself: the adapted model with its adapter off, not a second load
+            before_model = scoring.AdaptersOff(after_model)
     with _stage(doc, "pairs"):
         say("scoring held-out pairs")
         records = held_out_records(config)

@@ -56,6 +56,21 @@ def base_weights(model: Any) -> Iterator[None]:
         yield
 
 
+class AdaptersOff:
+    """`model` with its adapters switched off at every call: the base model it was loaded on,
+    without a second copy of its weights in memory."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with base_weights(self.model):
+            return self.model(*args, **kwargs)
+
+    def parameters(self) -> Iterator[Any]:
+        return self.model.parameters()
+
+
 class PrefixCache:
     """Keys and values of one token prefix under fixed weights (the base's, or the adapted model's
     while it is not being trained), extended to each new prefix by computing only the new part."""
