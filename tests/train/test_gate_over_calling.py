@@ -64,8 +64,8 @@ def test_an_adapter_trained_to_always_call_a_tool_is_refused_at_the_no_tool_prob
     data = tmp_path / "sft.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
     base = str(embedded_model_dir)
-    # Gradients on the last 48 tokens of each sequence (the question and the reply; the shared
-    # system prompt and tools from the cached prefix): a third of the default window's time.
+    # Gradients on the last 48 tokens of each sequence, the question and the reply (the system
+    # prompt and tools they share come from the cached prefix), instead of the default 128.
     config = TrainConfig(
         data=[data], out=tmp_path / "always", base=base, objective="sft", steps=16, lr=2e-3, batch_size=4, max_tokens=48
     )
