@@ -23,7 +23,7 @@ TINY = {
     "branch_samples": 2,
     "samples": 1,
     "steps": 1,
-    "parallel": 2,
+    "parallel": 1,  # attempts in this process: the pool of processes is tests/tasks/test_rollout.py's
 }
 
 
