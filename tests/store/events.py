@@ -84,6 +84,14 @@ class FakeSession:
         )
         return self
 
+    def usage(self, cause_id: str, **fields: Any) -> Event:
+        """The model call behind the event `cause_id`, at this step, with `fields` (tokens, cost, ...)."""
+        return self._add(
+            ModelUsage(
+                session_id=self.id, ts=self._when(), cause_id=cause_id, model=self.model, step=self.step_no, **fields
+            )
+        )
+
     def say(self, content: str) -> FakeSession:
         self.step_no += 1
         self._add(
@@ -124,19 +132,13 @@ class FakeSession:
                 },
             )
         )
-        self._add(
-            ModelUsage(
-                session_id=self.id,
-                ts=self._when(),
-                cause_id=said.id,
-                model=self.model,
-                step=self.step_no,
-                prompt_tokens=100,
-                completion_tokens=20,
-                cost_usd=0.001,
-                latency_ms=250.0,
-                logprobs=[{"token": "x", "logprob": -0.1}],
-            )
+        self.usage(
+            said.id,
+            prompt_tokens=100,
+            completion_tokens=20,
+            cost_usd=0.001,
+            latency_ms=250.0,
+            logprobs=[{"token": "x", "logprob": -0.1}],
         )
         started = self._add(
             ToolCallStarted(

@@ -15,7 +15,6 @@ from agent.protocol import (
     AssistantMessage,
     EditApplied,
     Event,
-    ModelUsage,
     ToolCallFinished,
     ToolCallStarted,
     event_from_dict,
@@ -95,23 +94,17 @@ def second_session() -> FakeSession:
     s.review("edit-corrected", "lib.py", "corrected", user_content="d = 1\n" + CODE)
     s.call("edit_file", {"path": "big.py"}, target="big.py", edits=[edit("big.py", CODE * 2, CODE * 3, edit_id="big")])
     s.say("Rendered.")
-    s.events.append(
-        ModelUsage(
-            session_id=s.id,
-            ts=s._when(),
-            cause_id=s.events[-1].id,
-            model=s.model,
-            step=s.step_no,
-            prompt_tokens=1200,
-            completion_tokens=3,
-            cost_usd=0.0,
-            latency_ms=10.0,
-            logprobs=[{"token": f"t{i}", "logprob": -0.5} for i in range(40)],
-            tool_mode="text",
-            rendered_messages=[{"role": "system", "content": "Tools: " * 100}, {"role": "user", "content": "go"}],
-            prompt_token_ids=list(range(1200)),
-            completion_token_ids=[1, 2, 3],
-        )
+    s.usage(
+        s.events[-1].id,
+        prompt_tokens=1200,
+        completion_tokens=3,
+        cost_usd=0.0,
+        latency_ms=10.0,
+        logprobs=[{"token": f"t{i}", "logprob": -0.5} for i in range(40)],
+        tool_mode="text",
+        rendered_messages=[{"role": "system", "content": "Tools: " * 100}, {"role": "user", "content": "go"}],
+        prompt_token_ids=list(range(1200)),
+        completion_token_ids=[1, 2, 3],
     )
     odd = dataclasses.replace(s.events[-1], id="usage-with-a-dict", prompt_tokens={"n": 1})  # no model_calls row
     s.events.append(odd)
