@@ -30,14 +30,13 @@ from acp.schema import (
 
 from acp_server.prompting import mcp_entries, user_input
 from acp_server.session import AcpSession, ClientOffers, spare_worker
+from acp_server.wire import LINE_LIMIT, LineTransport
 from agent.config import ConfigError, Settings, load_settings
 from agent.protocol import event_from_dict, new_id
 from agent.remote import RemoteSession, WorkerStopped
 from agent.session_server import log_to_stderr, protocol_stream
 
 log = logging.getLogger(__name__)
-
-LINE_LIMIT = 50 * 1024 * 1024  # one message can carry whole files (fs/*, diffs)
 
 
 class TeachbackAgent:
@@ -79,16 +78,26 @@ class TeachbackAgent:
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         session = self._session_for(cwd, new_id(), mcp_servers)
+        self.sessions[session.id] = session
         self._spawn(session.open(self._take_spare()))  # its worker opens while the editor waits for a prompt
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
     ) -> LoadSessionResponse:
+        self._refuse_open(session_id)
         session = self._session_for(cwd, session_id, mcp_servers)
-        events = await asyncio.to_thread(_recorded_events, session.settings, session_id)
-        session.recorded = True
-        await session.replay(events)
+        # Registered only once its history is found and replayed: a failed load leaves nothing that a
+        # later prompt could run under the client's id.
+        try:
+            events = await asyncio.to_thread(_recorded_events, session.settings, session_id)
+            session.recorded = True
+            await session.replay(events)
+            self._refuse_open(session_id)  # a second load of the same id finished first
+        except BaseException:
+            await session.close()
+            raise
+        self.sessions[session_id] = session
         self._spawn(session.open(self._take_spare()))
         return LoadSessionResponse()
 
@@ -114,6 +123,7 @@ class TeachbackAgent:
     # -- helpers ------------------------------------------------------------------------------
 
     def _session_for(self, cwd: str, session_id: str, mcp_servers: list[Any] | None) -> AcpSession:
+        """A session on folder `cwd`, not yet registered."""
         root = Path(cwd)
         if not root.is_absolute() or not root.is_dir():
             raise RequestError.invalid_params({"details": f"cwd {cwd!r} is not an absolute path to a folder"})
@@ -129,8 +139,13 @@ class TeachbackAgent:
                 f"the MCP server(s) {', '.join(skipped)} use SSE, which teachback does not speak; give their "
                 "streamable-HTTP URL instead"
             )
-        self.sessions[session_id] = session
         return session
+
+    def _refuse_open(self, session_id: str) -> None:
+        if session_id in self.sessions:
+            raise RequestError.invalid_request(
+                {"details": f"session {session_id!r} is already open here; send its prompts to it, no load needed"}
+            )
 
     def _session(self, session_id: str) -> AcpSession:
         session = self.sessions.get(session_id)
@@ -195,19 +210,18 @@ def main() -> int:
     """Serve ACP on stdin/stdout until the editor closes them."""
     out = protocol_stream(buffered=False)
     log_to_stderr("teachback-acp")
-    asyncio.run(_serve(out))
+    asyncio.run(_serve(out, TeachbackAgent()))
     return 0
 
 
-async def _serve(out: BinaryIO) -> None:
+async def _serve(out: BinaryIO, agent: TeachbackAgent) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    agent = TeachbackAgent()
     try:
-        await run_agent(agent, writer, reader)
+        await run_agent(agent, LineTransport(reader, writer))  # checks each line before the library sees it
     except ConnectionError as exc:  # the editor closed our output first: it is gone, so are we
         log.info("the editor closed the connection: %s", exc)
     finally:
