@@ -3,8 +3,11 @@ plugins and Emacs agent-shell drive teachback sessions over stdio (see acp_serve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 
-def main() -> int:
+
+def main(broad_workspaces: Sequence[Path] = ()) -> int:
     from acp_server.server import main as serve
 
-    return serve()
+    return serve(broad_workspaces)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from importlib.util import find_spec
 from pathlib import Path
@@ -31,7 +32,7 @@ from acp.schema import (
 from acp_server.prompting import mcp_entries, user_input
 from acp_server.session import AcpSession, ClientOffers, spare_worker
 from acp_server.wire import LINE_LIMIT, LineTransport
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import ConfigError, Settings, load_settings, user_config_path
 from agent.protocol import event_from_dict, new_id
 from agent.remote import RemoteSession, WorkerStopped
 from agent.session_server import log_to_stderr, protocol_stream
@@ -42,8 +43,11 @@ log = logging.getLogger(__name__)
 class TeachbackAgent:
     """The agent side of ACP (acp.interfaces.Agent): sessions by id, each with its own worker."""
 
-    def __init__(self) -> None:
+    def __init__(self, broad_workspaces: Sequence[Path] = ()) -> None:
         self.client: Any = None  # the editor (AgentSideConnection), set on connect
+        # The root or the home folder named by `--workspace`: the only way, beside the user's own
+        # settings, to make one of them a session's folder (an editor's cwd alone never does).
+        self.broad_workspaces = {folder.expanduser().resolve() for folder in broad_workspaces}
         self.offers = ClientOffers()
         self.sessions: dict[str, AcpSession] = {}
         self._spare: RemoteSession | None = None
@@ -128,6 +132,7 @@ class TeachbackAgent:
         if not root.is_absolute() or not root.is_dir():
             raise RequestError.invalid_params({"details": f"cwd {cwd!r} is not an absolute path to a folder"})
         try:
+            self._refuse_broad(root.resolve())
             settings = load_settings(root)
         except ConfigError as exc:
             raise RequestError.invalid_params({"details": f"{exc} Fix the setting, then open a new session."}) from exc
@@ -140,6 +145,24 @@ class TeachbackAgent:
                 "streamable-HTTP URL instead"
             )
         return session
+
+    def _refuse_broad(self, root: Path) -> None:
+        """Refuse the file system's root or the home folder itself as a workspace, unless allowed by
+        `--workspace` or the user's own settings (not the workspace's teachback.toml)."""
+        what = broad_folder(root)
+        if what is None or root in self.broad_workspaces:
+            return
+        allowed = load_settings(None).broad_workspaces  # the user's config and environment only
+        if root in {Path(folder).expanduser().resolve() for folder in allowed}:
+            return
+        raise RequestError.invalid_params(
+            {
+                "details": f"the session's folder {str(root)!r} is {what}: every file under it would be the agent's "
+                "workspace. Open a project folder instead; to allow this one, start the agent with "
+                f"`teachback acp --workspace {root}` in the editor's agent settings, or add broad_workspaces = "
+                f'["{root}"] to {user_config_path()}.'
+            }
+        )
 
     def _refuse_open(self, session_id: str) -> None:
         if session_id in self.sessions:
@@ -192,6 +215,17 @@ def _recorded_events(settings: Settings, session_id: str) -> list[Any]:
     return events
 
 
+def broad_folder(root: Path) -> str | None:
+    """What makes the resolved folder `root` too broad to be a workspace, or None."""
+    if root == Path(root.anchor):
+        return "the file system's root"
+    try:
+        home = Path.home().resolve()
+    except RuntimeError:  # no home folder to protect
+        return None
+    return "your home folder" if root == home else None
+
+
 def _has_mcp() -> bool:
     return find_spec("agent.mcp") is not None
 
@@ -206,11 +240,11 @@ def _version() -> str:
 # -- the process ----------------------------------------------------------------------------------
 
 
-def main() -> int:
+def main(broad_workspaces: Sequence[Path] = ()) -> int:
     """Serve ACP on stdin/stdout until the editor closes them."""
     out = protocol_stream(buffered=False)
     log_to_stderr("teachback-acp")
-    asyncio.run(_serve(out, TeachbackAgent()))
+    asyncio.run(_serve(out, TeachbackAgent(broad_workspaces)))
     return 0
 
 

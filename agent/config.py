@@ -89,6 +89,10 @@ class Settings:
     # Threads the embedded model computes with; 0: the CPUs this process may use, at most 8. Parallel
     # task attempts divide the CPUs between them unless this is set.
     local_threads: int = _number(0)
+    # Folders accepted as an editor's workspace although they are the file system's root or the home
+    # folder itself, which `teachback acp` otherwise refuses as a session's folder. Only the user's config
+    # and the environment count: a workspace's own teachback.toml cannot widen itself.
+    broad_workspaces: tuple[str, ...] = ()
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"

@@ -17,13 +17,22 @@ def lsp_main(args: argparse.Namespace) -> int:
 
 
 def add_acp_arguments(parser: argparse.ArgumentParser) -> None:
-    """The agent reads its settings from the editor's session requests: no options."""
+    """The agent reads its settings from the editor's session requests, but for the folders it accepts."""
+    parser.add_argument(
+        "--workspace",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="accept DIR as a session's folder even though it is the file system's root or your home folder "
+        "(refused otherwise); may be repeated",
+    )
 
 
 def acp_main(args: argparse.Namespace) -> int:
     import acp_server
 
-    return acp_server.main()
+    return acp_server.main(args.workspace)
 
 
 def add_tui_arguments(parser: argparse.ArgumentParser) -> None:
