@@ -27,6 +27,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INTERNAL_ERROR = -32603
 ID_SCAN_LIMIT = 1_000_000  # tokens searched for the id of a message too deep to parse
+NOTIFICATIONS = {"session/cancel"}  # the only notification the agent takes; the library logs others as errors
 
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:,]')
 
@@ -74,11 +75,10 @@ def classify(line: bytes) -> Verdict:
     if _is_response(data):
         return _response(data)
     problem = _depth_problem(data) or _request_problem(data)
-    if problem is None:
-        return Deliver(data)
     if "id" in data:
-        return Refuse(error(data["id"], INVALID_REQUEST, problem))
-    return Drop(problem)
+        return Deliver(_without_meta(data)) if problem is None else Refuse(error(data["id"], INVALID_REQUEST, problem))
+    problem = problem or _notification_problem(data)
+    return Deliver(_without_meta(data)) if problem is None else Drop(problem)
 
 
 def _is_response(data: dict[str, Any]) -> bool:
@@ -116,6 +116,26 @@ def _request_problem(data: dict[str, Any]) -> str | None:
     if not isinstance(data["method"], str):
         return f'"method" must be a string, not {_kind(data["method"])}'
     return None
+
+
+def _notification_problem(data: dict[str, Any]) -> str | None:
+    """Why the library could not handle a notification (it would log a traceback, and answer nothing)."""
+    if data["method"] not in NOTIFICATIONS:
+        return f"the agent takes no notification {_short(data['method'])!r}"
+    params = data.get("params")
+    if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str):
+        return f'{data["method"]} needs params {{"sessionId": "<a session id>"}}'
+    return None
+
+
+def _without_meta(data: dict[str, Any]) -> dict[str, Any]:
+    """The message without its params' `_meta`: the library spreads that object's keys among the
+    handler's arguments, where a key such as `cwd` or `session_id` would replace the real argument,
+    and teachback reads nothing from it."""
+    params = data.get("params")
+    if not isinstance(params, dict) or "_meta" not in params:
+        return data
+    return {**data, "params": {key: value for key, value in params.items() if key != "_meta"}}
 
 
 def _depth_problem(data: Any) -> str | None:
