@@ -60,6 +60,8 @@ def drive(request: pytest.FixtureRequest, git_repo: Path, tmp_path: Path) -> Cal
             "TEACHBACK_APPROVAL": approval,
             "TEACHBACK_LOG_LEVEL": "INFO",
         }
+        if "PYTHONPATH" in os.environ:  # the code under test, in the agent and its workers too
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         full = {
             "command": [str(TEACHBACK), "acp"],
             "env": env,
