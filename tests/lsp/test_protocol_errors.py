@@ -10,6 +10,7 @@ from pygls.uris import from_fs_path
 
 from tests.lsp.raw_client import RawServer, request, status_request
 
+PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 
@@ -112,3 +113,49 @@ async def test_a_known_method_with_bad_params_still_gets_invalid_params(server: 
 async def _status(server: RawServer, msg_id: int) -> dict[str, Any]:
     await server.send(status_request(msg_id))
     return await server.answer(msg_id)
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+# The bodies that once stopped `teachback acp`, framed for the language server: each is refused with
+# the error it deserves (body -> code, the answer's id) and the server answers the next request.
+HOSTILE_BODIES: list[tuple[bytes, int, Any]] = [
+    (b"null", INVALID_REQUEST, None),
+    (b"[]", INVALID_REQUEST, None),
+    (b"[1, 2]", INVALID_REQUEST, None),
+    (b"123", INVALID_REQUEST, None),
+    (b'"str"', INVALID_REQUEST, None),
+    (b"true", INVALID_REQUEST, None),
+    (b"NaN", INVALID_REQUEST, None),
+    (b'[{"jsonrpc": "2.0", "id": 3, "method": "shutdown"}]', INVALID_REQUEST, None),
+    (b'{"jsonrpc": "2.0", "id": 4, "method": ', PARSE_ERROR, None),
+    (b'{"jsonrpc": "2.0", "id": 5, "method": null}', INVALID_REQUEST, 5),
+    (b'{"jsonrpc": "2.0", "id": 6, "method": "shutdown", "params": ' + DEEP + b"}", PARSE_ERROR, None),
+]
+
+
+@pytest.mark.timeout(60)
+async def test_lines_that_are_not_requests_are_refused_and_the_server_goes_on(server: RawServer) -> None:
+    for n, (body, code, msg_id) in enumerate(HOSTILE_BODIES, start=10):
+        await server.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        refused = await server.answer(msg_id)
+        assert refused["error"]["code"] == code, (body[:60], refused)
+        server.seen.remove(refused)  # the next refusal with a null id is a new one
+        assert "result" in await _status(server, n)
+    assert await server.stop() == 0
+
+
+@pytest.mark.timeout(60)
+async def test_every_id_the_server_can_answer_is_answered_as_sent_and_the_rest_leave_it_listening(
+    server: RawServer,
+) -> None:
+    for msg_id in [2**80, "", "x" * 1_000_000, -1]:
+        answer = await _status(server, msg_id)
+        assert "result" in answer and type(answer["id"]) is type(msg_id)
+    for msg_id in [1.5, True, {"a": [1]}, [1, "x"], None]:  # not LSP ids: nothing to answer them with
+        await server.send(status_request(msg_id))
+        assert "result" in await _status(server, 8)
+    for _ in range(2):  # one id twice: each request is answered
+        await server.send(status_request(9))
+    while len([m for m in server.seen if m.get("id") == 9 and "result" in m]) < 2:
+        await server.read_message()
+    assert await server.stop() == 0
