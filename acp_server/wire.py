@@ -7,7 +7,9 @@ and is never answered; a line that is not JSON is logged and its request never a
 no size bound, and an id that is a list or an object in a response crashes the loop. This transport
 (the library's message-level `Transport`) hands the library only requests, notifications and
 responses it can handle, and answers everything else itself, with the request's id exactly as sent
-when it carried one (-32600 Invalid Request, or -32700 Parse error for text that is not JSON).
+when it carried one (-32600 Invalid Request, or -32700 Parse error for text that is not JSON). A
+notification the agent does not take and a malformed one are logged and dropped (JSON-RPC answers
+no notification), and the params' `_meta` is removed before the library spreads it.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ def _without_meta(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _depth_problem(data: Any) -> str | None:
+    """Why `data` nests too deep, or None; walked without recursion, since depth is what is checked."""
     stack = [(data, 1)]
     while stack:
         value, depth = stack.pop()
