@@ -15,7 +15,11 @@ from tests.acp.test_hostile import INITIALIZE, INVALID_PARAMS
 async def _agent(tmp_path: Path, home: Path, *args: str) -> RawAgent:
     env = agent_env(f"scripted/{tmp_path / 'unused.json'}", HOME=str(home))
     agent = await RawAgent.start(tmp_path / "agent.log", env, tmp_path, *args)
-    assert "result" in await agent.request(0, "initialize", INITIALIZE)
+    try:
+        assert "result" in await agent.request(0, "initialize", INITIALIZE)
+    except BaseException:
+        await agent.close()
+        raise
     return agent
 
 

@@ -45,7 +45,11 @@ def _store():
 
 async def _start(tmp_path: Path, cwd: Path, script: str = "noisy_turn.json", *args: str, **env: str) -> RawAgent:
     agent = await RawAgent.start(tmp_path / "agent.log", agent_env(f"scripted/{DATA / script}", **env), cwd, *args)
-    assert "result" in await agent.request(0, "initialize", INITIALIZE)
+    try:
+        assert "result" in await agent.request(0, "initialize", INITIALIZE)
+    except BaseException:
+        await agent.close()
+        raise
     return agent
 
 
