@@ -82,7 +82,7 @@ class RawAgent:
             for at, message in enumerate(self.responses):
                 if id_key(message["id"]) == id_key(msg_id):
                     return self.responses.pop(at)
-            await self._read(deadline, f"an answer to id {id_key(msg_id)[:80]}")
+            await self._read(deadline, f"answer to id {id_key(msg_id)[:80]}")
 
     async def drain_answers(self, count: int, timeout: float = READ_TIMEOUT) -> list[dict[str, Any]]:
         """The next `count` answers, whatever their ids."""
