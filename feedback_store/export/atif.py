@@ -27,10 +27,11 @@ from feedback_store.export.export_io import Sink
 from feedback_store.export.format_table import TRAJECTORIES
 from feedback_store.hashing import canonical_json
 from feedback_store.provenance import Origins, content_key
+from feedback_store.read_only import open_read_only
 from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
 from feedback_store.sharing import resolve
-from feedback_store.store import Store, open_store, parse_since
+from feedback_store.store import Store, parse_since
 
 SCHEMA_VERSION = "ATIF-v1.6"
 
@@ -52,7 +53,7 @@ def export_atif(
     left: Counter[str] = Counter()
     seen: set[str] = set()
     with ExitStack() as stack:
-        stores = [stack.enter_context(open_store(p)) for p in db_paths]
+        stores = [stack.enter_context(open_read_only(p)) for p in db_paths]
         sink = stack.enter_context(Sink(out, parquet=False))
         for store in stores:
             shares = resolve(store.query) if shared_only else {}

@@ -37,11 +37,12 @@ from feedback_store.export.formats import Example, Left, Options, session_canoni
 from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.export.views import TEMPLATES, Memo
 from feedback_store.provenance import Origins, content_key
+from feedback_store.read_only import open_read_only
 from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
 from feedback_store.rows import Pair
 from feedback_store.sharing import resolve
-from feedback_store.store import Store, open_store
+from feedback_store.store import Store
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
@@ -128,7 +129,7 @@ def export(
     report = LengthReport(counter.name, max_tokens)
     tally = _Tally()
     with ExitStack() as stack:
-        stores = [stack.enter_context(open_store(path)) for path in db_paths]
+        stores = [stack.enter_context(open_read_only(path)) for path in db_paths]
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
         examples = _examples(stores, filters, options, once, tally, progress, form.accepted_edits, shared_only)
         _fill(sinks, examples, form, once, counter, report, tally, test_fraction)
