@@ -10,6 +10,7 @@ file is then opened `immutable=1`, which reads the database file alone.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from pathlib import Path
 
@@ -27,9 +28,10 @@ OPEN_MODES = ("mode=ro", "immutable=1")
 
 
 def open_read_only(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
-    """The feedback database at `path` for reading only. A path with no file yet is a new, empty
-    store (opened as `open_store` opens it); a store whose schema is older than this teachback's is
-    refused with what to do, since upgrading it would write it."""
+    """The feedback database at `path` for reading only. A path with no file yet, or a store whose
+    schema this teachback must first set up or upgrade, is opened as `open_store` opens it (which
+    writes it) where the file and its folder are writable; where they are not, an empty file reads
+    as an empty store and an older schema is refused with what to do."""
     path = Path(path).expanduser()
     if not path.is_file():
         return open_store(path, timeout=timeout)
@@ -46,13 +48,20 @@ def open_read_only(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Sto
     except StoreError:
         conn.close()
         raise
+    if not missing:
+        return Store(db, path, wait=timeout)
+    conn.close()
+    if _writable(path):
+        return open_store(path, timeout=timeout)
     if not tables:
-        conn.close()
         return _empty(path)
-    if missing:
-        conn.close()
-        raise _too_old(path, missing)
-    return Store(db, path, wait=timeout)
+    raise _too_old(path, missing)
+
+
+def _writable(path: Path) -> bool:
+    """The file and its folder take writes (access() also answers no for an immutable file and a
+    read-only file system)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def _connect(path: Path, timeout: float) -> sqlite3.Connection:
@@ -106,7 +115,7 @@ def _empty(path: Path) -> Store:
 def _too_old(path: Path, missing: list[str]) -> StoreError:
     return StoreError(
         f"{path} was written by an older teachback (its schema lacks {', '.join(missing)}). This command "
-        "only reads, and upgrading a store writes it. Upgrade a copy and read that (cp "
-        f"'{path}' feedback-copy.db && teachback doctor --db feedback-copy.db, then --db feedback-copy.db), "
-        "or run teachback doctor --db on the store itself where it is writable."
+        "only reads, and it cannot upgrade the store: the file or its folder takes no writes. Read a "
+        f"copy instead (cp '{path}' feedback-copy.db && chmod u+w feedback-copy.db, then --db "
+        "feedback-copy.db: the copy is upgraded when opened), or run teachback doctor --db on the store where it is writable."
     )

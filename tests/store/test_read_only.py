@@ -129,28 +129,38 @@ def test_writes_on_a_read_only_store_are_refused(share: Path) -> None:
     assert digest(db) == before
 
 
-def test_an_older_store_is_not_upgraded_by_a_read(tmp_path: Path, capsys) -> None:
-    db = tmp_path / "old.db"
-    old = sqlite_utils.Database(db)
+def older_store(path: Path) -> Path:
+    """A store as the first schema left it."""
+    old = sqlite_utils.Database(path)
     old.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at REAL)")
-    (first, migration), *later = MIGRATIONS
+    name, migration = MIGRATIONS[0]
     migration(old)
-    old.execute("INSERT INTO migrations VALUES (?, 0)", (first,))
+    old.execute("INSERT INTO migrations VALUES (?, 0)", (name,))
     old.conn.commit()
     old.close()
+    return path
+
+
+def test_an_older_store_it_cannot_write_is_refused_with_what_to_do(share: Path, capsys) -> None:
+    db = older_store(share / "old.db")
     before = digest(db)
-    assert main(["stats", "--db", str(db)]) == 1
+    with Unwritable(db, share):
+        assert main(["stats", "--db", str(db)]) == 1
+        assert main(["export", "--db", str(db), "--format", "sdpo", "--out", str(share.parent / "o.jsonl")]) == 1
     err = capsys.readouterr().err
-    assert "older teachback" in err and later[-1][0] in err and "teachback doctor --db" in err
+    assert err.count("older teachback") == 2 and MIGRATIONS[-1][0] in err and "chmod u+w" in err
     assert "Traceback" not in err
     assert digest(db) == before
-    open_store(db).close()  # a writing command upgrades it; then it reads
+    # Where it may be written, a store command upgrades it, as it always has.
     assert main(["stats", "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sessions"] == 0
+    assert digest(db) != before
 
 
-def test_an_empty_file_reads_as_an_empty_store_and_stays_empty(tmp_path: Path, capsys) -> None:
-    db = tmp_path / "empty.db"
+def test_an_empty_file_it_cannot_write_reads_as_an_empty_store(share: Path, capsys) -> None:
+    db = share / "empty.db"
     db.touch()
-    assert main(["stats", "--db", str(db), "--json"]) == 0
+    with Unwritable(db, share):
+        assert main(["stats", "--db", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sessions"] == 0
     assert db.read_bytes() == b""
