@@ -2,7 +2,8 @@
 
 A store the user may not write (a teammate's on a share, a CI artifact, a file on a read-only file
 system) must still be readable, and reading must change nothing: the file is opened with SQLite's
-`mode=ro`, never migrated, and every write on the connection is refused. A WAL database opened
+`mode=ro` and every write on the connection is refused. Only a store whose schema is behind and
+that the user may write is upgraded, by opening it as every other command does. A WAL database opened
 `mode=ro` still needs its `-shm` file, which SQLite cannot create in a folder it may not write; the
 file is then opened `immutable=1`, which reads the database file alone.
 """

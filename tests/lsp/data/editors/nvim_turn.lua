@@ -36,7 +36,8 @@ local ok, err = pcall(function()
   vim.cmd("edit " .. vim.fn.fnameescape(file))
   local buf = vim.api.nvim_get_current_buf()
   local function client()
-    for _, found in pairs(vim.lsp.buf_get_clients(buf)) do
+    local attached = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = buf }) or vim.lsp.buf_get_clients(buf)
+    for _, found in pairs(attached) do
       if found.name == "teachback" then return found end
     end
   end
