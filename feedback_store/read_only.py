@@ -83,8 +83,11 @@ def _connect(path: Path, timeout: float) -> sqlite3.Connection:
         if mode == "immutable=1" and _has_log(path):
             log.warning(
                 "%s is read as it was last checkpointed: its -wal file cannot be used without a writable "
-                "folder, so commits still in that file are not shown.",
+                "folder, so commits still in that file are not shown. To see them, copy %s and %s-wal "
+                "together into a writable folder and read the copy.",
                 path,
+                path.name,
+                path.name,
             )
         return conn
     raise AssertionError("unreachable: the last mode returns or raises")
