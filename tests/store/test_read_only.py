@@ -164,3 +164,21 @@ def test_an_empty_file_it_cannot_write_reads_as_an_empty_store(share: Path, caps
         assert main(["stats", "--db", str(db), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sessions"] == 0
     assert db.read_bytes() == b""
+
+
+def test_a_log_file_it_cannot_use_is_named_with_what_to_do(tmp_path: Path, caplog, capsys) -> None:
+    """A copy of a store taken while it was open: its -wal file holds the commits, and with no -shm
+    beside it in a folder that takes no writes, only the database file can be read."""
+    live, artifact = tmp_path / "live", tmp_path / "artifact"
+    live.mkdir()
+    artifact.mkdir()
+    store = open_store(live / "f.db")
+    store.db.conn.execute("PRAGMA wal_autocheckpoint = 0")
+    Recorder(store).record_many(mixed_session().events)
+    for name in ("f.db", "f.db-wal"):
+        shutil.copy(live / name, artifact / name)
+    store.close()
+    with Unwritable(artifact / "f.db", artifact / "f.db-wal", artifact):
+        assert main(["stats", "--db", str(artifact / "f.db"), "--json"]) == 0
+    assert "commits still in that file are not shown" in caplog.text and "f.db-wal" in caplog.text
+    assert sorted(p.name for p in artifact.iterdir()) == ["f.db", "f.db-wal"]
