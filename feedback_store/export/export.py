@@ -130,8 +130,7 @@ def export(
     tally = _Tally()
     with ExitStack() as stack:
         stores = [stack.enter_context(open_read_only(path)) for path in db_paths]
-        # What every text goes through: the workspace folders made the placeholder root, then redaction.
-        scrub = unrooted(redactor, stores)
+        scrub = unrooted(redactor, stores)  # the workspace folders as the placeholder root, then redaction
         once = OncePerText(scrub) if redactor else scrub
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
         examples = _examples(stores, filters, options, once, tally, progress, form.accepted_edits, shared_only)
