@@ -245,7 +245,9 @@ class CallRunner:
         )
         if decision.approved:
             return None
-        reason = f" Their reason: {decision.comment}" if decision.comment else ""
+        comment = (decision.comment or "").strip()
+        # The reason is the user's own words: it gets the full stop they may have left off.
+        reason = f" Their reason: {comment}{'' if comment.endswith(('.', '!', '?')) else '.'}" if comment else ""
         return f"The user declined this {action}; nothing was changed.{reason} Adjust your approach accordingly."
 
     async def _apply(self, result: ToolResult, call_id: str, cause: str) -> None:

@@ -157,7 +157,8 @@ class Workspace:
         if not is_inside(self.root, resolved):
             hint = self._inside_twin(Path(path))
             raise WorkspaceError(
-                f"{path!r} is outside the workspace {self.root}. Use a path relative to the workspace "
+                # "the workspace", never its folder: this text is feedback that is recorded and exported.
+                f"{path!r} is outside the workspace. Use a path relative to the workspace "
                 "root, without '..' and without symlinks that lead out of it."
                 + (f" Did you mean {hint!r}?" if hint else ""),
                 "outside_workspace",

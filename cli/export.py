@@ -191,11 +191,11 @@ def stats_main(args: argparse.Namespace) -> int:
     import json
 
     from feedback_store.errors import StoreError
+    from feedback_store.read_only import open_read_only
     from feedback_store.stats import format_stats
-    from feedback_store.store import open_store
 
     try:
-        with open_store(args.db or configured_db()) as store:
+        with open_read_only(args.db or configured_db()) as store:
             stats = store.stats()
     except StoreError as exc:
         print(f"teachback stats: {exc}", file=sys.stderr)

@@ -74,15 +74,19 @@ def open_store(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
         db = sqlite_utils.Database(conn, execute_plugins=False)
         if db.table_names() and "migrations" not in db.table_names():
             conn.close()
-            raise StoreError(
-                f"{path} is an SQLite database of another program, not a teachback feedback "
-                "database; teachback leaves it alone. Point --db / TEACHBACK_DB at another file."
-            )
+            raise not_ours(path)
         migrate(db)
     except sqlite3.Error as exc:
         conn.close()
         raise explain(exc, path) from exc
     return Store(db, path, wait=timeout)
+
+
+def not_ours(path: Path) -> StoreError:
+    return StoreError(
+        f"{path} is an SQLite database of another program, not a teachback feedback "
+        "database; teachback leaves it alone. Point --db / TEACHBACK_DB at another file."
+    )
 
 
 def explain(exc: sqlite3.Error, path: Path) -> StoreError:

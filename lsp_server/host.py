@@ -183,6 +183,8 @@ class AgentHost:
             turn, self.turn = self.turn, None
             self.pending.clear()
             self.editor.progress_end(turn.progress, "done")
+        if finished.reason == "error":  # the answer alone is easy to miss: most editors show only messages
+            self.editor.show(f"teachback: the turn failed: {finished.summary}", types.MessageType.Error)
         self.last_edits = turn.edits
         await self.flush_corrections()
         for change in changes:

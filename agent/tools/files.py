@@ -179,10 +179,15 @@ def list_files(ctx: ToolContext, path: str | None = None, glob: str | None = Non
         base = ctx.workspace.resolve(path or ".")
     except WorkspaceError as exc:
         return error(str(exc), exc.kind, target=path)
-    if not base.is_dir():
-        return error(f"{path} is not a directory. Use read_file to read a file.", "not_found", target=path)
-    files = [f for f in workspace_files(ctx.workspace.root, base) if _glob_ok(f, glob)]
     rel = ctx.workspace.relative(base)
+    if not base.is_dir():
+        # Worded as read_file words the same path, so feedback and lessons say one thing about it.
+        if not ctx.workspace.exists(base):
+            return error(
+                f"{rel} does not exist. Use list_files or search to find the right path.", "not_found", target=path
+            )
+        return error(f"{rel} is a file, not a directory; use read_file to read it.", "failed", target=path)
+    files = [f for f in workspace_files(ctx.workspace.root, base) if _glob_ok(f, glob)]
     if not files:
         return ToolResult(f"No files under {rel}" + (f" match {glob!r}." if glob else "."), target=rel)
     shown = files[:MAX_LISTED]

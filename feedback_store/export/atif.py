@@ -25,12 +25,14 @@ from feedback_store.errors import StoreError
 from feedback_store.export.card import CardInfo, write_card
 from feedback_store.export.export_io import Sink
 from feedback_store.export.format_table import TRAJECTORIES
+from feedback_store.export.unroot import Unrooted, unrooted
 from feedback_store.hashing import canonical_json
 from feedback_store.provenance import Origins, content_key
+from feedback_store.read_only import open_read_only
 from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
 from feedback_store.sharing import resolve
-from feedback_store.store import Store, open_store, parse_since
+from feedback_store.store import Store, parse_since
 
 SCHEMA_VERSION = "ATIF-v1.6"
 
@@ -52,15 +54,16 @@ def export_atif(
     left: Counter[str] = Counter()
     seen: set[str] = set()
     with ExitStack() as stack:
-        stores = [stack.enter_context(open_store(p)) for p in db_paths]
+        stores = [stack.enter_context(open_read_only(p)) for p in db_paths]
         sink = stack.enter_context(Sink(out, parquet=False))
+        scrub = unrooted(redactor, stores)  # the workspace folders as the placeholder root, then redaction
         for store in stores:
             shares = resolve(store.query) if shared_only else {}
             for session_id in _sessions(store, include_flagged, model, since):
                 if shared_only and not shares[session_id].shared:
                     left[shares[session_id].reason] += 1
                     continue
-                record = trajectory(store, session_id, redactor)
+                record = trajectory(store, session_id, scrub)
                 key = record["extra"]["provenance"]["content_hash"]
                 if key in seen:
                     left["duplicates (the same session in several databases)"] += 1
@@ -109,7 +112,7 @@ def _sessions(store: Store, include_flagged: bool, model: str | None, since: flo
     return [r["id"] for r in rows if store.query("SELECT 1 FROM messages WHERE session_id = ? LIMIT 1", (r["id"],))]
 
 
-def trajectory(store: Store, session_id: str, redactor: Redactor | None) -> dict[str, Any]:
+def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | None) -> dict[str, Any]:
     rows = store.query(
         """SELECT m.seq, m.message, e.ts FROM messages m LEFT JOIN events e ON e.id = m.event_id
            WHERE m.session_id = ? ORDER BY m.seq""",
@@ -228,7 +231,7 @@ def _usage(store: Store, session_id: str) -> dict[int, dict[str, Any]]:
     return {r["seq"]: r for r in rows}
 
 
-def _pairs(store: Store, session_id: str, redactor: Redactor | None) -> dict[int, list[dict[str, Any]]]:
+def _pairs(store: Store, session_id: str, redactor: Redactor | Unrooted | None) -> dict[int, list[dict[str, Any]]]:
     out: dict[int, list[dict[str, Any]]] = {}
     for p in store.query(
         """SELECT id, source, tool, error_kind, feedback, completion_seq, correction_seq FROM pairs

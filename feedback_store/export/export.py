@@ -35,13 +35,15 @@ from feedback_store.export.export_io import (
 from feedback_store.export.format_table import FORMATS, Format
 from feedback_store.export.formats import Example, Left, Options, session_canonical, template_of
 from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
+from feedback_store.export.unroot import Unrooted, unrooted
 from feedback_store.export.views import TEMPLATES, Memo
 from feedback_store.provenance import Origins, content_key
+from feedback_store.read_only import open_read_only
 from feedback_store.recording.renders import Renders
 from feedback_store.redact import Redactor
 from feedback_store.rows import Pair
 from feedback_store.sharing import resolve
-from feedback_store.store import Store, open_store
+from feedback_store.store import Store
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
@@ -121,14 +123,15 @@ def export(
     filters = dict(source=source, since=since, model=model, include_flagged=include_flagged)
     options = Options(template=template, compact_tools=compact_tools)
     redactor = Redactor() if redact else None
-    once = OncePerText(redactor) if redactor else None
     # `tokenizer`: a counter (the command line builds the embedded model's when --max-tokens decides
     # what is left out) or the estimate; the length report says which.
     counter = counter_of(tokenizer)
     report = LengthReport(counter.name, max_tokens)
     tally = _Tally()
     with ExitStack() as stack:
-        stores = [stack.enter_context(open_store(path)) for path in db_paths]
+        stores = [stack.enter_context(open_read_only(path)) for path in db_paths]
+        scrub = unrooted(redactor, stores)  # the workspace folders as the placeholder root, then redaction
+        once = OncePerText(scrub) if redactor else scrub
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
         examples = _examples(stores, filters, options, once, tally, progress, form.accepted_edits, shared_only)
         _fill(sinks, examples, form, once, counter, report, tally, test_fraction)
@@ -208,7 +211,7 @@ def _fill(
     sinks: dict[str, Sink],
     examples: Iterator[Example],
     form: Format,
-    redactor: OncePerText | None,
+    redactor: OncePerText | Unrooted | None,
     counter: TokenCounter,
     report: LengthReport,
     tally: _Tally,
@@ -262,7 +265,7 @@ def _examples(
     stores: list[Store],
     filters: dict[str, Any],
     options: Options,
-    redactor: OncePerText | None,
+    redactor: OncePerText | Unrooted | None,
     tally: _Tally,
     progress: Progress | None,
     with_accepted: bool,
@@ -327,7 +330,7 @@ def _examples(
                 )
 
 
-def _fix_ids(renders: Renders, pair: Pair, fit: Fit, redactor: OncePerText | None) -> list[int] | None:
+def _fix_ids(renders: Renders, pair: Pair, fit: Fit, redactor: OncePerText | Unrooted | None) -> list[int] | None:
     """The token ids the model sampled for the fit, when the fit is a whole recorded reply of a
     model whose ids were recorded and redaction leaves its text as it is."""
     if fit.seq is None or fit.message is None:

@@ -172,7 +172,10 @@ def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, redactor: Reda
             else one_line(redactor.redact(content), FIX_CHARS) or None
         )
     call = next((c for c in calls if c.get("name") == tool), calls[0])
-    return one_line(f"{call.get('name')}({_short_arguments(call.get('arguments') or '', redactor)})", FIX_CHARS)
+    # Values are quoted as JSON, whitespace as sent (a lesson says to copy old_text exactly); only a
+    # line break, which would split the lesson's line, becomes a space.
+    text = clip(f"{call.get('name')}({_short_arguments(call.get('arguments') or '', redactor)})", FIX_CHARS)
+    return text.replace("\r", " ").replace("\n", " ")
 
 
 def _short_arguments(arguments: str, redactor: Redactor) -> str:

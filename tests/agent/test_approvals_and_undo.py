@@ -78,6 +78,25 @@ async def test_ask_mode_waits_for_the_user_and_a_refusal_changes_nothing(git_rep
     assert finished.reason == "answered"
 
 
+async def test_a_denial_quotes_the_reason_as_a_sentence(git_repo, script):
+    model = script(
+        turn(call("run_command", {"command": "echo one"})),
+        turn(call("run_command", {"command": "echo two"})),
+        turn(call("run_command", {"command": "echo three"})),
+    )
+    session = open_session(git_repo, Settings(model=model, approval="ask"))
+    events = []
+    session.subscribe(events.append)
+    await _answering(session, [(False, "do not run echo "), (False, "Never!"), (False, None)])
+    await session.run(UserInput(text="say things"))
+    assert [e.result for e in events if isinstance(e, ToolCallFinished)] == [
+        "The user declined this command; nothing was changed. Their reason: do not run echo. "
+        "Adjust your approach accordingly.",
+        "The user declined this command; nothing was changed. Their reason: Never! Adjust your approach accordingly.",
+        "The user declined this command; nothing was changed. Adjust your approach accordingly.",
+    ]
+
+
 async def test_read_only_refuses_edits(git_repo, script, run_agent):
     model = script(turn(call("create_file", {"path": "new.py", "content": "x = 1\n"})))
     run = await run_agent(git_repo, model, approval="read-only")

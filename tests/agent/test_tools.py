@@ -76,6 +76,16 @@ def test_list_files_honours_gitignore(git_repo, ctx):
     assert list_files.fn(ctx, glob="*.py").output.splitlines() == ["app.py", "src/mod.py", "util.py"]
 
 
+def test_list_files_words_a_missing_path_as_read_file_does_and_a_file_as_a_file(git_repo, ctx):
+    missing = list_files.fn(ctx, "src/nope")
+    read = read_file.fn(ctx, "src/nope")
+    assert missing.error_kind == read.error_kind == "not_found"
+    assert missing.output == read.output == "src/nope does not exist. Use list_files or search to find the right path."
+    a_file = list_files.fn(ctx, "./app.py")
+    assert a_file.error_kind == "failed"
+    assert a_file.output == "app.py is a file, not a directory; use read_file to read it."
+
+
 def test_list_files_outside_git_uses_gitignore_too(tmp_path):
     (tmp_path / ".gitignore").write_text("build/\n*.tmp\n")
     (tmp_path / "build").mkdir()

@@ -40,6 +40,8 @@ def test_escapes_are_refused_for_every_tool(ctx, path):
     ):
         assert result.error_kind == "outside_workspace", result.output
         assert not result.changes
+        # The feedback says "the workspace" and never names its folder.
+        assert str(ctx.workspace.root) not in result.output and ctx.workspace.root.name not in result.output
 
 
 def test_symlink_out_is_refused(git_repo, ctx, tmp_path):

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.lsp.harness import DATA, scripted
+from tests.lsp.harness import DATA, REPO, scripted
 
 SCRIPTS = DATA / "editors"
 EDITOR_TIMEOUT = 180  # seconds for the whole editor run: start, a turn, a save
@@ -53,6 +53,16 @@ def run_editor(argv: list[str], cwd: Path, env: dict[str, str], result: Path) ->
     output = f"exit status {completed.returncode}\nstdout:\n{completed.stdout}\nstderr:\n{completed.stderr}"
     assert result.exists(), f"the editor wrote no findings to {result}\n{output}"
     return json.loads(result.read_text()) | {"output": output}
+
+
+def readme_snippet(marker: str) -> str:
+    """The code block that follows `<!-- marker -->` in README.md, exactly as written there."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    tag = f"<!-- {marker} -->\n"
+    assert tag in readme, f"README.md has no {tag.strip()} before the snippet it marks"
+    block = readme.split(tag, 1)[1]
+    assert block.startswith("```"), f"{tag.strip()} must be followed by a code block"
+    return block.split("\n", 1)[1].split("\n```\n", 1)[0] + "\n"
 
 
 def turn_env(git_repo: Path, tmp_path: Path) -> dict[str, str]:

@@ -130,3 +130,14 @@ async def test_fix_action_puts_the_diagnostics_in_the_prompt(git_repo: Path, tmp
         assert "name 'nme' is not defined [pyflakes]" in started["message"]["content"]
         assert started["context"][0]["path"] == "app.py"
         assert started["context"][0]["start_line"] == 2
+
+
+@pytest.mark.timeout(90)
+async def test_a_turn_that_fails_is_shown_as_an_error_message(git_repo: Path, tmp_path: Path) -> None:
+    async with lsp_session(git_repo, options(tmp_path, "model_fails.json")) as (client, editor):
+        result = await command(client, "teachback.ask", {"instruction": "tidy up"})
+
+        assert result["reason"] == "error"
+        errors = [m for m in client.messages if m.type == types.MessageType.Error]
+        assert [m.message for m in errors] == [f"teachback: the turn failed: {result['summary']}"]
+        assert "failed (auth)" in result["summary"]

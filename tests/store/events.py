@@ -55,12 +55,14 @@ class FakeSession:
         self.ts += 1.0
         return self.ts
 
-    def start(self, system: str = "You are a careful coding agent.", tools: list | None = None) -> FakeSession:
+    def start(
+        self, system: str = "You are a careful coding agent.", tools: list | None = None, workspace: str = "/work/proj"
+    ) -> FakeSession:
         self._add(
             SessionStarted(
                 session_id=self.id,
                 ts=self._when(),
-                workspace="/work/proj",
+                workspace=workspace,
                 model=self.model,
                 frontend="test",
                 system_prompt=system,

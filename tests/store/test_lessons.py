@@ -62,6 +62,18 @@ async def test_a_failure_and_its_fix_become_one_short_lesson(git_repo, script, t
     assert len(text) < 400 and lessons[0]["corrected"] == 2
 
 
+async def test_a_lesson_quotes_old_text_with_its_whitespace(git_repo, script, tmp_path):
+    indented = {"path": "app.py", "old_text": "name):\n    return 'Hello, '", "new_text": "name):\n  return 'Hi, '"}
+    edits = [call("edit_file", {**indented, "old_text": "name):\n  return 'Hello, '"}), call("edit_file", indented)]
+    store = open_store(tmp_path / "f.db")
+    await record(store, git_repo, script(*(turn(c) for c in edits)))
+    assert refresh(store) == 1
+    text = store.query("SELECT text FROM lessons")[0]["text"]
+    # The working old_text exactly as JSON quotes it: its four spaces are four spaces.
+    assert "old_text=\"name):\\n    return 'Hello, '\"" in text, text
+    assert "new_text=\"name):\\n  return 'Hi, '\"" in text and "\n" not in text
+
+
 async def test_lessons_are_redacted(git_repo, script, tmp_path, capsys):
     store = open_store(tmp_path / "f.db")
     command = f"no-such-deploy --token {TOKEN}"

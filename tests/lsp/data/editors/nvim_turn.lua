@@ -1,8 +1,11 @@
--- Drive `teachback lsp` from Neovim (0.7+ APIs), headless. Environment as for eglot_turn.el.
--- Neovim's own "file changed" checks run through FileChangedShell (recorded here instead of a
--- question) and its :write check; every finding goes to TB_RESULT as JSON.
+-- Drive `teachback lsp` from a headless Neovim through the README's own configuration (TB_SNIPPET,
+-- copied from README.md as written): opening a file starts the server, and the README's <leader>ta
+-- keymap asks for a turn. The answer to its prompt comes from TB_INSTRUCTION (vim.ui.input is the
+-- hook plugins replace too); what vim.notify shows is collected. Neovim's own "file changed" checks
+-- run through FileChangedShell (recorded here instead of a question) and its :write check; every
+-- finding goes to TB_RESULT as JSON.
 local env = vim.env
-local findings = { questions = {} }
+local findings = { questions = {}, notes = {} }
 
 local function disk_text(path)
   local handle = assert(io.open(path, "rb"))
@@ -21,33 +24,29 @@ vim.api.nvim_create_autocmd("FileChangedShell", {
     vim.v.fcs_choice = ""
   end,
 })
+vim.notify = function(message, level)
+  table.insert(findings.notes, { message = message, level = level or vim.log.levels.INFO })
+end
+vim.ui.input = function(_, on_confirm) on_confirm(env.TB_INSTRUCTION) end
 
 local ok, err = pcall(function()
+  vim.cmd("filetype on") -- as in a usual start (-u NONE leaves it off)
+  dofile(env.TB_SNIPPET)
   local file = env.TB_FILE
   vim.cmd("edit " .. vim.fn.fnameescape(file))
   local buf = vim.api.nvim_get_current_buf()
-  local ready = false
-  local client_id = vim.lsp.start_client({
-    name = "teachback",
-    cmd = { env.TB_SERVER, "lsp" },
-    root_dir = vim.fn.fnamemodify(file, ":h"),
-    init_options = { model = env.TB_MODEL, approval = "full-auto", db = env.TB_DB },
-    on_init = function() ready = true end,
-  })
-  assert(client_id, "the language server did not start")
-  vim.lsp.buf_attach_client(buf, client_id)
-  assert(vim.wait(30000, function() return ready end, 50), "no answer to initialize within 30 s")
-  local client = vim.lsp.get_client_by_id(client_id)
+  local function client()
+    local attached = vim.lsp.get_clients and vim.lsp.get_clients({ bufnr = buf }) or vim.lsp.buf_get_clients(buf)
+    for _, found in pairs(attached) do
+      if found.name == "teachback" then return found end
+    end
+  end
+  assert(vim.wait(30000, function() return client() ~= nil and client().initialized end, 50),
+    "the README's configuration started no teachback client within 30 s")
+  findings.rootDir = client().config.root_dir
 
-  local answer
-  client.request("workspace/executeCommand", {
-    command = "teachback.ask",
-    arguments = { { instruction = "greet with an exclamation mark", uri = vim.uri_from_bufnr(buf) } },
-  }, function(request_err, result) answer = { err = request_err, result = result } end, buf)
-  assert(vim.wait(120000, function() return answer ~= nil end, 50), "no answer to teachback.ask within 120 s")
-  assert(answer.err == nil, "teachback.ask failed: " .. vim.inspect(answer.err))
-  findings.applied = answer.result.applied
-  findings.reason = answer.result.reason
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("<leader>ta", true, false, true), "mx", false)
+  assert(vim.wait(120000, function() return #findings.notes > 0 end, 50), "the keymap showed no result within 120 s")
 
   findings.buffer = buffer_text(buf)
   findings.modified = vim.bo[buf].modified
@@ -59,7 +58,7 @@ local ok, err = pcall(function()
   vim.cmd("write")
   findings.diskAfterSave = disk_text(file)
   findings.modifiedAfterSave = vim.bo[buf].modified
-  vim.lsp.stop_client(client_id)
+  vim.lsp.stop_client(client().id)
 end)
 if not ok then findings.error = tostring(err) end
 
