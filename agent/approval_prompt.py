@@ -6,6 +6,7 @@ import asyncio
 import sys
 from typing import TextIO
 
+from agent.approval import UNANSWERED
 from agent.protocol import ApprovalDecision, ApprovalRequested, Event
 
 
@@ -36,10 +37,7 @@ class TerminalApprover:
         self.stderr.flush()
         line = self.stdin.readline()
         if not line:
-            return False, (
-                "Nobody answered the approval prompt. Run with --approval full-auto (or auto-edit) "
-                "to allow this without asking."
-            )
+            return False, UNANSWERED
         if line.strip().lower() in ("y", "yes"):
             return True, None
         self.stderr.write("Reason (optional, the agent will read it): ")
