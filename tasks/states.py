@@ -5,10 +5,12 @@ A state is one recorded model call: the conversation and tool schemas the model 
 prompt tokens, as recorded for the embedded model), the task's sealed workspace with the session's
 edits up to that call, and what the session's loop guards knew at that moment. A sample is one
 more reply drawn there (seed k, the session's temperature, at most `cap` tokens); its label comes
-from running its calls as the session would: the schema check, the repeated-call and cycle guards
-against the recorded prefix, the approval policy, reads, listings and searches for real, edits
-applied to the copy, commands with a short timeout, and a `finish` graded by the task's tests.
-Edits are replayed; what a recorded command changed on disk is not.
+from running its calls through the session's own call path (agent.call_path), unattended: the
+schema check, the repeated-call and cycle guards against the recorded prefix, the approval policy
+(an ask is declined, as in a headless run nobody answers), reads, listings and searches for real,
+edits applied to the copy, commands with a short timeout, and a `finish` graded by the task's tests
+(on the sealed files, where they fail by construction, premature without running them). Edits are
+replayed; what a recorded command changed on disk is not.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from agent.loop_guard import call_key
 from agent.protocol import CALL_ERRORS, FAILING_COMMAND, SCHEMA_ERRORS, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
+from agent.toolkit import ToolResult
 
 DEFAULT_CAP = 256  # tokens per sampled reply: a call needs a few dozen; a reply cut here is flagged cut_off
 COMMAND_TIMEOUT = 20.0  # seconds for a sampled command (the session's own limit is longer)
@@ -268,23 +271,29 @@ async def label_reply(
     guard = LoopGuard.resumed(state.previous_step, state.turn_calls, state.edit_count)
     path = CallPath(context, ApprovalPolicy.from_settings(settings), guard)
     found: list[Label] = []
+    sealed = not state.edits  # the copy holds the sealed files: a recorded command's changes are not replayed
     for call in calls:
         name = call["function"]["name"]
         prepared = prepare(toolbox, name, read_arguments(call["function"].get("arguments") or ""))
         result = await path.result(prepared, UNATTENDED)
         this = _result_label(name, result.ok, result.error_kind, result.exit_code, result.target)
         if this.kind == FINISHED:
-            this = Label(FINISHED if _tests_pass(task, task_file, workspace) else PREMATURE, this.tools)
+            this = Label(_finish_label(task, task_file, workspace, sealed), this.tools)
+        sealed = sealed and (isinstance(prepared, ToolResult) or prepared.tool.action in ("read", "finish"))
         found.append(this)
         if name == "finish" and result.ok:
             break
     return reply_label(found)
 
 
-def _tests_pass(task: Any, task_file: Path, workspace: Path) -> bool:
+def _finish_label(task: Any, task_file: Path, workspace: Path, sealed: bool) -> str:
+    """How a `finish` ends: graded by the task's tests. On the sealed files (no edit, no command
+    since) the task's FAIL_TO_PASS tests fail by construction, so it is premature without running them."""
     from tasks.grade import grade
 
-    return grade(task, task_file, workspace).reward == 1.0
+    if sealed and task.FAIL_TO_PASS:
+        return PREMATURE
+    return FINISHED if grade(task, task_file, workspace).reward == 1.0 else PREMATURE
 
 
 # ---------------------------------------------------------------------------------------------
