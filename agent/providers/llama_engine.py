@@ -325,7 +325,7 @@ def generate(
     outcome.prompt_token_ids = list(prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     held, pending_logprobs = "", []
-    # Asked for by seed: the same reply as from a fresh start.
+    # Asked for by seed, a reply is the same as from a fresh start, whatever was asked before.
     outcome.prompt_evaluated = _prefill(engine, prompt, seeded=params.get("seed") is not None)
     llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
     tokens = llm.generate(
