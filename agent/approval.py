@@ -12,6 +12,10 @@ from agent.config import Settings
 
 Verdict = Literal["allow", "ask", "deny"]
 Rules = tuple[str, ...]
+# Why a request was declined when nobody answered it (a headless run at the end of its input).
+UNANSWERED = (
+    "Nobody answered the approval prompt. Run with --approval full-auto (or auto-edit) to allow this without asking."
+)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import asyncio
 import sys
 from typing import TextIO
 
+from agent.approval import UNANSWERED
 from agent.protocol import ApprovalDecision, ApprovalRequested, Event
 
 
@@ -36,12 +37,27 @@ class TerminalApprover:
         self.stderr.flush()
         line = self.stdin.readline()
         if not line:
-            return False, (
-                "Nobody answered the approval prompt. Run with --approval full-auto (or auto-edit) "
-                "to allow this without asking."
-            )
+            return False, UNANSWERED
         if line.strip().lower() in ("y", "yes"):
             return True, None
         self.stderr.write("Reason (optional, the agent will read it): ")
         self.stderr.flush()
         return False, self.stdin.readline().strip() or None
+
+
+class NobodyAnswers:
+    """Subscribes to a session that runs where nobody can answer (a task attempt): each
+    ApprovalRequested is declined at once, with the reason the terminal's prompt gives at the end of
+    its input, instead of the turn waiting for an answer that never comes."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self._tasks: set[asyncio.Task] = set()
+        session.subscribe(self)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ApprovalRequested):
+            decision = ApprovalDecision(request_id=event.request_id, approved=False, comment=UNANSWERED)
+            task = asyncio.get_running_loop().create_task(self.session.submit(decision))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)

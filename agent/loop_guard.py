@@ -63,6 +63,23 @@ class LoopGuard:
         self.cycles = CycleGuard()
         self._repeats = 0
 
+    @classmethod
+    def resumed(
+        cls,
+        previous_step: dict[tuple[str, str], int],
+        turn_calls: list[tuple[tuple[str, str] | None, bool, int]],
+        edits: int,
+    ) -> LoopGuard:
+        """The guards as they stood at a recorded step of a session, before its first call: the
+        previous step's calls (each with the edits applied before it), this turn's calls so far
+        (key, failed, edits before it) and the edits applied in the session."""
+        guard = cls()
+        guard._previous_calls = dict(previous_step)
+        guard.edits = edits
+        for key, failed, before in turn_calls:
+            guard.cycles.note(key, failed, before)
+        return guard
+
     def start_turn(self) -> None:
         self._step_calls = {}  # a new instruction may well need the same call again
         self.cycles.reset()

@@ -84,8 +84,9 @@ class AttemptSpec:
 
 
 def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
-    """The user's settings for this workspace, headless: full-auto, nothing asked, recorded to
-    `spec.db`, with the task deny rules added to the configured ones. Lessons are off unless the
+    """The user's settings for this workspace, headless: full-auto, nothing asked unless the spec
+    names ask rules (and then declined: nobody answers), recorded to `spec.db`, with the task deny
+    rules added to the configured ones. Lessons are off unless the
     spec turns them on, so an attempt measures the model, not what the store happens to hold. The
     sampling seed is the attempt's number (offset by a configured seed): attempts differ by their
     seed, and the same attempt samples the same replies again."""
@@ -93,12 +94,16 @@ def attempt_settings(workspace: Path, spec: AttemptSpec) -> Settings:
     deny = (*base.deny_commands, *TASK_DENY_COMMANDS, *task_deny_rules(spec.task))
     return base.replace(
         model=spec.model,
-        approval="full-auto",
-        ask_commands=(),
         deny_commands=deny,
         db=spec.db,
         record=True,
-        **{"lessons": False, "seed": (base.seed or 0) + spec.attempt, **spec.overrides},
+        **{
+            "approval": "full-auto",
+            "ask_commands": (),
+            "lessons": False,
+            "seed": (base.seed or 0) + spec.attempt,
+            **spec.overrides,
+        },
     )
 
 
@@ -253,6 +258,7 @@ def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
 def _run_agent(
     workspace: Path, settings: Settings, instruction: str, recorder: Any, task_meta: dict[str, Any]
 ) -> tuple[str, dict[str, Any], float]:
+    from agent.approval_prompt import NobodyAnswers
     from agent.runtime import open_session
     from feedback_store.lessons.lessons import book_for
 
@@ -262,6 +268,7 @@ def _run_agent(
         metrics = AttemptMetrics()
         session.subscribe(_with_task(recorder, task_meta))
         session.subscribe(metrics)
+        NobodyAnswers(session)  # an ask rule the settings keep is declined, as state replay declines it
         clock = time.perf_counter()
         asyncio.run(session.run(UserInput(text=instruction)))
     finally:

@@ -5,15 +5,16 @@ A state is one recorded model call: the conversation and tool schemas the model 
 prompt tokens, as recorded for the embedded model), the task's sealed workspace with the session's
 edits up to that call, and what the session's loop guards knew at that moment. A sample is one
 more reply drawn there (seed k, the session's temperature, at most `cap` tokens); its label comes
-from running its calls as the session would: the schema check, the repeated-call and cycle guards
-against the recorded prefix, the approval policy, reads, listings and searches for real, edits
-applied to the copy, commands with a short timeout, and a `finish` graded by the task's tests.
-Edits are replayed; what a recorded command changed on disk is not.
+from running its calls through the session's own call path (agent.call_path), unattended: the
+schema check, the repeated-call and cycle guards against the recorded prefix, the approval policy
+(an ask is declined, as in a headless run nobody answers), reads, listings and searches for real,
+edits applied to the copy, commands with a short timeout, and a `finish` graded by the task's tests
+(on the sealed files, where they fail by construction, premature without running them). Edits are
+replayed; what a recorded command changed on disk is not.
 """
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agent.loop_guard import CycleGuard, call_key
+from agent.loop_guard import call_key
 from agent.protocol import CALL_ERRORS, FAILING_COMMAND, SCHEMA_ERRORS, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
 from agent.toolkit import ToolResult
@@ -249,9 +250,11 @@ class Scratch:
 async def label_reply(
     state: State, reply: Any, workspace: Path, task: Any, task_file: Path, cap: int | None = None
 ) -> Label:
-    """Run `reply`'s calls at `state` on `workspace` (a scratch copy) as the session would, and say
-    what it did. `reply` is an agent.model.ModelReply."""
+    """Run `reply`'s calls at `state` on `workspace` (a scratch copy) through the session's own call
+    path (agent.call_path), unattended, and say what it did. `reply` is an agent.model.ModelReply."""
     from agent.approval import ApprovalPolicy
+    from agent.call_path import UNATTENDED, CallPath, prepare
+    from agent.loop_guard import LoopGuard
     from agent.runtime import default_toolbox
     from agent.tools.context import ToolContext
     from agent.workspace import Workspace
@@ -265,72 +268,32 @@ async def label_reply(
     settings = recorded_settings(state.config).replace(command_timeout=COMMAND_TIMEOUT)
     toolbox = default_toolbox()
     context = ToolContext(workspace=Workspace(workspace), settings=settings)
-    policy = ApprovalPolicy.from_settings(settings)
-    guard = CycleGuard()
-    for key, failed, edits in state.turn_calls:
-        guard.note(key, failed, edits)
-    edits = state.edit_count
+    guard = LoopGuard.resumed(state.previous_step, state.turn_calls, state.edit_count)
+    path = CallPath(context, ApprovalPolicy.from_settings(settings), guard)
     found: list[Label] = []
+    sealed = not state.edits  # the copy holds the sealed files: a recorded command's changes are not replayed
     for call in calls:
         name = call["function"]["name"]
-        prepared = toolbox.prepare(name, read_arguments(call["function"].get("arguments") or ""))
-        if isinstance(prepared, ToolResult):
-            result, key = prepared, None
-        else:
-            tool, kwargs = prepared
-            key = call_key(name, kwargs)
-            period = None if name == "finish" else guard.period(key, edits)
-            if name != "finish" and state.previous_step.get(key) == edits:
-                result = ToolResult("", "repeated_call")
-            elif period is not None:
-                result = ToolResult("", "repeated_cycle")
-            else:
-                result = await _execute(tool, kwargs, context, policy)
-                edits += _apply(result, context.workspace)
-        guard.note(key, not result.ok, edits)
+        prepared = prepare(toolbox, name, read_arguments(call["function"].get("arguments") or ""))
+        result = await path.result(prepared, UNATTENDED)
         this = _result_label(name, result.ok, result.error_kind, result.exit_code, result.target)
         if this.kind == FINISHED:
-            this = Label(FINISHED if _tests_pass(task, task_file, workspace) else PREMATURE, this.tools)
+            this = Label(_finish_label(task, task_file, workspace, sealed), this.tools)
+        sealed = sealed and (isinstance(prepared, ToolResult) or prepared.tool.action in ("read", "finish"))
         found.append(this)
         if name == "finish" and result.ok:
             break
     return reply_label(found)
 
 
-def _apply(result: ToolResult, workspace: Any) -> int:
-    """Write a successful call's changes to the copy, as the session does; how many were written.
-    A change the workspace refuses at write time makes the call an error, as in the session."""
-    from agent.workspace import WorkspaceError
-
-    written = 0
-    for change in result.changes if result.ok else ():
-        try:
-            workspace.write(change)
-        except WorkspaceError as exc:
-            result.error_kind = exc.kind
-            break
-        except OSError:
-            result.error_kind = "failed"
-            break
-        written += 1
-    return written
-
-
-async def _execute(tool: Any, kwargs: dict[str, Any], context: Any, policy: Any) -> ToolResult:
-    if policy.decide(tool.action, kwargs.get("command")) == "deny":
-        return ToolResult("", "denied")
-    try:
-        if tool.is_async:
-            return await tool.fn(context, **kwargs)
-        return await asyncio.to_thread(tool.fn, context, **kwargs)
-    except Exception as exc:  # a tool bug is what the session reports as `failed`
-        return ToolResult(f"{type(exc).__name__}: {exc}", "failed")
-
-
-def _tests_pass(task: Any, task_file: Path, workspace: Path) -> bool:
+def _finish_label(task: Any, task_file: Path, workspace: Path, sealed: bool) -> str:
+    """How a `finish` ends: graded by the task's tests. On the sealed files (no edit, no command
+    since) the task's FAIL_TO_PASS tests fail by construction, so it is premature without running them."""
     from tasks.grade import grade
 
-    return grade(task, task_file, workspace).reward == 1.0
+    if sealed and task.FAIL_TO_PASS:
+        return PREMATURE
+    return FINISHED if grade(task, task_file, workspace).reward == 1.0 else PREMATURE
 
 
 # ---------------------------------------------------------------------------------------------

@@ -138,9 +138,10 @@ class Engine:
     formatter: Any
     vocab: Any  # llama.cpp vocabulary handle, to recognise end-of-generation tokens
     adapter: tuple[str, int, int] | None = None  # the served adapter file, its mtime and size
-    # How many leading cached positions were computed as whole prompt batches, as a fresh evaluation
-    # of the same tokens would compute them (see `_align_cache`).
-    whole_batches: int = 0
+    # How many leading cached positions were computed as a fresh seeded evaluation of the last
+    # seeded prompt computes them: all its tokens but the last, in batches of n_batch from the
+    # start (see `_prefill`).
+    cold_end: int = 0
     worker: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="teachback-llama")
     )
@@ -291,6 +292,7 @@ class Outcome:
     # the sampled ids line up one to one with the logprobs).
     prompt_token_ids: list[int] = field(default_factory=list)
     completion_token_ids: list[int] = field(default_factory=list)
+    prompt_evaluated: int = 0  # prompt tokens this request evaluated; the rest came from the cache
 
 
 def generate(
@@ -323,9 +325,8 @@ def generate(
     outcome.prompt_token_ids = list(prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     held, pending_logprobs = "", []
-    if params.get("seed") is not None:  # asked for by seed: the same reply as from a fresh start
-        _align_cache(engine, prompt)
-    engine.whole_batches = len(prompt) // llm.n_batch * llm.n_batch
+    # Asked for by seed, a reply is the same as from a fresh start, whatever was asked before.
+    outcome.prompt_evaluated = _prefill(engine, prompt, seeded=params.get("seed") is not None)
     llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
     tokens = llm.generate(
         prompt,
@@ -361,28 +362,47 @@ def generate(
         yield Piece(held, pending_logprobs)
 
 
-def _align_cache(engine: Engine, prompt: list[int]) -> None:
-    """Keep only the cached positions a fresh evaluation of `prompt` would compute alike. llama.cpp
-    evaluates a prompt in batches of n_batch from where its cache stops matching, and a token's
-    logits differ slightly with the batch it was computed in (sampled tokens are computed one by
-    one), so a reused prefix that ends mid-batch changes the samples that follow. Cut back to a
-    batch boundary that the last prompt reached in whole batches: the rest is evaluated again,
-    batched as from the start."""
-    llm = engine.llm
-    cached = llm.n_tokens
-    if cached == 0:
-        return
+def _prefill(engine: Engine, prompt: list[int], *, seeded: bool) -> int:
+    """Evaluate all of `prompt` but its last token, reusing what the cache holds, and leave the last
+    token to `generate` (it evaluates it alone); how many prompt tokens the request evaluates.
+
+    A token's logits differ slightly with the batch it was computed in, so a seeded request reuses
+    only cached positions that a fresh start computes in the same batches: a fresh start evaluates
+    the prompt but its last token in batches of n_batch from the start, then the last token alone.
+    Sampled again at the same prompt (K samples of one state), the whole prompt but its last token
+    is reused and only that token is evaluated; a longer prompt (the agent loop's next step) reuses
+    the whole batches it shares with the cached one."""
+    llm, batch = engine.llm, engine.llm.n_batch
+    head = len(prompt) - 1
     common = 0
-    for a, b in zip(llm.input_ids[:cached], prompt):
+    for a, b in zip(llm.input_ids[: min(llm.n_tokens, head)], prompt):
         if a != b:
             break
         common += 1
-    keep = min(common // llm.n_batch * llm.n_batch, engine.whole_batches)
-    if keep < cached:
+    if not seeded:
+        keep = _truncate(llm, common)
+        engine.cold_end = engine.cold_end if keep >= engine.cold_end else keep // batch * batch
+    elif engine.cold_end == head and common == head:
+        keep = _truncate(llm, head)
+    else:
+        keep = _truncate(llm, min(common, engine.cold_end) // batch * batch)
+    if seeded:
+        engine.cold_end = 0  # until the evaluation below is done
+    llm.eval(prompt[keep:head])  # in batches of n_batch from `keep`
+    if seeded:
+        engine.cold_end = head
+    return head - keep + 1
+
+
+def _truncate(llm: Any, keep: int) -> int:
+    """Drop the cached positions from `keep` on; how many are kept (none where llama.cpp cannot
+    drop part of its cache)."""
+    if keep < llm.n_tokens:
         if keep == 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
             llm.reset()
-            return
+            return 0
         llm.n_tokens = keep
+    return keep
 
 
 def _seed(prompt: list[int], seed: int) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.model import ModelReply
-from tasks.records import load_tasks
+from tasks.records import TaskError, load_tasks
 from tasks.rollout import run_attempt
 from tasks.sample_suite import sample_suite_path
 from tasks.state_eval import MIN_CLUSTERS
@@ -88,6 +89,29 @@ def test_labels_come_from_running_the_reply_at_its_state(solved) -> None:
     both = labelled(edit, call("edit_file", RESTORE), call("finish", {"summary": "done"}))
     assert both == Label("finished", ("edit_file", "finish"))  # the edit counts before the finish is graded
     assert labelled(edit, call("read_file", {"path": "nope.py"}), FINISH["tool_calls"][0]).kind == "not_found"
+
+
+def test_a_finish_on_the_sealed_files_is_premature_without_running_the_tests(solved, tmp_path: Path) -> None:
+    read, _, finish = solved
+    alone = tmp_path / "alone" / "sample.jsonl"  # the task file without its snapshots: its tests cannot run
+    alone.parent.mkdir()
+    shutil.copy(sample_suite_path(), alone)
+
+    def label(state, *calls: dict) -> Label:
+        task = sample_task(state.task_id)
+        scratch = Scratch(state, task, sample_suite_path())
+        try:
+            return asyncio.run(label_reply(state, reply(*calls), scratch.copy("x"), task, alone))
+        finally:
+            scratch.close()
+
+    done = call("finish", {"summary": "done"})
+    assert label(read, done) == Label("premature_finish", ("finish",))  # its FAIL_TO_PASS tests fail as sealed
+    assert label(read, call("read_file", {"path": "textkit/words.py"}), done).kind == "premature_finish"
+    with pytest.raises(TaskError, match="snapshot"):  # after a recorded edit the tests run
+        label(finish, done)
+    with pytest.raises(TaskError, match="snapshot"):  # after a command in the same reply too
+        label(read, call("run_command", {"command": "true"}), done)
 
 
 def test_a_reply_without_a_call_is_an_answer_or_cut_off(solved) -> None:
