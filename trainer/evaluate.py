@@ -218,7 +218,9 @@ class Turn:
 
 def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenizer: Any) -> list[Turn]:
     """Replies whose every tool call succeeded, from unflagged sessions on the test side of the
-    split, as the token ids the model was fed and sampled (newest sessions first)."""
+    split (task attempts split by task), as the token ids the model was fed and sampled (newest
+    sessions first). Of task attempts only those that solved their task count: a `finish` always
+    succeeds as a call, and a premature one is not a turn the adapter should keep."""
     from feedback_store.export.export import split_of
     from feedback_store.recording.renders import Renders
     from feedback_store.store import open_store
@@ -229,10 +231,14 @@ def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenize
     with open_store(db) as store:
         replies = store.clean_replies()
         renders = Renders(store)
+        tasks = store.task_sessions()
         for session_id, seq in replies:
             if len(turns) >= limit:
                 break
-            if split_of(session_id, test_fraction) != "test":
+            task = tasks.get(session_id)
+            if split_of(task["instance_id"] if task else session_id, test_fraction) != "test":
+                continue
+            if task is not None and task.get("reward") != 1.0:
                 continue
             render = renders.at(session_id, seq)
             if render is not None and render.completion_token_ids and _same_vocabulary(tokenizer, render):
