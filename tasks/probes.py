@@ -22,9 +22,13 @@ OVER_CALL = "over_call"
 
 
 @cache
-def questions() -> tuple[str, ...]:
-    text = resources.files("tasks").joinpath("no_tool_probes.txt").read_text(encoding="utf-8")
+def questions(name: str = "no_tool_probes.txt") -> tuple[str, ...]:
+    """The held-out no-tool questions, or (`no_tool_training.txt`) the disjoint ones training may use."""
+    text = resources.files("tasks").joinpath(name).read_text(encoding="utf-8")
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+TRAINING_QUESTIONS = "no_tool_training.txt"
 
 
 def build_probes(states: list[State]) -> list[State]:

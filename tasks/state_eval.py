@@ -9,6 +9,8 @@ change the run could detect is printed after the base arm is sampled and before 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import re
 import shutil
 import time
@@ -52,6 +54,7 @@ class ReplayConfig:
     sessions: frozenset[str] | None = None  # only these (e.g. a held-out split); None: all
     seed: int = 0  # the bootstrap's
     probes: int | None = None  # no-tool probes (tasks.probes) from the first states of this many sessions; None: all
+    cache: Path | None = None  # a folder keeping each arm's labels, reused where model, states and seeds are the same
 
 
 def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
@@ -83,13 +86,20 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
     scratches = {id(s): Scratch(s, tasks[s.task_id], config.task_file) for s in states}
     try:
         for arm, model in config.arms.items():
-            sampler = Sampler(model, cap=config.cap, temperature=config.temperature, threads=config.threads)
-            labels[arm] = asyncio.run(
-                _sample_arm(
-                    config, arm, sampler, states, scratches, tasks, say, reproduced if arm == "before" else None
+            cached = arm_cache(config, model, states, probes)
+            if cached is not None and cached.is_file():
+                labels[arm], probe_labels[arm] = _read_labels(cached)
+                say(f"{arm}: {model}'s labels at these states and seeds, from {cached}")
+            else:
+                sampler = Sampler(model, cap=config.cap, temperature=config.temperature, threads=config.threads)
+                labels[arm] = asyncio.run(
+                    _sample_arm(
+                        config, arm, sampler, states, scratches, tasks, say, reproduced if arm == "before" else None
+                    )
                 )
-            )
-            probe_labels[arm] = asyncio.run(_sample_probes(config, sampler, probes, probe_label))
+                probe_labels[arm] = asyncio.run(_sample_probes(config, sampler, probes, probe_label))
+                if cached is not None:
+                    _write_labels(cached, labels[arm], probe_labels[arm])
             if probes:
                 kinds = Counter(label.kind for found in probe_labels[arm] for label in found)
                 say(f"{arm}: {len(probes)} no-tool probes: {dict(kinds)}")
@@ -145,6 +155,46 @@ def document(
     if "after" in doc["changes"]:
         doc["change"] = doc["changes"]["after"]
     return doc
+
+
+def arm_cache(config: ReplayConfig, model: str, states: list[State], probes: list[State]) -> Path | None:
+    """Where an arm's labels are kept: named by a hash of everything that decides them (the model
+    string and the size and time of each file it names, the cap, temperature and threads, the number
+    of samples, and each state's and probe's session, step and prompt tokens)."""
+    if config.cache is None:
+        return None
+    files = [Path(part) for part in model.removeprefix("local/").split("@") if part and part != "none"]
+    stamps = [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files if f.is_file()]
+    identity = [
+        model,
+        stamps,
+        config.cap,
+        config.temperature,
+        config.threads,
+        config.samples,
+        [[s.session_id, s.step, hashlib.sha256(str(s.prompt_ids).encode()).hexdigest()] for s in states],
+        [[p.session_id, p.step, hashlib.sha256(json.dumps(p.messages).encode()).hexdigest()] for p in probes],
+    ]
+    digest = hashlib.sha256(json.dumps(identity, default=str).encode()).hexdigest()[:24]
+    return config.cache / f"labels-{digest}.json"
+
+
+def _write_labels(path: Path, labels: list[list[Label]], probes: list[list[Label]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = {"states": [[_label_row(x) for x in found] for found in labels]}
+    rows["probes"] = [[_label_row(x) for x in found] for found in probes]
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(rows), encoding="utf-8")
+    part.replace(path)  # whole or absent: a killed run never leaves half an arm
+
+
+def _read_labels(path: Path) -> tuple[list[list[Label]], list[list[Label]]]:
+    rows = json.loads(path.read_text(encoding="utf-8"))
+
+    def label(row: dict[str, Any]) -> Label:
+        return Label(row["kind"], tuple(row["tools"]), cut_off=row["cut_off"])
+
+    return [[label(x) for x in found] for found in rows["states"]], [[label(x) for x in f] for f in rows["probes"]]
 
 
 def _state_row(state: State) -> dict[str, Any]:

@@ -256,7 +256,11 @@ def _same_vocabulary(tokenizer: Any, render: Any) -> bool:
     return tokenizer.decode(render.prompt_token_ids) == text
 
 
-def forgetting(before: Any, after: Any, tokenizer: Any, turns: list[Turn]) -> dict[str, Any]:
+def forgetting(
+    before: Any, after: Any, tokenizer: Any, turns: list[Turn], base: dict[str, float | None] | None = None
+) -> dict[str, Any]:
+    """Mean log-likelihood per token before and after, and the drop, on general text and on `turns`.
+    `base`: the before side of an earlier call with the same model and turns (computed once for every arm)."""
     text = resources.files("trainer").joinpath("general_text.txt").read_text(encoding="utf-8")
     ids = tokenizer.encode(text, add_special_tokens=False)
     result: dict[str, Any] = {}
@@ -267,7 +271,8 @@ def forgetting(before: Any, after: Any, tokenizer: Any, turns: list[Turn]) -> di
         if not pieces:
             result[name] = {"tokens": 0, "note": "none on the test side of the split with recorded token ids"}
             continue
-        sides = {label: _loglik(model, pieces) for label, model in (("before", before), ("after", after))}
+        known = (base or {}).get(name)
+        sides = {"before": _loglik(before, pieces) if known is None else known, "after": _loglik(after, pieces)}
         result[name] = {"tokens": sum(len(c) for _, c in pieces), **sides, "drop": sides["before"] - sides["after"]}
     return result
 
