@@ -194,3 +194,30 @@ def test_the_gate_reads_the_arm_it_is_asked_about() -> None:
     doc = replay(found, {"before": labels(found, 2), "after": labels(found, 2), "good": labels(found, 6)}, probes)
     assert not gate(doc)[0] and gate(doc, after="good")[0]
     assert judge(doc, "good", Margins(premature=0.05))["promote"]
+
+
+def test_an_arm_is_cached_under_what_decides_its_labels(tmp_path) -> None:
+    """The base arm is sampled once across rounds and arms: the same model file, cap, seeds and states
+    find the same labels; another file (a retrained adapter at the same path) or another state does not."""
+    import os
+    from pathlib import Path
+
+    from tasks.state_eval import ReplayConfig, _read_labels, _write_labels, arm_cache
+
+    adapter = tmp_path / "adapter.gguf"
+    adapter.write_bytes(b"one")
+    config = ReplayConfig(db=tmp_path / "x.db", arms={}, task_file=Path("t.jsonl"), samples=2, cache=tmp_path / "c")
+    found = [SimpleNamespace(session_id="s", step=i, prompt_ids=[1, 2, i], messages=[]) for i in range(3)]
+    model = f"local/{tmp_path / 'model.gguf'}@{adapter}"
+    key = arm_cache(config, model, found, [])
+    assert key == arm_cache(config, model, found, []) and key.parent == tmp_path / "c"
+    assert key != arm_cache(config, model, found[:2], [])
+    assert key != arm_cache(ReplayConfig(**{**config.__dict__, "samples": 3}), model, found, [])
+    adapter.write_bytes(b"two, retrained")
+    os.utime(adapter, ns=(1, 1))
+    assert key != arm_cache(config, model, found, [])
+    assert arm_cache(ReplayConfig(**{**config.__dict__, "cache": None}), model, found, []) is None
+    labels = [[ERROR, FINISH_EARLY], [OK, Label("malformed_call", cut_off=True)]]
+    _write_labels(key, labels, [[ANSWERED, OVER_CALL]])
+    states_, probes = _read_labels(key)
+    assert states_ == labels and probes == [[ANSWERED, OVER_CALL]] and states_[1][1].cut_off
