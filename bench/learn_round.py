@@ -56,6 +56,8 @@ FULL = {
     "max_steps": 8,
     "states_per_session": 3,  # training states per session branched from
     "branch_samples": 6,
+    "hint_samples": 3,  # at a training state with no success: replies drawn with the feedback in context
+    "no_tool_samples": 2,  # at each training session's first state: a training no-tool question
     "eval_states_per_session": 3,
     "eval_samples": 2,  # seeds per held-out state and arm
     "probes": 30,  # no-tool questions, 2 samples each (eval_samples)
@@ -73,6 +75,8 @@ QUICK = {
     "max_steps": 2,
     "states_per_session": 1,
     "branch_samples": 2,
+    "hint_samples": 1,
+    "no_tool_samples": 1,
     "eval_states_per_session": 1,
     "eval_samples": 1,
     "probes": 2,
@@ -307,6 +311,8 @@ def branch(db: Path, task_file: Path, out: Path, sizes: dict):
                 model=MODEL,
                 samples=sizes["branch_samples"],
                 max_per_session=sizes["states_per_session"],
+                hint_samples=sizes["hint_samples"],
+                no_tool_samples=sizes["no_tool_samples"],
             ),
             say,
         )
@@ -315,6 +321,7 @@ def branch(db: Path, task_file: Path, out: Path, sizes: dict):
             "states": result.states,
             "samples": result.samples,
             "labels": dict(result.labels),
+            "sources": dict(result.sources),
             "records": result.records,
             "paths": {k: str(v) for k, v in result.paths.items()},
             "wall_s": result.wall_s,
@@ -325,6 +332,7 @@ def branch(db: Path, task_file: Path, out: Path, sizes: dict):
         states=saved["states"],
         samples=saved["samples"],
         labels=Counter(saved["labels"]),
+        sources=Counter(saved["sources"]),
         records=saved["records"],
         paths={k: Path(v) for k, v in saved["paths"].items()},
         wall_s=saved["wall_s"],
@@ -520,6 +528,7 @@ def document(sizes, args, files, train_tasks, held_tasks, branches, adapters, re
             "states": branches.states,
             "samples": branches.samples,
             "labels": dict(branches.labels),
+            "verified_successes_by_source": dict(branches.sources),
             "records": branches.records,
         },
         "cpu_minutes": {k: round(v / 60, 2) for k, v in stages.cpu.items()},

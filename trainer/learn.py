@@ -330,6 +330,8 @@ def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: P
                 model=model,
                 samples=config.branch_samples,
                 sessions=sessions,
+                hint_samples=config.branch_samples // 2,
+                no_tool_samples=2,
             ),
             say,
         )
