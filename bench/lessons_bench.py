@@ -520,28 +520,6 @@ EXACT_RULE = (
 )
 
 
-def _binomial_tail(k: int, n: int, p: float, upper: bool) -> float:
-    """P(X >= k) when `upper`, else P(X <= k), for X ~ Binomial(n, p)."""
-    terms = range(k, n + 1) if upper else range(0, k + 1)
-    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in terms)
-
-
-def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
-    """The exact (Clopper-Pearson) interval of a binomial proportion, k successes in n trials."""
-
-    def solve(tail: float, upper: bool) -> float:
-        low, high = 0.0, 1.0
-        for _ in range(60):  # bisection: the tail grows with p for upper, shrinks for lower
-            mid = (low + high) / 2
-            grows = _binomial_tail(k, n, mid, upper) > tail if upper else _binomial_tail(k, n, mid, upper) < tail
-            low, high = (low, mid) if grows else (mid, high)
-        return (low + high) / 2
-
-    lower = 0.0 if k == 0 else solve(alpha / 2, upper=True)
-    upper = 1.0 if k == n else solve(alpha / 2, upper=False)
-    return lower, upper
-
-
 def matched_change(rows: list[dict[str, Any]], arm: str, key: str) -> dict[str, Any]:
     """`key` in `arm` against the arm without lessons, sample by sample (the same seed, state and draw):
     the odds ratio of the discordant pairs minus one, its exact interval, and the verdict by RULE's
@@ -555,6 +533,8 @@ def matched_change(rows: list[dict[str, Any]], arm: str, key: str) -> dict[str, 
     discordant = only_without + only_with
     if not discordant:
         return out | {"relative_change": None, "interval": None, "verdict": None}
+    from tasks.verdict import clopper_pearson
+
     low, high = clopper_pearson(only_with, discordant)
     interval = [round(low / (1 - low) - 1, 4), None if high >= 1 else round(high / (1 - high) - 1, 4)]
     point = None if not only_without else round(only_with / only_without - 1, 4)
@@ -666,16 +646,16 @@ def states_part(
 
 
 def summarize_states(rows: list[dict[str, Any]], arms: list[str], seed: int) -> dict[str, Any]:
-    from tasks.state_eval import compare_cells, detectable_cells
+    from tasks.verdict import Pair, detectable_change, relative_change
 
-    def cells(arm: str, key: str) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        for row in rows:
-            if row["arm"] == arm:
-                cell = out.setdefault(f"{row['seed']}:{row['task']}", [0, 0])
-                cell[0] += bool(row[key])
-                cell[1] += 1
-        return out
+    def pairs(arm: str, key: str) -> list[Pair]:
+        """Samples matched by seed, state and draw; clustered by seed and task."""
+        without = {(r["seed"], r["state"], r["k"]): bool(r[key]) for r in rows if r["arm"] == "none"}
+        return [
+            Pair(f"{r['seed']}:{r['task']}", without[(r["seed"], r["state"], r["k"])], bool(r[key]))
+            for r in rows
+            if r["arm"] == arm
+        ]
 
     def rate(arm: str, key: str) -> float | None:
         mine = [bool(r[key]) for r in rows if r["arm"] == arm]
@@ -688,7 +668,9 @@ def summarize_states(rows: list[dict[str, Any]], arms: list[str], seed: int) -> 
         "samples": sum(r["arm"] == "none" for r in rows),
         "states": len({(r["seed"], r["state"]) for r in rows}),
         "tasks": len({(r["seed"], r["task"]) for r in rows}),
-        "detectable_repeat_change": detectable_cells(cells("none", "repeat"), seed),
+        "detectable_repeat_change": detectable_change(
+            [(f"{r['seed']}:{r['task']}", bool(r["repeat"])) for r in rows if r["arm"] == "none"], seed
+        ),
         "none": {
             "repeat_rate": rate("none", "repeat"),
             "call_error_rate": rate("none", "call_error"),
@@ -697,20 +679,25 @@ def summarize_states(rows: list[dict[str, Any]], arms: list[str], seed: int) -> 
         "wordings": {},
     }
     for arm in arms[1:]:
-        repeats = compare_cells(cells("none", "repeat"), cells(arm, "repeat"), seed)
+        repeats = relative_change(pairs(arm, "repeat"), seed)
         low, high = repeats["interval"] or (None, None)
         point = repeats["relative_change"]
         verdict = None
         if point is not None and low is not None:
+            upper = math.inf if high is None else high
             verdict = (
-                "shown" if point <= REPEAT_TARGET and high < 0 else "refuted" if low > REPEAT_TARGET else "inconclusive"
+                "shown"
+                if point <= REPEAT_TARGET and upper < 0
+                else "refuted"
+                if low > REPEAT_TARGET
+                else "inconclusive"
             )
         out["wordings"][arm] = {
             "repeat_rate": rate(arm, "repeat"),
             "repeats": {**repeats, "verdict": verdict},
             "repeats_exact": matched_change(rows, arm, "repeat"),
             "call_errors_exact": matched_change(rows, arm, "call_error"),
-            "call_errors": compare_cells(cells("none", "call_error"), cells(arm, "call_error"), seed),
+            "call_errors": relative_change(pairs(arm, "call_error"), seed),
             "copy_rate": rate(arm, f"copy_{arm}"),
             "copy_rate_without_lessons": rate("none", f"copy_{arm}"),
             "enforceable": rate(arm, "enforced"),

@@ -140,6 +140,9 @@ def compute_stats(store: Store) -> dict[str, Any]:
         "failing_test_runs": failing_tests,
         "graded_sessions": graded["n"],
         "premature_finishes": graded["premature"],
+        # the headline of every learning measurement: call errors and premature finishes, per model call
+        "failures": total_errors + graded["premature"],
+        "failure_rate": _rate(total_errors + graded["premature"], usage["n"]),
         "call_error_rate_by_tool": dict(sorted(by_tool.items())),
         "call_errors_by_kind": {
             k: {"count": n, "share_of_calls": _rate(n, total_calls)} for k, n in sorted(by_kind.items())
@@ -160,6 +163,8 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"Sessions: {stats['sessions']} ({stats['flagged_sessions']} flagged by the monitor)",
         f"Model calls: {stats['model_calls']}  tokens in/out: {stats['tokens']['prompt']}/"
         f"{stats['tokens']['completion']}  cost: ${stats['cost_usd']:.4f}",
+        f"Failures: {stats['failures']} ({stats['failure_rate']:.1%} of model calls): call errors and premature "
+        "finishes together",
         f"Tool calls: {stats['tool_calls']}  call errors: {stats['call_errors']} ({stats['call_error_rate']:.1%})"
         f"  failing test runs: {stats['failing_test_runs']}",
     ]

@@ -86,6 +86,10 @@ def summarize(records: list[dict[str, Any]], k: int | None = None) -> dict[str, 
     overall["malformed_call_rate"] = _ratio(overall["malformed_calls"], calls)
     overall["repeated_error_rate"] = _ratio(overall["repeated_errors"], errors)
     overall["premature_finish_rate"] = _ratio(overall["premature_finishes"], attempts)
+    # The headline (tasks.verdict): call errors and premature finishes together, per model reply.
+    replies = sum(r.get("steps", 0) for r in usable)
+    overall["failures"] = errors + overall["premature_finishes"]
+    overall["failure_rate"] = _ratio(overall["failures"], replies)
     return {"summary": overall, "tasks": tasks}
 
 
@@ -159,6 +163,10 @@ def render_table(document: dict[str, Any]) -> str:
     if k > 1:
         rows.append((f"pass@{k}", f"{s[f'pass@{k}']:.3f}"))
     rows += [
+        (
+            "failures / reply",
+            f"{_percent(s['failure_rate'])} ({s['failures']}: call errors and premature finishes)",
+        ),
         ("call-error rate", f"{_percent(s['call_error_rate'])} ({s['call_errors']}/{s['tool_calls']} calls)"),
         (
             "malformed-call rate",

@@ -13,6 +13,11 @@ token alike for every completion).
   state's successes (taken in turn), sharing the prompt;
 - sdpo: the same failures with their success as a demonstration and what the labeller found.
 
+Beyond the K samples (tasks.sources), each checked by running it: failures with a wrong path repaired
+to the nearest existing one; where no sample succeeded, replies drawn with the failure's feedback in
+context and kept for the student's prompt only where they succeed without it; and, at each session's
+first state, no-tool counter-examples (`finish` chosen, a call rejected). Every record names its source.
+
 A reply that stopped at the token cap is neither, whatever its label (a malformed call when cut
 off mid-JSON, an answer when it began none): it did not end its turn, so as a completion it would end with an
 end-of-turn token the model never sampled. Answers without a call and commands that ran
@@ -32,6 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from tasks import sources
+from tasks.probes import OVER_CALL
 from tasks.states import (
     FINISHED,
     OK,
@@ -66,6 +73,7 @@ class Branch:
     prompt_ids: list[int] | None = None
     completion_ids: list[int] | None = None
     ended: bool = True  # the model ended its turn (it did not stop at the token cap)
+    source: str = "sampled"  # or repaired, hinted, no_tool (tasks.sources)
 
     @property
     def success(self) -> bool:
@@ -75,7 +83,7 @@ class Branch:
     def failure(self) -> bool:
         if not self.ended:  # whatever it was labelled (a call cut off mid-JSON reads as malformed)
             return False
-        return self.label.kind == PREMATURE or self.label.call_error
+        return self.label.kind in (PREMATURE, OVER_CALL) or self.label.call_error
 
 
 @dataclass(frozen=True)
@@ -95,8 +103,14 @@ def build_records(at: At, branches: list[Branch]) -> dict[str, list[dict[str, An
     """The sft, dpo and sdpo records of one state's labelled branches. Only branches given the very
     prompt of the first are used, so a pair's two sides always share their prompt."""
     first = branches[0].prompt if branches else None
-    # One prompt object for all the state's records: the writer redacts it once.
-    same = [replace(b, prompt=first) for b in branches if b.prompt is not None and b.prompt == first]
+    ids = branches[0].prompt_ids if branches else None
+    # One prompt object for all the state's records: the writer redacts it once. A reply drawn with a
+    # hint in context (prompt None) is the student's: it takes the state's prompt.
+    same = [
+        replace(b, prompt=first, prompt_ids=b.prompt_ids if b.prompt is not None else ids)
+        for b in branches
+        if b.prompt is None or b.prompt == first
+    ]
     successes = _distinct(b for b in same if b.success)
     failures = _distinct(b for b in same if b.failure)
     out: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
@@ -138,6 +152,7 @@ def _sft(at: At, ok: Branch) -> dict[str, Any]:
         **_head("sft", at, ok.seed),
         "seed": ok.seed,
         "label": ok.label.kind,
+        "source": ok.source,
         "prompt": ok.prompt,
         "completion": _assistant(ok),
         "token_ids": {"prompt": ok.prompt_ids, "completion": ok.completion_ids},
@@ -149,6 +164,7 @@ def _dpo(at: At, chosen: Branch, rejected: Branch) -> dict[str, Any]:
         **_head("dpo", at, chosen.seed, rejected.seed),
         "seeds": {"chosen": chosen.seed, "rejected": rejected.seed},
         "labels": {"chosen": chosen.label.kind, "rejected": rejected.label.kind},
+        "source": chosen.source,
         "prompt": chosen.prompt,
         "chosen": _assistant(chosen),
         "rejected": _assistant(rejected),
@@ -168,6 +184,7 @@ def _sdpo(at: At, demonstration: Branch, failed: Branch) -> dict[str, Any]:
         **_head("sdpo", at, failed.seed, demonstration.seed),
         "seeds": {"completion": failed.seed, "demonstration": demonstration.seed},
         "labels": {"completion": failed.label.kind, "demonstration": demonstration.label.kind},
+        "source": demonstration.source,
         "prompt": failed.prompt,
         "completion": _assistant(failed),
         "demonstration": _assistant(demonstration),
@@ -204,6 +221,9 @@ class BranchConfig:
     redact: bool = True
     sessions: frozenset[str] | None = None  # only these sessions' states (e.g. a training split); None: all
     max_per_session: int | None = None  # states per session, the first ones; None: all
+    repairs: bool = True  # failures with a wrong path, repaired to the nearest existing one and run (tasks.sources)
+    hint_samples: int = 0  # at a state with no success: replies drawn with the failure's feedback in context
+    no_tool_samples: int = 0  # at each session's first state: replies to one of training's no-tool questions
 
 
 @dataclass
@@ -213,6 +233,7 @@ class BranchResult:
     labels: Counter[str] = field(default_factory=Counter)
     records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     redactions: int = 0
+    sources: Counter[str] = field(default_factory=Counter)  # verified successes by source
     paths: dict[str, Path] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -252,8 +273,9 @@ class RecordWriter:
         from feedback_store.export.export_io import redact_record
         from feedback_store.export.views import Memo
 
-        self.result.samples += len(branches)
-        self.result.labels.update(b.label.kind for b in branches)
+        self.result.samples += sum(b.source == "sampled" for b in branches)
+        self.result.labels.update(b.label.kind for b in branches if b.source == "sampled")
+        self.result.sources.update(b.source for b in branches if b.success)
         memo = Memo()  # a state's records share their prompt: it is redacted once
         for kind, records in build_records(at, branches).items():
             for record in records:
@@ -306,16 +328,45 @@ async def _branch_all(
     writer: RecordWriter,
     say: Say,
 ) -> None:
+    asked: set[str] = set()  # sessions whose first state gave a no-tool question
     for number, state in enumerate(states, 1):
         task = tasks[state.task_id]
         sampler = Sampler(config.model, cap=config.cap or recorded_cap(state))
         scratch = Scratch(state, task, config.task_file)
         try:
             branches = await branch_state(state, sampler, config.samples, scratch, task, config.task_file, decode)
+            branches += await more_branches(config, state, branches, sampler, scratch, task, decode)
         finally:
             scratch.close()
         writer.add(At(state.session_id, state.step, state.task_id), branches)
-        say(f"state {number}/{len(states)}: {', '.join(b.label.kind for b in branches)}")
+        if config.no_tool_samples and state.session_id not in asked:
+            asked.add(state.session_id)
+            questions = await sources.no_tool(state, sampler, config.no_tool_samples, decode)
+            writer.add(At(state.session_id, -1, state.task_id), questions)
+        say(f"state {number}/{len(states)}: {', '.join(f'{b.label.kind}' + _mark(b) for b in branches)}")
+
+
+async def more_branches(
+    config: BranchConfig, state: State, branches: list[Branch], sampler: Sampler, scratch: Scratch, task: Any, decode
+) -> list[Branch]:
+    """Verified successes beyond the samples (tasks.sources): repaired wrong paths and, where no sample
+    succeeded, replies drawn with the first failure's feedback in context."""
+    found = []
+    if config.repairs:
+        for failed in (b for b in branches if b.failure):
+            fixed = await sources.repaired(state, failed, scratch, task, config.task_file)
+            if fixed is not None:
+                found.append(fixed)
+    failures = [b for b in branches if b.failure]
+    if config.hint_samples and failures and not any(b.success for b in branches + found):
+        seeds = range(config.samples, config.samples + config.hint_samples)
+        said = feedback(failures[0].label)
+        found += await sources.hinted(state, sampler, said, seeds, scratch, task, config.task_file, decode)
+    return found
+
+
+def _mark(branch: Branch) -> str:
+    return "" if branch.source == "sampled" else f" ({branch.source})"
 
 
 async def branch_state(
@@ -343,7 +394,7 @@ async def branch_state(
                 seed=seed,
                 label=label,
                 prompt=reply.rendered_messages,
-                text=decode(ids) if ids is not None else reply.message.get("content") or "",
+                text=sources.text_of(reply, decode),
                 prompt_ids=reply.prompt_token_ids,
                 completion_ids=ids,
                 ended=reply.completion_tokens < sampler.cap,  # at the cap, the engine stops before an end of turn
@@ -372,6 +423,8 @@ def render_summary(result: BranchResult) -> str:
         [
             f"{result.states} states, {result.samples} samples in {result.wall_s:.0f} s",
             f"labels: {labels}",
+            "verified successes by source: "
+            + (", ".join(f"{source} {n}" for source, n in result.sources.most_common()) or "none"),
             f"records: {files}" + (f"; {result.redactions} secrets redacted" if result.redactions else ""),
             f"in {result.paths['sft'].parent}" if result.paths else "",
         ]

@@ -22,13 +22,19 @@ OVER_CALL = "over_call"
 
 
 @cache
-def questions() -> tuple[str, ...]:
-    text = resources.files("tasks").joinpath("no_tool_probes.txt").read_text(encoding="utf-8")
+def questions(name: str = "no_tool_probes.txt") -> tuple[str, ...]:
+    """The held-out no-tool questions, or (`no_tool_training.txt`) the disjoint ones training may use."""
+    text = resources.files("tasks").joinpath(name).read_text(encoding="utf-8")
     return tuple(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
-def build_probes(states: list[State]) -> list[State]:
-    """One probe per session, from its first state, in the order the sessions come."""
+TRAINING_QUESTIONS = "no_tool_training.txt"
+
+
+def build_probes(states: list[State], questions_file: str = "no_tool_probes.txt") -> list[State]:
+    """One probe per session, from its first state, in the order the sessions come (held-out
+    questions; training's own with `questions_file=TRAINING_QUESTIONS`)."""
+    asked = questions(questions_file)
     probes, seen = [], set()
     for state in states:
         if state.session_id in seen:
@@ -37,8 +43,8 @@ def build_probes(states: list[State]) -> list[State]:
         users = [i for i, m in enumerate(state.messages) if m.get("role") == "user"]
         if not users:
             continue
-        pick = int.from_bytes(hashlib.sha256(state.session_id.encode()).digest()[:4], "big") % len(questions())
-        messages = list(state.messages[: users[0]]) + [{"role": "user", "content": questions()[pick]}]
+        pick = int.from_bytes(hashlib.sha256(state.session_id.encode()).digest()[:4], "big") % len(asked)
+        messages = list(state.messages[: users[0]]) + [{"role": "user", "content": asked[pick]}]
         probes.append(replace(state, messages=messages, step=-1, calls=[], edits=[], turn_calls=[], edit_count=0))
     return probes
 

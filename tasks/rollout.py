@@ -27,6 +27,7 @@ from agent.config import Settings, load_settings
 from agent.llm import MODEL_USAGE_ERRORS
 from agent.protocol import (
     SCHEMA_ERRORS,
+    EditApplied,
     ErrorEvent,
     Event,
     SessionStarted,
@@ -127,7 +128,7 @@ class AttemptMetrics:
 
     def __init__(self) -> None:
         self.tool_calls = self.call_errors = self.malformed_calls = self.repeated_errors = 0
-        self.failing_test_runs = 0
+        self.failing_test_runs = self.edits = 0
         self.finish_called = False
         self.finished: TurnFinished | None = None
         self.model_unusable: str | None = None  # the model cannot be used at all (name, key, set-up)
@@ -136,6 +137,8 @@ class AttemptMetrics:
     def __call__(self, event: Event) -> None:
         if isinstance(event, TurnFinished):
             self.finished = event
+        if isinstance(event, EditApplied):
+            self.edits += 1
         if isinstance(event, ErrorEvent) and event.kind in MODEL_USAGE_ERRORS:
             self.model_unusable = event.message
         if not isinstance(event, ToolCallFinished) or event.error_kind == "interrupted":
@@ -169,6 +172,7 @@ class AttemptMetrics:
             "malformed_calls": self.malformed_calls,
             "repeated_errors": self.repeated_errors,
             "failing_test_runs": self.failing_test_runs,
+            "edits": self.edits,
             "finish_called": self.finish_called,
             **({"error": f"the model cannot be used: {self.model_unusable}"} if self.model_unusable else {}),
         }

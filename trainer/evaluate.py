@@ -218,7 +218,9 @@ class Turn:
 
 def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenizer: Any) -> list[Turn]:
     """Replies whose every tool call succeeded, from unflagged sessions on the test side of the
-    split, as the token ids the model was fed and sampled (newest sessions first)."""
+    split (task attempts split by task), as the token ids the model was fed and sampled (newest
+    sessions first). Of task attempts only those that solved their task count: a `finish` always
+    succeeds as a call, and a premature one is not a turn the adapter should keep."""
     from feedback_store.export.export import split_of
     from feedback_store.recording.renders import Renders
     from feedback_store.store import open_store
@@ -229,10 +231,14 @@ def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenize
     with open_store(db) as store:
         replies = store.clean_replies()
         renders = Renders(store)
+        tasks = store.task_sessions()
         for session_id, seq in replies:
             if len(turns) >= limit:
                 break
-            if split_of(session_id, test_fraction) != "test":
+            task = tasks.get(session_id)
+            if split_of(task["instance_id"] if task else session_id, test_fraction) != "test":
+                continue
+            if task is not None and task.get("reward") != 1.0:
                 continue
             render = renders.at(session_id, seq)
             if render is not None and render.completion_token_ids and _same_vocabulary(tokenizer, render):
@@ -250,7 +256,11 @@ def _same_vocabulary(tokenizer: Any, render: Any) -> bool:
     return tokenizer.decode(render.prompt_token_ids) == text
 
 
-def forgetting(before: Any, after: Any, tokenizer: Any, turns: list[Turn]) -> dict[str, Any]:
+def forgetting(
+    before: Any, after: Any, tokenizer: Any, turns: list[Turn], base: dict[str, float | None] | None = None
+) -> dict[str, Any]:
+    """Mean log-likelihood per token before and after, and the drop, on general text and on `turns`.
+    `base`: the before side of an earlier call with the same model and turns (computed once for every arm)."""
     text = resources.files("trainer").joinpath("general_text.txt").read_text(encoding="utf-8")
     ids = tokenizer.encode(text, add_special_tokens=False)
     result: dict[str, Any] = {}
@@ -261,7 +271,8 @@ def forgetting(before: Any, after: Any, tokenizer: Any, turns: list[Turn]) -> di
         if not pieces:
             result[name] = {"tokens": 0, "note": "none on the test side of the split with recorded token ids"}
             continue
-        sides = {label: _loglik(model, pieces) for label, model in (("before", before), ("after", after))}
+        known = (base or {}).get(name)
+        sides = {"before": _loglik(before, pieces) if known is None else known, "after": _loglik(after, pieces)}
         result[name] = {"tokens": sum(len(c) for _, c in pieces), **sides, "drop": sides["before"] - sides["after"]}
     return result
 

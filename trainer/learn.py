@@ -1,15 +1,17 @@
 """`teachback learn`: one round of the online loop, and `teachback learn --rollback`.
 
 Where the database holds task attempts of the embedded model (their states can be replayed), a
-round is a branch round: at the states of the training side of the split (by session) the served
-model draws K replies each, labelled by running them (tasks.branches); the objective's records
-(sft: verified successes; dpo: same-state success/failure; sdpo: failures with a same-state
-success as demonstration) train an adapter; the held-out side's states are replayed with the
-served model and the adapter (tasks.state_eval), and forgetting is measured (trainer.evaluate).
+round is a branch round: at the states of the training side of the split (by task: attempts of one
+task share their first prompt, so they never straddle it) the served model draws K replies each,
+labelled by running them (tasks.branches); the objective's records (dpo, the default: same-state
+success/failure with an NLL term on the chosen reply; sft: verified successes; sdpo: failures with a
+same-state success as demonstration) train an adapter; the held-out tasks' states are replayed with
+the served model and the adapter (tasks.state_eval), and forgetting is measured (trainer.evaluate).
 Otherwise the round exports the feedback pairs recorded since the adapter served now was promoted
-(split by session: the test side is held out) and trains on those. Either way the adapter is
-promoted only if the call-error change's interval lies below zero, the tool mix, finish share and
-no-tool probes hold, and forgetting stays within the threshold. Every round and rollback is a row in the store (feedback_store.rounds).
+(split by task where sessions are task attempts, else by session) and trains on those. The adapter
+is promoted only if its failures per sample (call errors and premature stops) fall with an interval
+below zero and every guard of tasks.gate holds (premature finish, over-calling at no-tool probes,
+clean states, forgetting). Every round and rollback is a row in the store (feedback_store.rounds).
 Promoting writes the pointer file the embedded provider reads at every model call, so the language
 server and the terminal app use the new adapter from their next model call on.
 
@@ -34,6 +36,7 @@ from typing import Any
 
 from feedback_store.rounds import LEARN, ROLLBACK, Round, record_round, rounds, served, served_stack
 from feedback_store.store import Store, open_store
+from tasks.gate import Margins
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +57,9 @@ class Busy(LearnError):
 
 @dataclass(frozen=True)
 class Gate:
-    max_forgetting: float = 0.05  # nats per token the log-likelihood may drop (general text, successful turns)
-    min_call_ratio: float = 0.5  # tool calls per attempt, at least this share of the served model's
-    max_call_shift: float = 0.05  # state replay: replies with a call (and premature finishes) may move this much
+    max_forgetting: float = 0.02  # nats per token the log-likelihood may drop (general text, solved sessions' turns)
+    min_call_ratio: float = 0.5  # tool calls per attempt, at least this share of the served model's (no states)
+    margins: Margins = field(default_factory=Margins)  # the state replay's guards (tasks.gate)
 
 
 @dataclass
@@ -242,22 +245,34 @@ def _round(
 
 
 def _held_out(config: LearnConfig, say: Say) -> tuple[Path, frozenset[str]] | None:
-    """The held-out states' database and sessions: `config.states`, or the test split of the
-    database's own task attempts; None when there are none."""
-    from feedback_store.export.export import split_of
-    from tasks.states import StateError, load_states, replayable
+    """The held-out states' database and sessions: every session of `config.states`, or the test side
+    of the database's own task attempts (split by task); None when there are none."""
+    from tasks.states import StateError
 
-    source = config.states or config.db
     try:
-        found = [s for s in load_states(source) if replayable(s)]
+        held_out = task_split(config.states, 1.0) if config.states else task_split(config.db, config.test_fraction)
     except StateError as exc:
         say(f"no held-out states: {exc}")
         return None
-    held_out = {s.session_id for s in found if config.states or split_of(s.session_id, config.test_fraction) == "test"}
-    if not held_out:
+    if not held_out["test"]:
         say("no held-out states to replay: the held-out tasks decide")
         return None
-    return source, frozenset(held_out)
+    return config.states or config.db, held_out["test"]
+
+
+def task_split(db: Path, test_fraction: float, replayable_only: bool = True) -> dict[str, frozenset[str]]:
+    """The sessions of `db`'s task attempts (those whose states can be replayed, by default) on each
+    side ("train", "test") of a split by task: every attempt of a task lands on the side its task id
+    hashes to, so no held-out prompt is ever a training prompt (attempts of one task share their first
+    prompt token for token)."""
+    from feedback_store.export.export import split_of
+    from tasks.states import load_states, replayable
+
+    sides: dict[str, set[str]] = {"train": set(), "test": set()}
+    for state in load_states(db):
+        if replayable(state) or not replayable_only:
+            sides[split_of(state.task_id, test_fraction)].add(state.session_id)
+    return {side: frozenset(sessions) for side, sessions in sides.items()}
 
 
 def _replay_states(
@@ -289,17 +304,14 @@ def _replay_states(
 
 
 def _training_sessions(config: LearnConfig) -> frozenset[str] | None:
-    """The task sessions whose states train: the train side of the split (all of them when the
-    held-out states come from another database)."""
-    from feedback_store.export.export import split_of
-    from tasks.states import StateError, load_states, replayable
+    """The task sessions whose states train: the train side of the split by task (all of them when
+    the held-out states come from another database)."""
+    from tasks.states import StateError
 
     try:
-        found = [s for s in load_states(config.db) if replayable(s)]
+        return task_split(config.db, 0.0 if config.states else config.test_fraction)["train"] or None
     except StateError:
         return None
-    sessions = {s.session_id for s in found if config.states or split_of(s.session_id, config.test_fraction) == "train"}
-    return frozenset(sessions) or None
 
 
 def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: Path, say: Say) -> dict[str, Path]:
@@ -318,6 +330,8 @@ def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: P
                 model=model,
                 samples=config.branch_samples,
                 sessions=sessions,
+                hint_samples=config.branch_samples // 2,
+                no_tool_samples=2,
             ),
             say,
         )
@@ -328,10 +342,14 @@ def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: P
     return {"train": result.paths["sdpo" if objective == "mix" else objective]}
 
 
+DEFAULT_OBJECTIVE = "dpo"  # on branch records; why, in the README's "Training on your feedback"
+
+
 def objective_for(config: LearnConfig, branch: bool) -> str:
-    """The round's objective: the one asked for, else sft on branch records (chosen from
-    bench/learn_round.py) and sdpo on exported pairs (most carry no correction sft could learn)."""
-    return config.objective or ("sft" if branch else "sdpo")
+    """The round's objective: the one asked for, else DEFAULT_OBJECTIVE on branch records (dpo with an
+    NLL term on the chosen reply: the fewest failures, premature finishes counted, of the measured arms)
+    and sdpo on exported pairs (most carry no correction sft or dpo could learn)."""
+    return config.objective or (DEFAULT_OBJECTIVE if branch else "sdpo")
 
 
 def _train(config: LearnConfig, data: Path, out: Path, say: Say) -> Path:
@@ -360,9 +378,10 @@ def decide(evaluation: dict[str, Any], gate: Gate) -> tuple[bool, str]:
     if reason:
         return False, reason
     if evaluation.get("states"):
-        from tasks.state_eval import gate as states_gate
+        from tasks.gate import gate as states_gate
 
-        return states_gate(evaluation["states"], max_shift=gate.max_call_shift)
+        doc = {**evaluation["states"], "forgetting": {"after": evaluation.get("forgetting") or {}}}
+        return states_gate(doc, "after", replace(gate.margins, forgetting=gate.max_forgetting))
     rates = (evaluation.get("behaviour") or {}).get("rates")
     if not rates:
         return False, "no held-out task results to judge by"

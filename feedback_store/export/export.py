@@ -73,11 +73,19 @@ class ExportResult:
 
 
 def split_of(session_id: str, test_fraction: float) -> str:
-    """'test' or 'train', decided by the session id's hash: stable across runs and machines."""
+    """'test' or 'train', decided by the hash of a session's id (or of its task's, split_groups):
+    stable across runs and machines."""
     if test_fraction <= 0:
         return "train"
     bucket = int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:8], "big") / 2**64
     return "test" if bucket < test_fraction else "train"
+
+
+def split_groups(stores: Sequence[Store]) -> dict[str, str]:
+    """session id -> what it is split by: a task attempt by its task (attempts of one task share their
+    first prompt, so a split by session would put training prompts on the test side), any other
+    session by itself."""
+    return {sid: task["instance_id"] for store in stores for sid, task in store.task_sessions().items()}
 
 
 @dataclass
@@ -134,7 +142,8 @@ def export(
         once = OncePerText(scrub) if redactor else scrub
         sinks = {name: stack.enter_context(Sink(path, form.parquet)) for name, path in names.items()}
         examples = _examples(stores, filters, options, once, tally, progress, form.accepted_edits, shared_only)
-        _fill(sinks, examples, form, once, counter, report, tally, test_fraction)
+        groups = split_groups(stores) if test_fraction > 0 else {}
+        _fill(sinks, examples, form, once, counter, report, tally, test_fraction, groups)
         splits = {name: len(sink) for name, sink in sinks.items()}
         if not sum(splits.values()):
             raise EmptyExport(_empty_message(fmt, stores, filters, tally, report))
@@ -216,6 +225,7 @@ def _fill(
     report: LengthReport,
     tally: _Tally,
     test_fraction: float,
+    groups: dict[str, str],
 ) -> None:
     """Build, redact, measure and write each example's records to its split's sink."""
     session, redacted, measured, encoded = None, Memo(), Memo(), Memo(ENCODED_LIMIT)
@@ -231,7 +241,8 @@ def _fill(
             if not report.admit(record, counter, measured):
                 continue
             record["provenance"] = example.provenance  # after redaction: ids and hashes are not secrets
-            sinks[split_of(example.pair.session_id, test_fraction)].add(record, encoded)
+            group = groups.get(example.pair.session_id, example.pair.session_id)
+            sinks[split_of(group, test_fraction)].add(record, encoded)
             tally.by_source[example.pair.source] += 1
             tally.by_kind[example.pair.error_kind or "none"] += 1
             tally.templates[template_of(example)] += 1

@@ -164,3 +164,6 @@ def test_stats_count_call_errors_failing_tests_and_premature_finishes_as_the_ben
     assert stats["call_errors_by_kind"] == {"exit_status": {"count": 2, "share_of_calls": round(2 / 6, 4)}}
     assert (stats["graded_sessions"], stats["premature_finishes"]) == (2, 1)
     assert "Premature finishes: 1 of 2 graded task sessions" in format_stats(stats)
+    # the headline counts both: 2 call errors and 1 premature finish, per model call
+    assert stats["failures"] == 3 and stats["failure_rate"] == round(3 / stats["model_calls"], 4)
+    assert f"Failures: 3 ({stats['failure_rate']:.1%} of model calls)" in format_stats(stats)

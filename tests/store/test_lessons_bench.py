@@ -85,11 +85,13 @@ def test_a_merged_summary_keeps_the_other_parts_of_the_runs_it_merges(tmp_path: 
 
 def test_the_exact_interval_counts_events_where_the_bootstrap_collapses() -> None:
     bench = load_bench()
-    # Three repeats without lessons and none with: the bootstrap over tasks says -100% [-100%, -100%], but
-    # three events cannot show a halving. The exact matched-pairs interval says so.
+    # Three repeats without lessons and none with: a plain percentile bootstrap over tasks said -100%
+    # [-100%, -100%], "shown", but three events cannot show a halving. The interval is now the hull of a
+    # corrected bootstrap and the exact matched-pairs interval (tasks.verdict), and it says so.
     base = rows("none", [1, 1, 1, 0, 0, 0])
     three = bench.summarize_states(base + rows("fix", [0] * 6), ["none", "fix"], 0)["wordings"]["fix"]
-    assert three["repeats"]["interval"] == [-1.0, -1.0] and three["repeats"]["verdict"] == "shown"
+    assert three["repeats"]["interval"][0] == -1.0 and three["repeats"]["interval"][1] > 0
+    assert three["repeats"]["verdict"] == "inconclusive"
     exact = three["repeats_exact"]
     assert (exact["only_without"], exact["only_with"], exact["both"]) == (3, 0, 0)
     assert exact["interval"][0] == -1.0 and exact["interval"][1] > 0 and exact["verdict"] == "inconclusive"
@@ -106,10 +108,11 @@ def test_the_exact_interval_counts_events_where_the_bootstrap_collapses() -> Non
 
 
 def test_clopper_pearson_matches_known_values() -> None:
-    bench = load_bench()
-    low, high = bench.clopper_pearson(0, 3)
+    from tasks.verdict import clopper_pearson
+
+    low, high = clopper_pearson(0, 3)
     assert low == 0.0 and abs(high - 0.7076) < 1e-3  # 1 - 0.025 ** (1/3)
-    low, high = bench.clopper_pearson(5, 10)
+    low, high = clopper_pearson(5, 10)
     assert abs(low - 0.1871) < 1e-3 and abs(high - 0.8129) < 1e-3
 
 

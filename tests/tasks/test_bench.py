@@ -78,6 +78,8 @@ def test_summary_counts_flagged_attempts_apart_and_leaves_harness_errors_out() -
     # failing test runs are not call errors; a finish with the tests failing is premature, one with them passing not
     assert s["failing_test_runs"] == 2 and (s["premature_finishes"], s["premature_finish_rate"]) == (1, 1 / 5)
     assert s["cost_usd"] == pytest.approx(0.05) and s["steps"] == 4
+    # the headline: call errors and premature finishes together, per model reply (4 steps x 5 attempts)
+    assert s["failures"] == 4 + 1 and s["failure_rate"] == pytest.approx(5 / 20)
     low, high = s["pass@1_ci"]
     assert 0.0 <= low <= s["pass@1"] <= high <= 1.0
     assert tasks["b"]["flags"] == [["reads_git_history"], []] and tasks["b"]["rewards"] == [1.0, 0.0]
@@ -87,6 +89,7 @@ def test_the_table_has_every_figure() -> None:
     document = bench.bench_document(bench.summarize(RECORDS, k=2), model="openai/x", run_s=33.0)
     table = bench.render_table(document)
     for row in (
+        "failures / reply",
         "pass@1",
         "pass@2",
         "call-error rate",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tasks.probes import OVER_CALL, build_probes, probe_label, questions
+from tasks.probes import OVER_CALL, TRAINING_QUESTIONS, build_probes, probe_label, questions
 from tasks.states import State
 
 
@@ -43,4 +43,10 @@ def test_a_probe_reply_that_calls_a_tool_other_than_finish_over_calls() -> None:
     assert probe_label(reply("read_file")).kind == OVER_CALL
     assert probe_label(reply("finish", "edit_file")).kind == OVER_CALL
     assert probe_label(reply(error="bad json")).call_error
-    assert len(questions()) >= 10
+
+
+def test_the_held_out_probes_are_enough_and_never_the_questions_training_may_use() -> None:
+    held_out, training = questions(), questions(TRAINING_QUESTIONS)
+    assert len(held_out) >= 24 and len(training) >= 10
+    assert not set(held_out) & set(training)
+    assert not {q.lower() for q in held_out} & {q.lower() for q in training}

@@ -191,18 +191,22 @@ def test_the_recorded_seed_draws_the_recorded_reply_and_eval_states_compares_arm
     assert doc["states"] == len(states) and doc["samples_per_state"] == 1 and doc["clusters"] == MIN_CLUSTERS
     before, after = doc["arms"]["before"], doc["arms"]["after"]
     assert before["samples"] == after["samples"] == len(states)
-    assert {"call_error_rate", "by_kind", "premature_finish_rate", "call_rate", "tool_mix"} <= set(before)
+    assert {"failure_rate", "call_error_rate", "by_kind", "premature_finish_rate", "call_rate", "tool_mix"} <= set(
+        before
+    )
     reproduced = doc["reproduced"]  # sample 0 at the seed the attempts recorded (attempt 0), the same cap
     assert reproduced["checked"] == reproduced["same_tokens"] == reproduced["labels_checked"] == len(states)
     assert reproduced["same_label"] == len(states)
-    change = doc["change"]
-    assert set(change) >= {"before", "after", "relative_change", "interval", "verdict"}
+    judged = doc["change"]
+    change = judged["failures"]
+    assert set(change) >= {"before", "after", "relative_change", "interval", "method", "outcome"}
+    assert judged["outcome"] == change["outcome"] and "premature_finish" in judged["guards"]
     assert "detectable_change" in doc
-    assert doc["no_tool"]["probes"] == 2  # --probes: at most that many, spread over the sessions
-    assert all(0 <= doc["no_tool"][arm]["success_rate"] <= 1 for arm in ("before", "after"))
-    if before["call_errors"]:  # the same model served as an adapter: an interval around no change
-        assert change["interval"][0] <= 0 <= change["interval"][1]
-        assert change["verdict"] != "shown"
+    assert len(doc["probe_samples"]["probes"]) == 2  # --probes: at most that many, spread over the sessions
+    assert all(len(doc["probe_samples"]["arms"][arm]) == 2 for arm in ("before", "after"))
+    if change["events"]["before"]:  # the same model served as an adapter: an interval around no change
+        assert change["interval"][0] <= 0 <= (change["interval"][1] if change["interval"][1] is not None else 1)
+        assert change["outcome"] not in ("effect shown", "target met")
     from trainer.learn import Gate, decide
 
     promoted, reason = decide({"states": doc, "forgetting": {}}, Gate())

@@ -14,8 +14,9 @@ import pytest
 
 from agent.protocol.textcalls import to_text_messages
 from agent.tools import default_toolbox
-from tasks.probes import build_probes, probe_label, questions
-from tasks.state_eval import compare, gate, summarize
+from tasks.gate import gate, judge
+from tasks.probes import TRAINING_QUESTIONS, build_probes, probe_label, questions
+from tasks.state_eval import document
 from tasks.states import Sampler, State
 from tests.tasks.test_state_eval import labels, states
 
@@ -43,11 +44,11 @@ def test_an_adapter_trained_to_always_call_a_tool_is_refused_at_the_no_tool_prob
     from trainer.gguf_lora import ensure_served
     from trainer.train import TrainConfig, train
 
-    held_out = [first_state(f"held-{i}", "Make the tests of textkit pass.") for i in range(6)]
+    held_out = [first_state(f"held-{i}", "Make the tests of textkit pass.") for i in range(12)]
     probes = build_probes(held_out)
-    # Trained on every probe question but in other sessions' words: the answer is always a read_file call.
+    # Trained on questions disjoint from the held-out probes: the answer is always a read_file call.
     records = []
-    for number, question in enumerate(questions()):
+    for number, question in enumerate(questions(TRAINING_QUESTIONS)):
         state = first_state(f"train-{number}", question)
         records.append(
             {
@@ -74,23 +75,21 @@ def test_an_adapter_trained_to_always_call_a_tool_is_refused_at_the_no_tool_prob
     gguf = model_path("smollm2")
     served = ensure_served(result.adapter_dir, gguf)
 
-    async def success(model: str) -> float:
+    async def sample(model: str) -> list[list]:
         sampler = Sampler(model, cap=96)
-        found = [probe_label(await sampler.sample(probe, k)) for probe in probes for k in range(2)]
-        return sum(label.kind in ("finished", "answer") for label in found) / len(found)
+        return [[probe_label(await sampler.sample(probe, k)) for k in range(2)] for probe in probes]
 
-    base, adapted = asyncio.run(success(f"local/{gguf}@none")), asyncio.run(success(f"local/{gguf}@{served}"))
-    assert adapted < base - 0.05, (base, adapted)
-    # Its call errors at the task states fall with an interval below zero (made by hand): only the probes refuse it.
-    found = states(10)
+    def success(found: list[list]) -> float:
+        flat = [label for labels_ in found for label in labels_]
+        return sum(label.kind in ("finished", "answer") for label in flat) / len(flat)
+
+    base, adapted = asyncio.run(sample(f"local/{gguf}@none")), asyncio.run(sample(f"local/{gguf}@{served}"))
+    assert success(adapted) < success(base) - 0.05, (success(base), success(adapted))
+    # Its failures at the task states fall with an interval below zero (made by hand): only the probes refuse it.
+    found = states(24)
     before, after = labels(found, 2), labels(found, 6)
-    doc = {
-        "states": len(found),
-        "clusters": 10,
-        "arms": {"before": summarize(before), "after": summarize(after)},
-        "change": compare(found, before, after, seed=0),
-        "no_tool": {"probes": len(probes), "before": {"success_rate": base}, "after": {"success_rate": adapted}},
-    }
-    assert gate({**doc, "no_tool": {**doc["no_tool"], "after": {"success_rate": base}}})[0]
-    promoted, reason = gate(doc)
-    assert not promoted and "no-tool probes" in reason
+    little = {"general_text": {"drop": 0.0}, "successful_turns": {"drop": 0.0}}
+    doc = document(found, {"before": before, "after": after}, probes, {"before": base, "after": adapted})
+    promoted, reason = gate({**doc, "forgetting": {"after": little}})
+    assert not promoted and "over_calling" in reason
+    assert judge({**doc, "forgetting": {"after": little}}, "after")["guards"]["over_calling"]["pass"] is False

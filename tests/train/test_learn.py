@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -111,25 +110,28 @@ def test_gate_promotes_only_fewer_call_errors_with_calls_kept_and_little_forgett
 
 
 def test_held_out_states_decide_when_they_were_replayed() -> None:
-    from tasks.state_eval import compare, summarize
-    from tasks.states import Label
+    from tasks.state_eval import document
+    from tests.tasks.test_state_eval import labels, quiet_probes, states
     from trainer.learn import Gate, decide
 
-    states = [SimpleNamespace(cluster=f"task{t}") for t in range(8) for _ in range(3)]
-    error, ok = Label("not_found", ("read_file",)), Label("ok", ("read_file",))
-    before = [[error if (i + k) % 2 == 0 else ok for k in range(4)] for i in range(len(states))]
-    after = [[error if (i + k) % 6 == 0 else ok for k in range(4)] for i in range(len(states))]
+    found = states(24)
+    probe_states = states(30, 1, "probe")
+    before, after = labels(found, 2), labels(found, 6)
 
     def replayed(arm: list) -> dict:
-        change = compare(states, before, arm, seed=0)
-        arms = {"before": summarize(before), "after": summarize(arm)}
-        return {"states": len(states), "clusters": 8, "arms": arms, "change": change}
+        return document(
+            found, {"before": before, "after": arm}, probe_states, {"before": quiet_probes(), "after": quiet_probes()}
+        )
 
-    gate = Gate(max_forgetting=0.05)
-    promoted, reason = decide({"states": replayed(after), "forgetting": {}}, gate)
-    assert promoted and "held-out states" in reason
-    promoted, reason = decide({"states": replayed(before), "forgetting": {}}, gate)  # the base again
+    little = {"general_text": {"drop": 0.001}, "successful_turns": {"drop": 0.0}}
+    gate = Gate()
+    promoted, reason = decide({"states": replayed(after), "forgetting": little}, gate)
+    assert promoted and "every guard held" in reason
+    promoted, reason = decide({"states": replayed(before), "forgetting": little}, gate)  # the base again
     assert not promoted and "does not lie below zero" in reason
+    # forgetting is one of the guards: measured by the round, judged with the states
+    promoted, reason = decide({"states": replayed(after), "forgetting": {"general_text": {"drop": 0.03}}}, gate)
+    assert not promoted and "forgot too much" in reason
     # the held-out states decide even where the task runs look better
     assert not decide({**evaluation((0.4, 0.1)), "states": replayed(before)}, gate)[0]
 
