@@ -108,14 +108,14 @@ async def test_ask_mode_approves_an_edit_and_denies_a_command_with_a_reason(
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="the edit approval")
         assert app.screen.request.action == "edit"
         assert "+    return 'Hi, ' + name" in app.screen.request.detail
-        await pilot.press("y")
+        await pilot.press("ctrl+y")
         await wait_for(
             pilot,
             lambda: isinstance(app.screen, ApprovalModal) and app.screen.request.action == "command",
             what="the command approval",
         )
         app.screen.query_one("#approval-comment").value = "never delete build output"
-        await pilot.press("n")
+        await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), what="the review screen")
         entries = app.main_screen.query_one(ToolLog).entries
         denied = next(e for e in entries if e.name_ == "run_command")
