@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any, ClassVar
@@ -87,7 +88,7 @@ class MainScreen(Screen[None]):
             await self.host.open(session_id, history)
         except (ConfigError, WorkspaceError, OSError) as exc:
             status.state = "no session"
-            self.app.notify(f"Could not start the agent: {exc}", title="Agent", severity="error", timeout=15)
+            await self.report_error(f"Could not start the agent: {exc}")
             return
         status.state = "ready"
         status.step, status.tokens, status.cost = 0, 0, 0.0
@@ -97,6 +98,22 @@ class MainScreen(Screen[None]):
         if history:
             await chat.replay(history)
             await chat.add_notice(f"Resumed session {session_id}.")
+        self.check_setup()
+
+    @work(exclusive=True, group="setup")
+    async def check_setup(self) -> None:
+        """Warn in the chat about what `teachback doctor` would report (a model's missing key), before
+        the first turn fails on it. Off the event loop: a litellm model's check imports litellm."""
+        from agent.doctor import startup_problems
+
+        problems = await asyncio.to_thread(startup_problems, self.host.workspace, self.settings)
+        for problem in problems:
+            await self.report_error(f"Set-up problem: {problem} (`teachback doctor` runs every check)")
+
+    async def report_error(self, message: str) -> None:
+        """An error kept in the chat, and shown as a notification too."""
+        await self.query_one(ChatView).add_notice(message, error=True)
+        self.app.notify(message, title="Agent", severity="error", timeout=15)
 
     def switch_session(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
         """Start a fresh session, or resume `session_id` with its recorded conversation."""
@@ -136,7 +153,7 @@ class MainScreen(Screen[None]):
             finished = await session.run(UserInput(text=text))
         except Exception as exc:  # the session reports failures as events; this is the backstop
             log.exception("turn failed")
-            self.app.notify(f"The turn failed: {exc}", title="Agent", severity="error", timeout=15)
+            await self.report_error(f"The turn failed: {exc}")
             finished = None
         finally:
             self.turn_running = False  # also when the app closes mid-turn and cancels this worker
@@ -195,16 +212,18 @@ class MainScreen(Screen[None]):
         elif isinstance(event, TurnFinished):
             await self._turn_finished(event)
         elif isinstance(event, ErrorEvent):
-            self.app.notify(event.message, title="Agent", severity="error", timeout=15)
+            await self.report_error(event.message)
 
     async def _turn_finished(self, event: TurnFinished) -> None:
         if isinstance(self.app.screen, ApprovalModal):  # the turn ended (interrupted) while asking
             self.app.pop_screen()
         text = f"Turn {event.turn}: {event.reason} after {event.steps} step{'s' * (event.steps != 1)}"
+        if event.reason == "error":  # the ErrorEvent before it is in the chat already, with the reason
+            self.app.notify(text, title="Turn stopped", severity="error")
+        elif event.reason not in QUIET_REASONS:
+            text = f"{text}. {event.summary}".strip()
+            self.app.notify(text, title="Turn stopped", severity="warning")
         await self.query_one(ChatView).add_notice(text, error=event.reason == "error")
-        if event.reason not in QUIET_REASONS:
-            severity = "error" if event.reason == "error" else "warning"
-            self.app.notify(f"{text}. {event.summary}".strip(), title="Turn stopped", severity=severity)
 
     @work(group="approval")
     async def _decide(self, request: ApprovalRequested, verdict: Verdict | None) -> None:
