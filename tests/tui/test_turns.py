@@ -45,7 +45,15 @@ async def test_whole_turn_then_review_rejects_one_file_and_accepts_another(
     async with app.run_test(size=(100, 32)) as pilot:
         await session_ready(pilot, app)
         await send(pilot, app, "fix the greeting")
-        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), what="the review screen")
+        await wait_for(
+            pilot,
+            lambda: (
+                isinstance(app.screen, ReviewScreen)
+                and app.screen.query(DiffView)
+                and app.screen.query_one(DiffView).diff
+            ),
+            what="the review and its first diff",
+        )
 
         main = app.main_screen
         answers = [m.source for m in main.query_one(ChatView).query(Markdown)]
