@@ -105,7 +105,11 @@ class MainScreen(Screen[None]):
         """Warn in the chat about what `teachback doctor` would report (a model's missing key), before
         the first turn fails on it. Off the event loop: a litellm model's check imports litellm."""
         from agent.doctor import startup_problems
+        from agent.llm import load_litellm
 
+        # The first model call imports litellm on the event loop, where its seconds would freeze the
+        # app and its clock: import it now, in a thread, while the user types.
+        await asyncio.to_thread(load_litellm)
         problems = await asyncio.to_thread(startup_problems, self.host.workspace, self.settings)
         for problem in problems:
             await self.report_error(f"Set-up problem: {problem} (`teachback doctor` runs every check)")
@@ -148,22 +152,17 @@ class MainScreen(Screen[None]):
         assert session is not None  # _send checked it
         self.turn_running = True
         self.turn_verdicts = {}
-        self.query_one(StatusBar).state = "running"
+        self.query_one(StatusBar).start_turn()
         try:
-            finished = await session.run(UserInput(text=text))
+            await session.run(UserInput(text=text))  # its TurnFinished opens the review (_turn_finished)
         except Exception as exc:  # the session reports failures as events; this is the backstop
             log.exception("turn failed")
             await self.report_error(f"The turn failed: {exc}")
-            finished = None
         finally:
             self.turn_running = False  # also when the app closes mid-turn and cancels this worker
-        self.query_one(StatusBar).state = "ready"
+        self.query_one(StatusBar).end_turn()
         if self.host.relay is not None:
             self.host.relay.flush()
-        if finished is not None:
-            self.turn_summary = finished.summary
-            if session.last_turn_changes():
-                self.action_review()
 
     def action_interrupt(self) -> None:
         session = self.host.session
@@ -185,12 +184,14 @@ class MainScreen(Screen[None]):
 
     @on(AssistantText)
     async def _assistant_text(self, message: AssistantText) -> None:
+        self.query_one(StatusBar).streamed(message.text)
         await self.query_one(ChatView).append_assistant(message.text)
 
     @on(SessionEvent)
     async def _session_event(self, message: SessionEvent) -> None:
         event = message.event
         status = self.query_one(StatusBar)
+        status.follow(event)
         if isinstance(event, SessionStarted):
             status.model = event.model
         elif isinstance(event, TurnStarted):
@@ -224,6 +225,11 @@ class MainScreen(Screen[None]):
             text = f"{text}. {event.summary}".strip()
             self.app.notify(text, title="Turn stopped", severity="warning")
         await self.query_one(ChatView).add_notice(text, error=event.reason == "error")
+        # Here, not when the turn's worker returns: the events before this one are all shown by now.
+        self.turn_summary = event.summary
+        session = self.host.session
+        if session is not None and session.id == event.session_id and session.last_turn_changes():
+            self.action_review()
 
     @work(group="approval")
     async def _decide(self, request: ApprovalRequested, verdict: Verdict | None) -> None:
