@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from agent.config import ConfigError, Settings
+from agent.model import resolved_tool_mode
 from agent.protocol import (
     ApprovalDecision,
     ApprovalRequested,
@@ -36,7 +37,7 @@ from tui.screens.modals import ApprovalModal, Verdict
 from tui.screens.review import ReviewScreen
 from tui.seams import FeedbackStore
 from tui.session_host import SessionHost
-from tui.widgets.chat import ChatView
+from tui.widgets.chat import ChatView, text_of
 from tui.widgets.instruction import InstructionInput
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.tool_log import ToolLog
@@ -60,6 +61,9 @@ class MainScreen(Screen[None]):
         self.turn_running = False
         self.turn_summary = ""
         self.turn_verdicts: dict[str, str] = {}  # the user's review of the last turn, by path
+        # Text and grammar tool modes: the model writes its calls in its reply, so what streams in is
+        # not the answer; the chat shows the reply's words once parsed (AssistantMessage.text).
+        self.calls_in_text = resolved_tool_mode(settings.model, settings.tool_mode) != "native"
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -96,7 +100,7 @@ class MainScreen(Screen[None]):
         await chat.clear()
         await tools.clear()
         if history:
-            await chat.replay(history)
+            await chat.replay(history, calls_in_text=self.calls_in_text)
             await chat.add_notice(f"Resumed session {session_id}.")
         self.check_setup()
 
@@ -185,7 +189,8 @@ class MainScreen(Screen[None]):
     @on(AssistantText)
     async def _assistant_text(self, message: AssistantText) -> None:
         self.query_one(StatusBar).streamed(message.text)
-        await self.query_one(ChatView).append_assistant(message.text)
+        if not self.calls_in_text:
+            await self.query_one(ChatView).append_assistant(message.text)
 
     @on(SessionEvent)
     async def _session_event(self, message: SessionEvent) -> None:
@@ -197,7 +202,9 @@ class MainScreen(Screen[None]):
         elif isinstance(event, TurnStarted):
             status.step = 0
         elif isinstance(event, AssistantMessage):
-            await self.query_one(ChatView).finish_assistant(event.message)
+            await self.query_one(ChatView).finish_assistant(
+                event.text if event.text is not None else text_of(event.message)
+            )
         elif isinstance(event, ModelUsage):
             status.add_usage(event.step, event.prompt_tokens + event.completion_tokens, event.cost_usd)
         elif isinstance(event, ToolCallStarted):
