@@ -113,8 +113,12 @@ class MainScreen(Screen[None]):
 
         # The first model call imports litellm on the event loop, where its seconds would freeze the
         # app and its clock: import it now, in a thread, while the user types.
-        await asyncio.to_thread(load_litellm)
-        problems = await asyncio.to_thread(startup_problems, self.host.workspace, self.settings)
+        try:
+            await asyncio.to_thread(load_litellm)
+            problems = await asyncio.to_thread(startup_problems, self.host.workspace, self.settings)
+        except Exception as exc:  # a check that cannot run must not take the app down; the turn will say more
+            log.exception("the start-up check failed")
+            problems = [f"the start-up check could not run: {exc!r}"]
         for problem in problems:
             await self.report_error(f"Set-up problem: {problem} (`teachback doctor` runs every check)")
 
