@@ -38,6 +38,14 @@ def run_checks(
     return 0 if not failed else 1
 
 
+def startup_problems(workspace: Path, settings: Settings) -> list[str]:
+    """What the checks a frontend can make at start-up (git, the model and its credentials) find
+    wrong, each with its fix. A litellm model's check imports litellm (seconds): call it off the UI's
+    thread."""
+    checks = (_check_git(workspace), _check_model(settings))
+    return [f"{name}: {detail}" for name, ok, detail in checks if not ok]
+
+
 def _check_python() -> Check:
     ok = sys.version_info >= (3, 11)
     return ("python", ok, sys.version.split()[0] + ("" if ok else " (teachback needs Python 3.11 or newer)"))

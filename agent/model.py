@@ -23,6 +23,14 @@ log = logging.getLogger(__name__)
 GRAMMAR_MODE_PREFIXES = ("local/",)
 
 
+def resolved_tool_mode(model: str, tool_mode: str = "auto") -> str:
+    """How `model` is given its tools: the `tool_mode` setting, and for "auto", the grammar for the
+    models without native tool calls and native calls for the others."""
+    if tool_mode != "auto":
+        return tool_mode
+    return "grammar" if model.startswith(GRAMMAR_MODE_PREFIXES) else "native"
+
+
 @dataclass
 class ModelReply:
     message: dict[str, Any]  # the assistant message to append, OpenAI shape
@@ -38,6 +46,7 @@ class ModelReply:
     prompt_token_ids: list[int] | None = None  # when the provider reports them (the embedded model)
     completion_token_ids: list[int] | None = None
     finish_reason: str | None = None  # the provider's: stop, tool_calls, length, content_filter, ...
+    text: str | None = None  # text and grammar modes: the reply's words without its calls (AssistantMessage.text)
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
@@ -55,9 +64,7 @@ class LiteLLMModel:
 
     @property
     def mode(self) -> str:
-        if self.tool_mode != "auto":
-            return self.tool_mode
-        return "grammar" if self.name.startswith(GRAMMAR_MODE_PREFIXES) else "native"
+        return resolved_tool_mode(self.name, self.tool_mode)
 
     async def complete(
         self,
@@ -110,7 +117,7 @@ class LiteLLMModel:
                 await asyncio.sleep(delay)
         latency = (time.perf_counter() - started) * 1000
         message: dict[str, Any] = {"role": "assistant", "content": content or None}
-        format_error = None
+        format_error, text = None, None
         if mode == "native":
             if calls:
                 message["tool_calls"] = calls
@@ -119,7 +126,7 @@ class LiteLLMModel:
 
             names = [t["function"]["name"] for t in tools]
             parsed = textcalls.parse_reply(content or "", names, id_prefix=f"call_{len(messages)}")
-            format_error = parsed.error
+            format_error, text = parsed.error, parsed.content or ""
             if parsed.tool_calls:
                 message["tool_calls"] = parsed.tool_calls
         prompt_tokens = int(usage.get("prompt_tokens") or 0)
@@ -138,6 +145,7 @@ class LiteLLMModel:
             prompt_token_ids=token_ids.get("prompt"),
             completion_token_ids=token_ids.get("completion"),
             finish_reason=finish_reason,
+            text=text,
         )
 
 

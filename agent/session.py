@@ -193,7 +193,9 @@ class Session:
             self.emit(ErrorEvent(session_id=self.id, cause_id=cause, kind=exc.kind, message=str(exc)))
             raise ModelFailed(str(exc)) from exc
         self.messages.append(reply.message)
-        said = self.emit(AssistantMessage(session_id=self.id, cause_id=cause, step=step, message=reply.message))
+        said = self.emit(
+            AssistantMessage(session_id=self.id, cause_id=cause, step=step, message=reply.message, text=reply.text)
+        )
         self.emit(ModelUsage.from_reply(reply, session_id=self.id, cause_id=said.id, model=self.model.name, step=step))
         self.limits.spend(reply)
         return reply, said.id

@@ -36,11 +36,14 @@ def acp_main(args: argparse.Namespace) -> int:
 
 
 def add_tui_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workspace", nargs="?", type=Path, default=Path.cwd())
+    from cli.options import add_settings_options
+
+    parser.add_argument("workspace", nargs="?", type=Path, default=Path.cwd(), help="project root (default: cwd)")
+    add_settings_options(parser)
 
 
 def tui_main(args: argparse.Namespace) -> int:
     import tui
-    from agent.config import load_settings
+    from cli.options import settings_for
 
-    return tui.main(args.workspace, load_settings(args.workspace))
+    return tui.main(args.workspace, settings_for(args))

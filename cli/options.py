@@ -16,6 +16,11 @@ EXIT_OK, EXIT_STOPPED, EXIT_USAGE, EXIT_UNRECORDED = 0, 1, 2, 3
 
 def add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=Path, default=Path.cwd(), help="project root (default: cwd)")
+    add_settings_options(parser)
+
+
+def add_settings_options(parser: argparse.ArgumentParser) -> None:
+    """The options `settings_for` reads besides the workspace (which a command may take as an argument)."""
     parser.add_argument("--model", help="litellm model string, e.g. anthropic/claude-sonnet-4-5")
     parser.add_argument("--approval", choices=APPROVAL_MODES, help="when to ask before edits and commands")
     parser.add_argument("--max-steps", type=int, help="stop after this many model calls per turn")

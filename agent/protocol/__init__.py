@@ -250,6 +250,10 @@ class AssistantDelta(Event):
 class AssistantMessage(Event):
     step: int
     message: dict[str, Any]  # the assistant message appended to the conversation, as sent
+    # The text and grammar tool modes, where the message's content is the model's raw reply: the
+    # reply's words without the calls written in it ("" when it is only calls). None: the content is
+    # the words (native tool calls).
+    text: str | None = None
     type: ClassVar[str] = "assistant_message"
 
 

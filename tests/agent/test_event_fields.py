@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
-from agent.protocol import ToolCallFinished, ToolCallStarted, event_from_dict, event_from_json
+from agent.protocol import AssistantMessage, ToolCallFinished, ToolCallStarted, event_from_dict, event_from_json
 from feedback_store import Recorder, open_store
 from lsp_server.describe import log_line, progress_message
 from tests.conftest import call, turn
@@ -162,3 +162,14 @@ def test_an_event_as_a_dict_is_its_type_then_every_field_in_order() -> None:
         fields = [f.name for f in dataclasses.fields(event)]
         assert list(event.to_dict()) == ["type", *fields]
         assert event.to_dict() == {"type": event.type, **{name: getattr(event, name) for name in fields}}
+
+
+async def test_a_reply_with_its_calls_in_its_text_carries_its_words_apart(git_repo, script, run_agent):
+    written = '{"name": "read_file", "arguments": {"path": "app.py"}}'
+    model = script(turn(content=f"Looking first.\n<tool_call>\n{written}\n</tool_call>"), turn(content="Done."))
+    text_mode = await run_agent(git_repo, model, tool_mode="text")
+    said = text_mode.of(AssistantMessage)
+    assert [e.text for e in said] == ["Looking first.", "Done."]
+    assert written in said[0].message["content"]  # the conversation keeps the raw reply, as sent
+    native = await run_agent(git_repo, script(turn(call("read_file", {"path": "app.py"}), content="Looking.")))
+    assert [e.text for e in native.of(AssistantMessage)] == [None, None]  # the content is the words

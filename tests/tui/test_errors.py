@@ -1,4 +1,5 @@
-"""User-level failures become notifications; the app stays up. litellm stays off the first paint."""
+"""User-level failures become notifications and stay in the chat; the app stays up. litellm stays off
+the first paint (the start-up check of a litellm model imports it afterwards, off the event loop)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,37 @@ async def test_an_unreachable_model_is_a_notification_not_a_crash(git_repo: Path
         await wait_for(pilot, lambda: not main.turn_running, what="the turn to end")
         assert app.is_running and main.query_one(StatusBar).state == "ready"
         assert "error" in str(main.query(".notice.error").last().render())
+        app.clear_notifications()  # the toast fades; the chat keeps the error and what to do about it
+        await pilot.pause()
+        assert not toasts(app)
+        kept = chat_errors(app)
+        assert "scripted auth error" in kept and "Turn 1: error after 1 step" in kept
+
+
+def chat_errors(app: App) -> str:
+    return "\n".join(str(notice.render()) for notice in app.main_screen.query(".notice.error"))
+
+
+@pytest.mark.timeout(90)
+async def test_a_missing_key_is_a_warning_in_the_chat_before_the_first_turn(
+    git_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    app = make_app(git_repo, "anthropic/claude-sonnet-4-5", tmp_path / "feedback.db")
+    async with app.run_test(size=(100, 32), notifications=True) as pilot:
+        await session_ready(pilot, app)
+        await wait_for(pilot, lambda: "ANTHROPIC_API_KEY" in chat_errors(app), 60, "the set-up warning")
+        assert "teachback doctor" in chat_errors(app)
+        await wait_for(pilot, lambda: "ANTHROPIC_API_KEY" in toasts(app), what="the set-up notification")
+
+
+@pytest.mark.timeout(60)
+async def test_a_working_set_up_gives_no_warning(git_repo: Path, script, tmp_path: Path) -> None:
+    app = make_app(git_repo, script(turn(content="Hello.")), tmp_path / "feedback.db")
+    async with app.run_test(size=(100, 32), notifications=True) as pilot:
+        await session_ready(pilot, app)
+        await app.workers.wait_for_complete()  # the session's start and the set-up check
+        assert not chat_errors(app) and not toasts(app)
 
 
 @pytest.mark.timeout(60)
@@ -58,9 +90,10 @@ async def main():
     app = create_app(Path({str(git_repo)!r}), Settings(model="openai/gpt-4o-mini"),
                      store_path=Path({str(tmp_path / "f.db")!r}))
     async with app.run_test() as pilot:
+        first_paint = "litellm" in sys.modules
         await pilot.pause(0.5)
         assert app.main_screen.host.session is not None
-    print("litellm" in sys.modules)
+    print(first_paint)
 
 asyncio.run(main())
 """

@@ -1,7 +1,7 @@
 """SVG snapshots at 80x24: the chat screen after a turn, the diff review, the feedback browser.
 
-Everything shown is fixed: the events carry fixed ids and times, the store is recorded from a fixed
-event log, and times are shown in UTC. Update with `pytest tests/tui --snapshot-update`.
+Everything shown is fixed: the model's script exists (no set-up warning), the events carry fixed ids
+and times, the store is recorded from a fixed event log, and times are shown in UTC. Update with `pytest tests/tui --snapshot-update`.
 """
 
 from __future__ import annotations
@@ -104,12 +104,13 @@ def turn_events() -> list:
     ]
 
 
-def test_main_screen_after_a_turn(snap_compare, git_repo: Path, tmp_path: Path) -> None:
-    app = make_app(git_repo, f"scripted/{tmp_path}/script.json", tmp_path / "feedback.db")
+def test_main_screen_after_a_turn(snap_compare, git_repo: Path, script, tmp_path: Path) -> None:
+    app = make_app(git_repo, script(), tmp_path / "feedback.db")
 
     async def play_turn(pilot: Pilot) -> None:
         await session_ready(pilot, app)
         main = app.main_screen
+        main.query_one("#instruction").cursor_blink = False  # the cursor's blink phase depends on timing
         await main.query_one(ChatView).add_user("fix the greeting")
         for event in turn_events():
             main.host.relay(event)
@@ -119,8 +120,8 @@ def test_main_screen_after_a_turn(snap_compare, git_repo: Path, tmp_path: Path) 
     assert snap_compare(app, terminal_size=SIZE, run_before=play_turn)
 
 
-def test_diff_review(snap_compare, git_repo: Path, tmp_path: Path) -> None:
-    app = make_app(git_repo, f"scripted/{tmp_path}/script.json", tmp_path / "feedback.db")
+def test_diff_review(snap_compare, git_repo: Path, script, tmp_path: Path) -> None:
+    app = make_app(git_repo, script(), tmp_path / "feedback.db")
     changes = [
         FileChange("app.py", "modify", APP_BEFORE, APP_AFTER),
         FileChange("notes.md", "create", None, "# Notes\n\nGreeting now uses an f-string.\n"),
@@ -135,9 +136,9 @@ def test_diff_review(snap_compare, git_repo: Path, tmp_path: Path) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=open_review)
 
 
-def test_feedback_browser(snap_compare, git_repo: Path, tmp_path: Path) -> None:
+def test_feedback_browser(snap_compare, git_repo: Path, script, tmp_path: Path) -> None:
     db = record_fixture(tmp_path / "feedback.db")
-    app = make_app(git_repo, f"scripted/{tmp_path}/script.json", db)
+    app = make_app(git_repo, script(), db)
 
     async def open_browser(pilot: Pilot) -> None:
         await pilot.press("ctrl+b")

@@ -45,7 +45,15 @@ async def test_whole_turn_then_review_rejects_one_file_and_accepts_another(
     async with app.run_test(size=(100, 32)) as pilot:
         await session_ready(pilot, app)
         await send(pilot, app, "fix the greeting")
-        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), what="the review screen")
+        await wait_for(
+            pilot,
+            lambda: (
+                isinstance(app.screen, ReviewScreen)
+                and app.screen.query(DiffView)
+                and app.screen.query_one(DiffView).diff
+            ),
+            what="the review and its first diff",
+        )
 
         main = app.main_screen
         answers = [m.source for m in main.query_one(ChatView).query(Markdown)]
@@ -108,14 +116,14 @@ async def test_ask_mode_approves_an_edit_and_denies_a_command_with_a_reason(
         await wait_for(pilot, lambda: isinstance(app.screen, ApprovalModal), what="the edit approval")
         assert app.screen.request.action == "edit"
         assert "+    return 'Hi, ' + name" in app.screen.request.detail
-        await pilot.press("y")
+        await pilot.press("ctrl+y")
         await wait_for(
             pilot,
             lambda: isinstance(app.screen, ApprovalModal) and app.screen.request.action == "command",
             what="the command approval",
         )
         app.screen.query_one("#approval-comment").value = "never delete build output"
-        await pilot.press("n")
+        await pilot.press("ctrl+n")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), what="the review screen")
         entries = app.main_screen.query_one(ToolLog).entries
         denied = next(e for e in entries if e.name_ == "run_command")

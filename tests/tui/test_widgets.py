@@ -119,8 +119,8 @@ async def test_chat_streams_into_one_markdown_and_shows_unstreamed_answers() -> 
         await chat.add_user("fix the bug")
         await chat.append_assistant("Looking at **app.py**")
         await chat.append_assistant(" now.")
-        await chat.finish_assistant({"role": "assistant", "content": "Looking at **app.py** now."})
-        await chat.finish_assistant({"role": "assistant", "content": "Done."})
+        await chat.finish_assistant("Looking at **app.py** now.")
+        await chat.finish_assistant("Done.")
         await pilot.pause()
         answers = chat.query(Markdown)
         assert [m.source for m in answers] == ["Looking at **app.py** now.", "Done."]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from agent.config import ConfigError, Settings
+from agent.model import resolved_tool_mode
 from agent.protocol import (
     ApprovalDecision,
     ApprovalRequested,
@@ -35,7 +37,7 @@ from tui.screens.modals import ApprovalModal, Verdict
 from tui.screens.review import ReviewScreen
 from tui.seams import FeedbackStore
 from tui.session_host import SessionHost
-from tui.widgets.chat import ChatView
+from tui.widgets.chat import ChatView, text_of
 from tui.widgets.instruction import InstructionInput
 from tui.widgets.status_bar import StatusBar
 from tui.widgets.tool_log import ToolLog
@@ -59,6 +61,9 @@ class MainScreen(Screen[None]):
         self.turn_running = False
         self.turn_summary = ""
         self.turn_verdicts: dict[str, str] = {}  # the user's review of the last turn, by path
+        # Text and grammar tool modes: the model writes its calls in its reply, so what streams in is
+        # not the answer; the chat shows the reply's words once parsed (AssistantMessage.text).
+        self.calls_in_text = resolved_tool_mode(settings.model, settings.tool_mode) != "native"
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -87,7 +92,7 @@ class MainScreen(Screen[None]):
             await self.host.open(session_id, history)
         except (ConfigError, WorkspaceError, OSError) as exc:
             status.state = "no session"
-            self.app.notify(f"Could not start the agent: {exc}", title="Agent", severity="error", timeout=15)
+            await self.report_error(f"Could not start the agent: {exc}")
             return
         status.state = "ready"
         status.step, status.tokens, status.cost = 0, 0, 0.0
@@ -95,8 +100,32 @@ class MainScreen(Screen[None]):
         await chat.clear()
         await tools.clear()
         if history:
-            await chat.replay(history)
+            await chat.replay(history, calls_in_text=self.calls_in_text)
             await chat.add_notice(f"Resumed session {session_id}.")
+        self.check_setup()
+
+    @work(exclusive=True, group="setup")
+    async def check_setup(self) -> None:
+        """Warn in the chat about what `teachback doctor` would report (a model's missing key), before
+        the first turn fails on it. Off the event loop: a litellm model's check imports litellm."""
+        from agent.doctor import startup_problems
+        from agent.llm import load_litellm
+
+        # The first model call imports litellm on the event loop, where its seconds would freeze the
+        # app and its clock: import it now, in a thread, while the user types.
+        try:
+            await asyncio.to_thread(load_litellm)
+            problems = await asyncio.to_thread(startup_problems, self.host.workspace, self.settings)
+        except Exception as exc:  # a check that cannot run must not take the app down; the turn will say more
+            log.exception("the start-up check failed")
+            problems = [f"the start-up check could not run: {exc!r}"]
+        for problem in problems:
+            await self.report_error(f"Set-up problem: {problem} (`teachback doctor` runs every check)")
+
+    async def report_error(self, message: str) -> None:
+        """An error kept in the chat, and shown as a notification too."""
+        await self.query_one(ChatView).add_notice(message, error=True)
+        self.app.notify(message, title="Agent", severity="error", timeout=15)
 
     def switch_session(self, session_id: str | None = None, history: list[dict[str, Any]] | None = None) -> None:
         """Start a fresh session, or resume `session_id` with its recorded conversation."""
@@ -131,22 +160,17 @@ class MainScreen(Screen[None]):
         assert session is not None  # _send checked it
         self.turn_running = True
         self.turn_verdicts = {}
-        self.query_one(StatusBar).state = "running"
+        self.query_one(StatusBar).start_turn()
         try:
-            finished = await session.run(UserInput(text=text))
+            await session.run(UserInput(text=text))  # its TurnFinished opens the review (_turn_finished)
         except Exception as exc:  # the session reports failures as events; this is the backstop
             log.exception("turn failed")
-            self.app.notify(f"The turn failed: {exc}", title="Agent", severity="error", timeout=15)
-            finished = None
+            await self.report_error(f"The turn failed: {exc}")
         finally:
             self.turn_running = False  # also when the app closes mid-turn and cancels this worker
-        self.query_one(StatusBar).state = "ready"
+        self.query_one(StatusBar).end_turn()
         if self.host.relay is not None:
             self.host.relay.flush()
-        if finished is not None:
-            self.turn_summary = finished.summary
-            if session.last_turn_changes():
-                self.action_review()
 
     def action_interrupt(self) -> None:
         session = self.host.session
@@ -168,18 +192,23 @@ class MainScreen(Screen[None]):
 
     @on(AssistantText)
     async def _assistant_text(self, message: AssistantText) -> None:
-        await self.query_one(ChatView).append_assistant(message.text)
+        self.query_one(StatusBar).streamed(message.text)
+        if not self.calls_in_text:
+            await self.query_one(ChatView).append_assistant(message.text)
 
     @on(SessionEvent)
     async def _session_event(self, message: SessionEvent) -> None:
         event = message.event
         status = self.query_one(StatusBar)
+        status.follow(event)
         if isinstance(event, SessionStarted):
             status.model = event.model
         elif isinstance(event, TurnStarted):
             status.step = 0
         elif isinstance(event, AssistantMessage):
-            await self.query_one(ChatView).finish_assistant(event.message)
+            await self.query_one(ChatView).finish_assistant(
+                event.text if event.text is not None else text_of(event.message)
+            )
         elif isinstance(event, ModelUsage):
             status.add_usage(event.step, event.prompt_tokens + event.completion_tokens, event.cost_usd)
         elif isinstance(event, ToolCallStarted):
@@ -195,16 +224,23 @@ class MainScreen(Screen[None]):
         elif isinstance(event, TurnFinished):
             await self._turn_finished(event)
         elif isinstance(event, ErrorEvent):
-            self.app.notify(event.message, title="Agent", severity="error", timeout=15)
+            await self.report_error(event.message)
 
     async def _turn_finished(self, event: TurnFinished) -> None:
         if isinstance(self.app.screen, ApprovalModal):  # the turn ended (interrupted) while asking
             self.app.pop_screen()
         text = f"Turn {event.turn}: {event.reason} after {event.steps} step{'s' * (event.steps != 1)}"
+        if event.reason == "error":  # the ErrorEvent before it is in the chat already, with the reason
+            self.app.notify(text, title="Turn stopped", severity="error")
+        elif event.reason not in QUIET_REASONS:
+            text = f"{text}. {event.summary}".strip()
+            self.app.notify(text, title="Turn stopped", severity="warning")
         await self.query_one(ChatView).add_notice(text, error=event.reason == "error")
-        if event.reason not in QUIET_REASONS:
-            severity = "error" if event.reason == "error" else "warning"
-            self.app.notify(f"{text}. {event.summary}".strip(), title="Turn stopped", severity=severity)
+        # Here, not when the turn's worker returns: the events before this one are all shown by now.
+        self.turn_summary = event.summary
+        session = self.host.session
+        if session is not None and session.id == event.session_id and session.last_turn_changes():
+            self.action_review()
 
     @work(group="approval")
     async def _decide(self, request: ApprovalRequested, verdict: Verdict | None) -> None:

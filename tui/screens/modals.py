@@ -11,10 +11,15 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.events import Key
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from agent.protocol import ApprovalRequested
+
+APPROVE_KEY, DENY_KEY = "ctrl+y", "ctrl+n"  # keys no reason can contain
+APPROVAL_KEYS_HINT = f"{APPROVE_KEY} approves · {DENY_KEY}, Esc or Enter in the reason denies"
 
 
 @dataclass(frozen=True)
@@ -24,12 +29,19 @@ class Verdict:
 
 
 class ApprovalModal(ModalScreen[Verdict]):
-    """The agent wants to run a command or apply an edit; the user decides."""
+    """The agent wants to run a command or apply an edit; the user decides.
 
+    The reason line has the focus, and a printable key pressed anywhere else in the dialog is typed
+    into it: a reason such as "yes it's wrong, don't" is text, never a verdict. Only keys that cannot
+    be typed into a reason decide: ctrl+y approves; ctrl+n, Esc, or Enter in the reason line denies
+    (with the reason); Enter on a focused button presses it.
+    """
+
+    # priority: the keys decide wherever the focus is, the reason line included.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "decide(True)", "Approve"),
-        Binding("n", "decide(False)", "Deny"),
-        Binding("escape", "decide(False)", "Deny", show=False),
+        Binding(APPROVE_KEY, "decide(True)", "Approve", priority=True),
+        Binding(DENY_KEY, "decide(False)", "Deny", priority=True),
+        Binding("escape", "decide(False)", "Deny", show=False, priority=True),
     ]
 
     def __init__(self, request: ApprovalRequested) -> None:
@@ -46,13 +58,25 @@ class ApprovalModal(ModalScreen[Verdict]):
                     yield Static(Syntax(request.detail, "diff", theme="ansi_dark", background_color="default"))
                 else:
                     yield Static(Text(request.detail, style="bold"))
-            yield Input(placeholder="Reason if you deny (optional; Enter denies)", id="approval-comment")
+            # select_on_focus off: a key typed on a button comes back here and must add to the reason, not replace it.
+            yield Input(placeholder="Reason if you deny (optional)", id="approval-comment", select_on_focus=False)
+            yield Label(Text(APPROVAL_KEYS_HINT), id="approval-keys")
             with Horizontal(classes="buttons"):
-                yield Button("Approve [y]", variant="success", id="approve")
-                yield Button("Deny [n]", variant="error", id="deny")
+                # Content, not markup: "[ctrl+y]" would be read as a markup tag and shown as nothing.
+                yield Button(Content(f"Approve [{APPROVE_KEY}]"), variant="success", id="approve")
+                yield Button(Content(f"Deny [{DENY_KEY}]"), variant="error", id="deny")
 
     def on_mount(self) -> None:
-        self.query_one("#approve", Button).focus()
+        self.query_one("#approval-comment", Input).focus()
+
+    def on_key(self, event: Key) -> None:
+        """A character typed while the focus is off the reason line goes into the reason line."""
+        reason = self.query_one("#approval-comment", Input)
+        if event.is_printable and self.focused is not reason:
+            event.stop()
+            event.prevent_default()
+            reason.focus()
+            reason.insert_text_at_cursor(event.character or "")
 
     def action_decide(self, approved: bool) -> None:
         comment = self.query_one("#approval-comment", Input).value.strip() or None

@@ -19,9 +19,11 @@ class ToolEntry(Collapsible):
     def __init__(self, started: ToolCallStarted) -> None:
         self.name_ = started.name
         self.target = started.target
+        # Kept, not queried: a call can finish before the collapsible's contents are mounted.
+        self.result = Static("running…", classes="tool-result", markup=False)
         super().__init__(
             Static(_arguments_text(started.arguments), classes="tool-arguments", markup=False),
-            Static("running…", classes="tool-result", markup=False),
+            self.result,
             title=_title("…", started.name, self.target),
             collapsed=True,
             classes="tool-entry -running",
@@ -37,7 +39,7 @@ class ToolEntry(Collapsible):
         result = finished.result
         if len(result) > MAX_RESULT_CHARS:
             result = result[:MAX_RESULT_CHARS] + f"\n… ({len(finished.result) - MAX_RESULT_CHARS} more characters)"
-        self.query_one(".tool-result", Static).update(Text(result))
+        self.result.update(Text(result))
         if finished.ok:
             self.title = _title("✓", self.name_, self.target)
             return
