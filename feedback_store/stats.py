@@ -163,8 +163,9 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"Sessions: {stats['sessions']} ({stats['flagged_sessions']} flagged by the monitor)",
         f"Model calls: {stats['model_calls']}  tokens in/out: {stats['tokens']['prompt']}/"
         f"{stats['tokens']['completion']}  cost: ${stats['cost_usd']:.4f}",
-        f"Failures: {stats['failures']} ({stats['failure_rate']:.1%} of model calls): call errors and premature "
-        "finishes together",
+        f"Failures: {stats['failures']}"
+        + (f" ({stats['failure_rate']:.1%} of model calls)" if stats["model_calls"] else "")
+        + ": call errors and premature finishes together",
         f"Tool calls: {stats['tool_calls']}  call errors: {stats['call_errors']} ({stats['call_error_rate']:.1%})"
         f"  failing test runs: {stats['failing_test_runs']}",
     ]

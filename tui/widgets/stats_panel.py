@@ -1,5 +1,6 @@
-"""Store statistics at a glance: call-error rates as small bar charts (failing test runs and premature
-finishes counted apart, as `teachback stats` counts them), pairs by source, share corrected."""
+"""Store statistics at a glance: failures first (call errors and premature finishes together, as
+`teachback stats` leads with them), call-error rates as small bar charts, pairs by source, share
+corrected."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ class StatsPanel(Static):
 def render_stats(stats: dict[str, Any]) -> Group:
     parts = [
         Text(f"{stats['sessions']} sessions · {stats['tool_calls']} calls", style="bold"),
+        Text(
+            f"failures: {stats['failures']}"
+            + (f" ({stats['failure_rate']:.0%} of model calls)" if stats["model_calls"] else ""),
+            style="bold",
+        ),
         Text(f"call errors: {stats['call_error_rate']:.0%} of calls"),
         Text(f"{stats['failing_test_runs']} failing test runs", style="dim"),
     ]
