@@ -13,7 +13,9 @@ that agent is known to use stand in (agent_tools.json), else one made from the a
 
 Importing is idempotent (ids are stable: a second import inserts nothing), incremental (a file whose
 size and time are unchanged is not read again; a grown one adds its new lines) and tolerant: a line
-that is not JSON, or of a kind the importer does not know, is counted and skipped.
+of a kind the importer does not know is counted and skipped, and a line that cannot be read (not JSON,
+too long, nested too deep, a field of the wrong type: feedback_store.recording.log_lines) is counted,
+named by file and line number, and skipped. Only regular files are read; anything else is named.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
+import stat as stat_module
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -45,6 +49,7 @@ from agent.protocol import (
 from agent.protocol.roles import NO_ROLES, Roles
 from feedback_store.errors import StoreError
 from feedback_store.recording.import_pairs import command_pairs, interruption_pair
+from feedback_store.recording.log_lines import BadLine, NotALogFile, not_regular
 from feedback_store.recording.recorder import Recorder
 from feedback_store.store import Store
 
@@ -52,6 +57,7 @@ log = logging.getLogger(__name__)
 
 Identify = Callable[[Path], str | None]  # a folder -> its repository's identity (agent.runtime)
 NO_RESULT = "[no result was recorded: the session stopped before this call finished]"
+MAX_NAMED = 50  # bad lines named in the summary; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,13 @@ class ImportReport:
     pairs: int = 0
     lines: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
-    problems: list[str] = field(default_factory=list)
+    bad_lines: list[str] = field(default_factory=list)  # "FILE:LINE: what is wrong with it"
+    problems: list[str] = field(default_factory=list)  # files that could not be read, and why
+
+    @property
+    def nothing_read(self) -> bool:
+        """Files were found and not one of them could be read."""
+        return self.files > 0 and len(self.problems) == self.files
 
     def summary(self, agent: str) -> str:
         text = (
@@ -85,7 +97,13 @@ class ImportReport:
         )
         if self.skipped:
             text += " Skipped lines: " + ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) + "."
-        return text
+        if self.problems:
+            text += f" Skipped {len(self.problems)} file(s) that could not be read (listed on stderr)."
+        shown = self.bad_lines[:MAX_NAMED]
+        lines = [text] + [f"  skipped {bad}" for bad in shown]
+        if len(self.bad_lines) > len(shown):
+            lines.append(f"  ... and {len(self.bad_lines) - len(shown)} more line(s) that could not be read")
+        return "\n".join(lines)
 
 
 @cache
@@ -104,13 +122,14 @@ def known_roles(agent: str) -> dict[str, dict[str, Any]]:
 
 def timestamp(value: Any, default: float) -> float:
     """An ISO 8601 time (as the logs write them, Z included) as Unix time; `default` if unreadable."""
-    if isinstance(value, (int, float)):
-        return float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value) if abs(value) < 2**53 else math.nan
+        return seconds if math.isfinite(seconds) else default
     if isinstance(value, str):
         try:
             return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            pass
+        except (ValueError, OverflowError, OSError):  # not a time, or one the platform cannot place
+            log.debug("unreadable time %r in a log", value[:100])
     return default
 
 
@@ -129,7 +148,9 @@ class Trail:
         self.context: list[str] = []  # what the agent was told before the first instruction
         self.started: float | None = None
         self.lines = 0
+        self.conversation = False  # whether any line was part of the conversation
         self.skipped: Counter[str] = Counter()
+        self.bad_lines: list[BadLine] = []
         self.body: list[Event] = []
         self.turn = 0
         self.step = 0
@@ -146,6 +167,11 @@ class Trail:
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
+
+    def bad(self, line: BadLine) -> None:
+        """A line that could not be read: counted, and kept to be named with its number."""
+        self.skip(line.reason)
+        self.bad_lines.append(line)
 
     def seen(self, ts: float) -> float:
         if self.started is None or ts < self.started:
@@ -365,16 +391,24 @@ def import_logs(
         except OSError as exc:
             report.problems.append(f"{path}: {exc.strerror}")
             continue
+        if not stat_module.S_ISREG(stat.st_mode):  # a named pipe would block the read forever
+            report.problems.append(not_regular(path, stat.st_mode))
+            continue
         known = store.query("SELECT size, mtime FROM imports WHERE path = ?", (str(path),))
         if known and known[0]["size"] == stat.st_size and known[0]["mtime"] == stat.st_mtime:
             report.unchanged += 1
             continue
         try:
             trail = read(path)
+        except NotALogFile as exc:
+            report.problems.append(str(exc))
+            continue
         except OSError as exc:
             report.problems.append(f"{path}: {exc.strerror or exc}")
             continue
-        if trail is None:
+        if trail is not None:
+            report.bad_lines += [f"{path}:{line.number}: {line.detail}" for line in trail.bad_lines]
+        if trail is None or not trail.conversation:
             report.skipped["files with no session in them"] += 1
             continue
         _record(store, trail, report)
