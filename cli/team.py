@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from cli.options import EXIT_OK, EXIT_USAGE, configured_db
+from cli.options import EXIT_OK, EXIT_STOPPED, EXIT_USAGE, configured_db
 
 AGENTS = {
     "claude-code": ("feedback_store.recording.import_claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
@@ -48,6 +48,11 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="+", type=Path, metavar="DB", help="the stores to merge (only read)")
     parser.add_argument("--into", required=True, type=Path, metavar="PATH", help="the team store (created if missing)")
     parser.add_argument("--shared-only", action="store_true", help="only the sessions their user shared")
+    parser.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="merge the readable stores when some cannot be read (still exits 1, naming them)",
+    )
     parser.set_defaults(db=None)  # reads no configured store: the sources are named
 
 
@@ -157,11 +162,15 @@ def _set(args: argparse.Namespace, shared: bool) -> int:
 
 
 def merge_main(args: argparse.Namespace) -> int:
+    """Exit 0 when every source was merged; 1 when --skip-unreadable left some out (each named);
+    2 (a StoreError, with nothing of the unreadable source added) without it."""
     from feedback_store.merge import merge
 
-    report = merge(args.sources, args.into, shared_only=args.shared_only)
+    report = merge(args.sources, args.into, shared_only=args.shared_only, skip_unreadable=args.skip_unreadable)
     added = ", ".join(f"{n} {table}" for table, n in sorted(report.added.items()) if n) or "nothing new"
     print(f"Merged {report.sources} store(s) into {args.into}: {added}.")
     if report.left_out:
         print(f"Left out {report.left_out} session(s) their user has not shared.")
-    return 0
+    for unreadable in report.unreadable:
+        print(f"teachback merge: left out {unreadable}", file=sys.stderr)
+    return EXIT_STOPPED if report.unreadable else EXIT_OK
