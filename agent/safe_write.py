@@ -33,9 +33,14 @@ class SafeWriteError(Exception):
 def is_git_dir_name(name: str) -> bool:
     """Whether a path component names a git folder on some filesystem: `.git` in any case
     (case-insensitive filesystems), with HFS+'s ignored code points, with NTFS's trailing dots and
-    spaces, or as NTFS's short name `git~1`."""
-    folded = name.translate(_HFS_IGNORED).rstrip(". ").casefold()
-    return folded in (".git", "git~1")
+    spaces, with an NTFS stream suffix (`.git::$INDEX_ALLOCATION`, `.git:x`: what follows a colon
+    names a stream of the folder), as NTFS's short name `git~1`, or as a folder of a Windows path
+    (`a\\.git`: a backslash separates folders there)."""
+    for piece in name.split("\\"):
+        stem = piece.split(":", 1)[0]
+        if stem.translate(_HFS_IGNORED).rstrip(". ").casefold() in (".git", "git~1"):
+            return True
+    return False
 
 
 def is_inside(root: Path, path: str | Path) -> bool:
