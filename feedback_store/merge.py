@@ -215,6 +215,11 @@ def _copy(conn: sqlite3.Connection, source: sqlite3.Connection, path: Path, tabl
     mine = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
     theirs = {r[1] for r in _reading(path, source.execute, f"PRAGMA table_info({table})")}
     columns = [c for c in mine if c in theirs]
+    owner_column = "id" if table == "sessions" else "session_id"
+    if owner_column not in columns:  # a table of that name, but not a teachback store's
+        raise UnreadableSource(
+            path, f"its {table} table has no {owner_column} column, so it is not a teachback feedback database."
+        )
     keys = [r[1] for r in sorted(conn.execute(f"PRAGMA table_info({table})"), key=lambda r: r[5]) if r[5]]
     kept = {r[0] for r in conn.execute("SELECT id FROM merging")}
     filled = [c for c in FILLED.get(table, ()) if c in columns]
@@ -229,12 +234,15 @@ def _copy(conn: sqlite3.Connection, source: sqlite3.Connection, path: Path, tabl
     cursor = _reading(
         path, source.execute, f"SELECT {', '.join(columns)} FROM {table} ORDER BY {', '.join(keys) or 'rowid'}"
     )
-    owner = columns.index("id" if table == "sessions" else "session_id")
+    owner = columns.index(owner_column)
     while rows := _reading(path, cursor.fetchmany, BATCH):
         rows = [r for r in rows if r[owner] in kept]
         for row in rows:
             named.update(key for value in row if isinstance(value, str) for key in BLOB_KEY.findall(value))
-        conn.executemany(sql, rows)
+        try:
+            conn.executemany(sql, rows)
+        except sqlite3.IntegrityError as exc:  # the source's rows, not the team store, are at fault
+            raise UnreadableSource(path, f"its {table} rows do not fit a teachback store ({exc}).") from exc
     return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
 
 

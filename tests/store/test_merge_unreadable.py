@@ -123,3 +123,30 @@ def test_skip_unreadable_merges_the_others_and_still_exits_non_zero(
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
     assert agents == {"claude-code", "codex"}  # alice's from before, bob's now
+
+
+def test_a_store_of_another_shape_fails_half_way_and_adds_nothing(
+    stores: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """Tables named like a feedback store's, but not one: the check lets it through, the copy finds
+    out, and the transaction it ran in is rolled back."""
+    _, bob, team = stores
+    before = contents(team)
+    odd = tmp_path / "odd.db"
+    conn = sqlite3.connect(odd)
+    conn.executescript(
+        """CREATE TABLE migrations (name TEXT);
+           CREATE TABLE sessions (id TEXT, repository TEXT, workspace TEXT);
+           INSERT INTO sessions VALUES ('s-odd', NULL, NULL);
+           CREATE TABLE events (what TEXT);"""
+    )
+    conn.commit()
+    conn.close()
+    done = teachback("merge", str(bob), str(odd), "--into", str(team), home=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert f"{odd}: its events table has no session_id column" in done.stderr, done.stderr
+    assert f"The store(s) merged before it ({bob}) stay merged; nothing of it was added" in done.stderr
+    assert "Traceback" not in done.stderr
+    check, dump = contents(team)
+    assert check == "ok" and len(dump) > len(before[1])  # bob's rows, and none of odd's
+    assert not any("s-odd" in line for line in dump)
