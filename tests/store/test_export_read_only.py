@@ -108,14 +108,12 @@ def test_an_export_into_a_read_only_folder_fails_and_leaves_nothing(db: Path, tm
 
 def test_a_split_that_cannot_be_written_takes_back_the_other(db: Path, tmp_path: Path) -> None:
     folder = tmp_path / "out"
-    folder.mkdir()
-    (folder / "sft.test.jsonl").write_text("an older test split\n")
-    with unwritable(folder / "sft.test.jsonl"):
-        done = export(db, tmp_path, "--format", "sft", "--test-fraction", "0.5", "--out", str(folder / "sft.jsonl"))
+    (folder / "sft.test.jsonl").mkdir(parents=True)  # a folder where the test split goes: no one can replace it
+    (folder / "sft.test.jsonl" / "kept.txt").write_text("kept\n")
+    done = export(db, tmp_path, "--format", "sft", "--test-fraction", "0.5", "--out", str(folder / "sft.jsonl"))
     assert done.returncode == 1 and f"Cannot write {folder / 'sft.test.jsonl'}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
-    assert everything(folder) == ["sft.test.jsonl"]  # the train split it had written is gone again
-    assert (folder / "sft.test.jsonl").read_text() == "an older test split\n"
+    assert everything(folder) == ["sft.test.jsonl", "sft.test.jsonl/kept.txt"]  # the train split is gone again
 
 
 def test_a_dataset_folder_that_cannot_be_rewritten_keeps_the_earlier_export(db: Path, tmp_path: Path) -> None:
