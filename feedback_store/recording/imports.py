@@ -102,13 +102,13 @@ def import_logs(
             report.problems.append(f"{path}: {exc.strerror or exc}")
             continue
         if trail is not None:
+            report.lines += trail.lines
+            report.skipped.update(trail.skipped)
             report.bad_lines += [f"{path}:{line.number}: {line.detail}" for line in trail.bad_lines]
         if trail is None or not trail.conversation:
             report.skipped["files with no session in them"] += 1
             continue
         _record(store, trail, report)
-        report.lines += trail.lines
-        report.skipped.update(trail.skipped)
         with store.write() as conn:
             conn.execute(
                 """INSERT OR REPLACE INTO imports (path, agent, session_id, size, mtime, lines, skipped, imported_at)

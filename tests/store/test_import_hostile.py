@@ -152,3 +152,17 @@ def test_an_empty_folder_imports_nothing_and_is_not_an_error(tmp_path: Path) -> 
     done = teachback("import", "codex", str(tmp_path), "--db", str(tmp_path / "f.db"), home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Imported 0 new and 0 changed codex session(s) from 0 file(s)" in done.stdout
+
+
+def test_a_file_of_bad_lines_only_is_counted_and_named(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "junk.jsonl").write_text(f"{DEEP_ARRAY}\nnot json\n[1]\n")
+    shutil.copy(CLAUDE[0], folder / "good.jsonl")
+    done = teachback("import", "claude-code", str(folder), "--db", str(tmp_path / "f.db"), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Imported 1 new" in done.stdout
+    assert "1 lines nested too deep" in done.stdout and "2 lines that are not JSON objects" in done.stdout
+    assert "1 files with no session in them" in done.stdout
+    for number, said in ((1, "nested more than 200"), (2, "not JSON (Expecting value"), (3, "an array, not a JSON")):
+        assert f"{folder / 'junk.jsonl'}:{number}: {said}" in done.stdout, done.stdout
