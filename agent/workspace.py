@@ -239,14 +239,21 @@ class Workspace:
             raise WorkspaceError(f"{rel} is a directory; use list_files to see what it holds.", "failed")
         if not resolved.is_file():
             raise _not_a_file(resolved, rel)
-        size = resolved.stat().st_size
-        if size > limit:
+        try:
+            size = resolved.stat().st_size
+            if size > limit:
+                raise WorkspaceError(
+                    f"{rel} is {size:,} bytes, over the {limit:,}-byte limit for reading whole; read a line "
+                    "range with read_file(path, start_line, end_line) or search it.",
+                    "too_large",
+                )
+            data = resolved.read_bytes()
+        except OSError as exc:  # checked a moment ago: it was moved, or a folder on the way replaced, since
             raise WorkspaceError(
-                f"{rel} is {size:,} bytes, over the {limit:,}-byte limit for reading whole; read a line "
-                "range with read_file(path, start_line, end_line) or search it.",
-                "too_large",
-            )
-        data = resolved.read_bytes()
+                f"{rel} could not be read ({exc.strerror or exc}): it changed while it was being read. "
+                "Check it with list_files, then send the call again.",
+                "not_found" if isinstance(exc, FileNotFoundError) else "failed",
+            ) from None
         return decode_text(data, rel)
 
     # -- writing ------------------------------------------------------------------------------
