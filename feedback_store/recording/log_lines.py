@@ -64,7 +64,7 @@ TOO_DEEP = "lines nested too deep"
 WRONG_SHAPE = "lines with a field of the wrong type"
 
 
-def open_log(path: Path) -> tuple[BinaryIO, os.stat_result]:
+def open_log(path: Path) -> BinaryIO:
     """Open a log for reading, refusing anything but a regular file. The open cannot block (a named
     pipe with no writer would wait forever) and the type is checked on what was opened, so a path
     swapped for a pipe after a check is still refused."""
@@ -73,7 +73,7 @@ def open_log(path: Path) -> tuple[BinaryIO, os.stat_result]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotALogFile(not_regular(path, info.st_mode))
-        return os.fdopen(fd, "rb"), info
+        return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
@@ -99,8 +99,7 @@ def _kind(mode: int) -> str:
 
 def log_lines(path: Path, shape: Shape) -> Iterator[tuple[int, dict[str, Any] | BadLine]]:
     """Each non-blank line's number and its JSON object, or a BadLine saying why it was not read."""
-    handle, _ = open_log(path)
-    with handle:
+    with open_log(path) as handle:
         number = 0
         while line := handle.readline(MAX_LINE_BYTES + 1):
             number += 1
