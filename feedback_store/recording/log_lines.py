@@ -94,7 +94,7 @@ def _kind(mode: int) -> str:
     ):
         if test(mode):
             return name
-    return "not a plain file"
+    return "a special file"
 
 
 def log_lines(path: Path, shape: Shape) -> Iterator[tuple[int, dict[str, Any] | BadLine]]:
