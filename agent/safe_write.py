@@ -30,17 +30,51 @@ class SafeWriteError(Exception):
     """The path changed under the write (a link appeared), so nothing was written."""
 
 
+class PathChanged(SafeWriteError):
+    """A path kept changing while its links were being followed (a folder swapped for a link and
+    back), so where it leads is not known."""
+
+
+RESOLVE_TRIES = 3  # a swap caught half-way is usually over by the next try
+
+
+def real_path(path: str | Path) -> str:
+    """`os.path.realpath`, which raises when a link it is following is replaced mid-way (a link that
+    `lstat` saw is a folder by the time it is read: EINVAL). Tried again a few times; then PathChanged."""
+    for _ in range(RESOLVE_TRIES - 1):
+        try:
+            return os.path.realpath(path)
+        except OSError:
+            continue
+    try:
+        return os.path.realpath(path)
+    except OSError as exc:
+        raise PathChanged(
+            f"{os.fspath(path)!r} kept changing while it was checked (a folder on the way was replaced by a link, "
+            f"or back: {exc.strerror}), so nothing was done with it."
+        ) from None
+
+
 def is_git_dir_name(name: str) -> bool:
     """Whether a path component names a git folder on some filesystem: `.git` in any case
     (case-insensitive filesystems), with HFS+'s ignored code points, with NTFS's trailing dots and
-    spaces, or as NTFS's short name `git~1`."""
-    folded = name.translate(_HFS_IGNORED).rstrip(". ").casefold()
-    return folded in (".git", "git~1")
+    spaces, with an NTFS stream suffix (`.git::$INDEX_ALLOCATION`, `.git:x`: what follows a colon
+    names a stream of the folder), as NTFS's short name `git~1`, or as a folder of a Windows path
+    (`a\\.git`: a backslash separates folders there)."""
+    for piece in name.split("\\"):
+        stem = piece.split(":", 1)[0]
+        if stem.translate(_HFS_IGNORED).rstrip(". ").casefold() in (".git", "git~1"):
+            return True
+    return False
 
 
 def is_inside(root: Path, path: str | Path) -> bool:
-    """Whether `path`, with every link followed, is `root` or below it (`root` already resolved)."""
-    real = os.path.realpath(path)
+    """Whether `path`, with every link followed, is `root` or below it (`root` already resolved).
+    A path whose links keep changing is not known to be inside, so it is not."""
+    try:
+        real = real_path(path)
+    except PathChanged:
+        return False
     base = str(root).rstrip(os.sep)
     return real == str(root) or real.startswith(base + os.sep)
 
@@ -49,7 +83,7 @@ def paths_inside(root: Path, rels: Iterable[str]) -> list[str]:
     """The root-relative paths of `rels` that resolve inside `root`: links leading out (to a file
     or through a folder) are dropped. Each folder is read once (its entries' types come with the
     listing), so only the links themselves are resolved."""
-    root = Path(os.path.realpath(root))
+    root = Path(real_path(root))
     folders = _Folders(root)
     kept = []
     for rel in rels:
@@ -75,8 +109,11 @@ class _Folders:
             if base is None:
                 self._real[folder] = None
             elif self.is_link(parent, name):
-                target = os.path.realpath(os.path.join(base, name))
-                self._real[folder] = target if is_inside(self._root, target) else None
+                try:
+                    target: str | None = real_path(os.path.join(base, name))
+                except PathChanged:  # where it leads is not known: treated as leading out
+                    target = None
+                self._real[folder] = target if target is not None and is_inside(self._root, target) else None
             else:
                 self._real[folder] = os.path.join(base, name)
         return self._real[folder]

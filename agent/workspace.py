@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from agent.safe_write import SafeWriteError, is_git_dir_name, is_inside, unlink_inside, write_inside
+from agent.safe_write import (
+    PathChanged,
+    SafeWriteError,
+    is_git_dir_name,
+    is_inside,
+    real_path,
+    unlink_inside,
+    write_inside,
+)
 
 MAX_READ_BYTES = 2_000_000  # larger files are refused whole; read_file pages through lines instead
 MAX_PATH_BYTES = 4096  # PATH_MAX on Linux
@@ -153,7 +161,14 @@ class Workspace:
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        resolved = Path(os.path.realpath(candidate))
+        try:
+            resolved = Path(real_path(candidate))
+        except PathChanged as exc:
+            raise WorkspaceError(
+                f"{exc} Send the call again once the folder stays put; a path whose folders are links "
+                "that lead out of the workspace is refused.",
+                "outside_workspace",
+            ) from None
         if not is_inside(self.root, resolved):
             hint = self._inside_twin(Path(path))
             raise WorkspaceError(
@@ -225,14 +240,21 @@ class Workspace:
             raise WorkspaceError(f"{rel} is a directory; use list_files to see what it holds.", "failed")
         if not resolved.is_file():
             raise _not_a_file(resolved, rel)
-        size = resolved.stat().st_size
-        if size > limit:
+        try:
+            size = resolved.stat().st_size
+            if size > limit:
+                raise WorkspaceError(
+                    f"{rel} is {size:,} bytes, over the {limit:,}-byte limit for reading whole; read a line "
+                    "range with read_file(path, start_line, end_line) or search it.",
+                    "too_large",
+                )
+            data = resolved.read_bytes()
+        except OSError as exc:  # checked a moment ago: it was moved, or a folder on the way replaced, since
             raise WorkspaceError(
-                f"{rel} is {size:,} bytes, over the {limit:,}-byte limit for reading whole; read a line "
-                "range with read_file(path, start_line, end_line) or search it.",
-                "too_large",
-            )
-        data = resolved.read_bytes()
+                f"{rel} could not be read ({exc.strerror or exc}): it changed while it was being read. "
+                "Check it with list_files, then send the call again.",
+                "not_found" if isinstance(exc, FileNotFoundError) else "failed",
+            ) from None
         return decode_text(data, rel)
 
     # -- writing ------------------------------------------------------------------------------

@@ -6,10 +6,11 @@ A session's repository is named by agent.runtime.repository_identity, as a live 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from cli.options import configured_db
+from cli.options import EXIT_OK, EXIT_STOPPED, EXIT_USAGE, configured_db
 
 AGENTS = {
     "claude-code": ("feedback_store.recording.import_claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
@@ -47,10 +48,17 @@ def add_merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="+", type=Path, metavar="DB", help="the stores to merge (only read)")
     parser.add_argument("--into", required=True, type=Path, metavar="PATH", help="the team store (created if missing)")
     parser.add_argument("--shared-only", action="store_true", help="only the sessions their user shared")
+    parser.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="merge the readable stores when some cannot be read (still exits 1, naming them)",
+    )
     parser.set_defaults(db=None)  # reads no configured store: the sources are named
 
 
 def import_main(args: argparse.Namespace) -> int:
+    """Exit 0 when what could be read was imported (skipped lines and files are counted and named),
+    2 when nothing given could be read: the path is missing or unreadable, or no log found in it is."""
     from importlib import import_module
 
     from agent.runtime import repository_identity
@@ -59,13 +67,14 @@ def import_main(args: argparse.Namespace) -> int:
 
     module = import_module(AGENTS[args.agent][0])
     root = (args.path or module.default_root()).expanduser()
-    if not root.exists():
+    unreadable = _unreadable_folder(root)
+    if unreadable is not None:
         print(
-            f"teachback import {args.agent}: {root} does not exist. Give the folder that holds the "
+            f"teachback import {args.agent}: {unreadable}. Give the folder that holds the "
             f"{args.agent} session logs (or one log file): teachback import {args.agent} PATH.",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_USAGE
     with open_store(args.db or configured_db()) as store:
         report = import_logs(
             store, module.AGENT, module.find_files(root), lambda path: module.read(path, repository_identity)
@@ -73,7 +82,18 @@ def import_main(args: argparse.Namespace) -> int:
     print(report.summary(args.agent))
     for problem in report.problems:
         print(f"teachback import {args.agent}: could not read {problem}", file=sys.stderr)
-    return 0
+    return EXIT_USAGE if report.nothing_read else EXIT_OK
+
+
+def _unreadable_folder(root: Path) -> str | None:
+    """Why a folder given to import cannot be read, or None (a file is checked as it is read)."""
+    try:
+        if not root.is_dir():
+            return None if root.exists() or root.is_symlink() else f"{root} does not exist"
+        with os.scandir(root):
+            return None
+    except OSError as exc:
+        return f"{root} cannot be read ({exc.strerror or exc})"
 
 
 def share_main(args: argparse.Namespace) -> int:
@@ -142,11 +162,15 @@ def _set(args: argparse.Namespace, shared: bool) -> int:
 
 
 def merge_main(args: argparse.Namespace) -> int:
+    """Exit 0 when every source was merged; 1 when --skip-unreadable left some out (each named);
+    2 (a StoreError, with nothing of the unreadable source added) without it."""
     from feedback_store.merge import merge
 
-    report = merge(args.sources, args.into, shared_only=args.shared_only)
+    report = merge(args.sources, args.into, shared_only=args.shared_only, skip_unreadable=args.skip_unreadable)
     added = ", ".join(f"{n} {table}" for table, n in sorted(report.added.items()) if n) or "nothing new"
     print(f"Merged {report.sources} store(s) into {args.into}: {added}.")
     if report.left_out:
         print(f"Left out {report.left_out} session(s) their user has not shared.")
-    return 0
+    for unreadable in report.unreadable:
+        print(f"teachback merge: left out {unreadable}", file=sys.stderr)
+    return EXIT_STOPPED if report.unreadable else EXIT_OK

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -26,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from agent.mcp.config import ServerConfig
+from agent.mcp.stdio import stdio_transport
 
 log = logging.getLogger(__name__)
 STOP_SECONDS = 10.0  # the library's own shutdown of a stdio server is bounded near 6 s
@@ -194,7 +196,10 @@ class Connection:
                 env=dict(config.env) or None,
                 cwd=config.cwd or str(self.workspace),
             )
-            return stdio_client(parameters, errlog=self._stderr)  # type: ignore[arg-type]
+            if sys.platform == "win32":  # the library's own transport starts processes the Windows way
+                return stdio_client(parameters, errlog=self._stderr)  # type: ignore[arg-type]
+            assert self._stderr is not None
+            return stdio_transport(parameters, self._stderr, config.name)
         import httpx2  # the mcp library's HTTP client
 
         http = await stack.enter_async_context(

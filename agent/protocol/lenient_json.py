@@ -38,14 +38,14 @@ def loads_bounded(text: str) -> Any:
     return json.loads(text)
 
 
-def check_depth(text: str) -> None:
-    """Raise TooDeep when the brackets outside JSON strings nest deeper than MAX_DEPTH."""
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
+def check_depth(text: str, limit: int = MAX_DEPTH) -> None:
+    """Raise TooDeep when the brackets outside JSON strings nest deeper than `limit`."""
+    if text.count("[") + text.count("{") <= limit:
         return
     depth = 0
     for ch in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
         depth = depth + 1 if ch in "[{" else max(0, depth - 1)
-        if depth > MAX_DEPTH:
+        if depth > limit:
             raise TooDeep()
 
 

@@ -78,23 +78,24 @@ def export_atif(
             )
         count = len(sink)
         sink.finish()
-    card = write_card(
-        out,
-        CardInfo(
-            fmt=TRAJECTORIES.kind,
-            format_name=f"{TRAJECTORIES.name} ({SCHEMA_VERSION})",
-            files={out.name: count},
-            test_fraction=0,
-            template="the recorded conversation",
-            compact_tools=False,
-            redact=redact,
-            redacted_kinds=dict(redactor.counts) if redactor else {},
-            by_source={},
-            by_kind={},
-            left_out=dict(left),
-            command=command,
-        ),
-    )
+        # inside the sink's block: should the card fail, the file just written is taken back
+        card = write_card(
+            out,
+            CardInfo(
+                fmt=TRAJECTORIES.kind,
+                format_name=f"{TRAJECTORIES.name} ({SCHEMA_VERSION})",
+                files={out.name: count},
+                test_fraction=0,
+                template="the recorded conversation",
+                compact_tools=False,
+                redact=redact,
+                redacted_kinds=dict(redactor.counts) if redactor else {},
+                by_source={},
+                by_kind={},
+                left_out=dict(left),
+                command=command,
+            ),
+        )
     return count, dict(left), out, card
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from feedback_store.errors import StoreError
 from feedback_store.export.format_table import format_of
 
 MARK = "<!-- teachback dataset card -->"
@@ -63,6 +64,17 @@ def card_path(out: Path) -> Path:
 
 
 def write_card(out: Path, info: CardInfo) -> Path:
+    """Write (or update) the card beside `out`; StoreError when it cannot be read or written."""
+    try:
+        return _write_card(out, info)
+    except OSError as exc:
+        raise StoreError(
+            f"Cannot write the dataset card beside {out}: {exc.strerror or exc}. Nothing was written; choose an "
+            "--out path in a folder you may write."
+        ) from exc
+
+
+def _write_card(out: Path, info: CardInfo) -> Path:
     path = card_path(out)
     name = out.name
     begin, end = f"<!-- teachback:begin {name} -->", f"<!-- teachback:end {name} -->"

@@ -156,33 +156,34 @@ def export(
         paths = [sink.path for sink in sinks.values() if len(sink)]
         for sink in sinks.values():
             sink.finish()
-    left = dict(tally.left_out)
-    if report.over:
-        left[f"over --max-tokens {max_tokens}"] = report.over
-    if tally.near_duplicates:
-        left["near-duplicates (same call and feedback in a session)"] = tally.near_duplicates
-    if tally.duplicates:
-        left["duplicates (same content in several databases)"] = tally.duplicates
-    kinds = dict(redactor.counts) if redactor else {}
-    card = write_card(
-        out,
-        CardInfo(
-            fmt=fmt,
-            format_name=form.name,
-            files={p.name: splits[n] for n, p in names.items() if splits[n]},
-            test_fraction=test_fraction,
-            template=_templates(template, tally),
-            compact_tools=compact_tools,
-            redact=redact,
-            redacted_kinds=kinds,
-            by_source=tally.by_source,
-            by_kind=tally.by_kind,
-            left_out=left,
-            lengths=report.lines(),
-            warnings=warnings,
-            command=command,
-        ),
-    )
+        # the card inside the sinks' block: should it fail, the files just written are taken back
+        left = dict(tally.left_out)
+        if report.over:
+            left[f"over --max-tokens {max_tokens}"] = report.over
+        if tally.near_duplicates:
+            left["near-duplicates (same call and feedback in a session)"] = tally.near_duplicates
+        if tally.duplicates:
+            left["duplicates (same content in several databases)"] = tally.duplicates
+        kinds = dict(redactor.counts) if redactor else {}
+        card = write_card(
+            out,
+            CardInfo(
+                fmt=fmt,
+                format_name=form.name,
+                files={p.name: splits[n] for n, p in names.items() if splits[n]},
+                test_fraction=test_fraction,
+                template=_templates(template, tally),
+                compact_tools=compact_tools,
+                redact=redact,
+                redacted_kinds=kinds,
+                by_source=tally.by_source,
+                by_kind=tally.by_kind,
+                left_out=left,
+                lengths=report.lines(),
+                warnings=warnings,
+                command=command,
+            ),
+        )
     return ExportResult(
         records=sum(splits.values()),
         redactions=redactor.total if redactor else 0,

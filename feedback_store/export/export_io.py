@@ -3,8 +3,10 @@ near-duplicate keys, and the accepted edits the kto format adds."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
@@ -24,6 +26,7 @@ from feedback_store.redact import Redactor
 from feedback_store.rows import Pair
 from feedback_store.store import Store, parse_since
 
+log = logging.getLogger(__name__)
 _IDS = re.compile(r"\bcall_[0-9A-Za-z_]+|\b[0-9a-f]{16,}\b")
 
 
@@ -245,23 +248,28 @@ class SessionMessages:
 class Sink:
     """One output file. JSON lines are written beside it as they come and renamed into place by
     `finish`; parquet rows are collected and written by `finish` (with verl's extra_info `index`
-    and `tools_kwargs` filled in). A sink that was not finished, or got no record, leaves no file."""
+    and `tools_kwargs` filled in). A sink that was not finished, or got no record, leaves no file;
+    one left by an error (its own, or a later step's of the same export: another split, the card)
+    takes back the file it put in place, unless that replaced an older one, and the folders it made."""
 
     def __init__(self, path: Path, parquet: bool) -> None:
         self.path, self.parquet = path, parquet
         self.rows: list[dict[str, Any]] = []
         self.count = 0
         self.temp: str | None = None
+        self.made: list[Path] = []  # folders this sink created for its file
+        self.placed_new = False  # its file is in place where there was none
 
     def __len__(self) -> int:
         return self.count
 
     def __enter__(self) -> Sink:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.made = make_folders(self.path.parent)
             fd, self.temp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         except OSError as exc:
-            raise StoreError(f"Cannot write {self.path}: {exc.strerror}. Choose another --out path.") from exc
+            remove_empty(self.made)
+            raise cannot_write(self.path, exc) from exc
         self.handle = os.fdopen(fd, "w", encoding="utf-8")
         return self
 
@@ -281,15 +289,59 @@ class Sink:
         self.handle.close()
         if not self.count or self.temp is None:
             return
-        if self.parquet:
-            _write_parquet(_verl_rows(self.rows, self.path), self.temp)
-        os.replace(self.temp, self.path)
-        self.temp = None
+        try:
+            if self.parquet:
+                _write_parquet(_verl_rows(self.rows, self.path), self.temp)
+            new = not os.path.lexists(self.path)
+            os.replace(self.temp, self.path)
+        except OSError as exc:  # pyarrow's errors writing a file are OSErrors too
+            raise cannot_write(self.path, exc) from exc
+        self.temp, self.placed_new = None, new
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         self.handle.close()
         if self.temp is not None:
-            os.unlink(self.temp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.temp)
+        if kind is not None:  # the export failed: what it wrote goes too
+            if self.placed_new:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+            remove_empty(self.made)
+
+
+def cannot_write(path: Path, exc: OSError) -> StoreError:
+    return StoreError(
+        f"Cannot write {path}: {exc.strerror or exc}. Nothing was written; choose an --out path in a folder "
+        "you may write (check its permissions, and on Linux its immutable flag: lsattr, chattr -i)."
+    )
+
+
+def make_folders(folder: Path) -> list[Path]:
+    """Create `folder` and the folders missing above it; return those created, outermost first."""
+    missing = []
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    made: list[Path] = []
+    try:
+        for each in reversed(missing):
+            each.mkdir()
+            made.append(each)
+    except OSError:
+        remove_empty(made)
+        raise
+    return made
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove the folders `make_folders` created, innermost first, where nothing else was put in them."""
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()
+        except OSError:  # something else is in it now (or it is gone): it stays
+            log.debug("kept the folder %s", folder)
+            return
 
 
 def _verl_rows(rows: list[dict[str, Any]], path: Path) -> list[dict[str, Any]]:

@@ -12,7 +12,9 @@ card: what was written, what was left out and why.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
 import sys
 from collections import Counter
@@ -37,6 +39,7 @@ def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
 
     out = Path(args.out).expanduser()
     staged = out / STAGING / f"{args.format}.jsonl" if args.hub else out
+    new_folder = args.hub and not os.path.lexists(out)  # made for this export: taken back if it fails
     try:
         if args.format == TRAJECTORIES.kind:
             count, left, path, card = export_atif(
@@ -62,11 +65,13 @@ def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
         if args.hub:
             card = write_hub(out, paths, card, args.format, args.license)
     except StoreError as exc:
+        if new_folder and os.path.isdir(out):
+            shutil.rmtree(out)
         print(f"teachback export: {exc}", file=sys.stderr)
         return 2 if "Nothing to export" in str(exc) else 1
     finally:
-        if args.hub:
-            shutil.rmtree(out / STAGING, ignore_errors=True)
+        if args.hub and os.path.isdir(out / STAGING):
+            shutil.rmtree(out / STAGING)
     where = out if args.hub else ", ".join(str(p) for p in paths)
     print(f"Wrote {sum(splits.values())} {args.format} records to {where}.")
     if left:
@@ -76,25 +81,60 @@ def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
 
 
 def write_hub(folder: Path, staged: list[Path], card: Path | None, fmt: str, license_id: str) -> Path:
+    """Write the dataset folder: every file first under a temporary name, then all put in place (an
+    earlier export's parquet files replaced), so a folder that cannot be written keeps what it had."""
+    from feedback_store.errors import StoreError
+    from feedback_store.export.export_io import make_folders, remove_empty
+
+    data = folder / "data"
+    readme = folder / "README.md"
+    temporary: list[tuple[Path, Path]] = []  # (written, where it goes)
+    made: list[Path] = []
+    try:
+        made = make_folders(data)
+        total, agents, splits = _write_splits(data, staged, temporary)
+        section = card.read_text(encoding="utf-8") if card is not None and card.exists() else ""
+        text = _header(fmt, license_id, total, splits, agents) + section
+        written = readme.with_name(f".{readme.name}.teachback-tmp")
+        temporary.append((written, readme))
+        written.write_text(text, encoding="utf-8")
+        kept = {final for _, final in temporary}
+        for old in data.glob("*.parquet"):
+            if old not in kept:
+                old.unlink()
+        for written, final in temporary:
+            os.replace(written, final)
+    except OSError as exc:  # pyarrow's errors writing a file are OSErrors too
+        for written, _ in temporary:
+            with contextlib.suppress(FileNotFoundError):
+                written.unlink()
+        remove_empty(made)
+        raise StoreError(
+            f"Cannot write the dataset folder {folder}: {exc.strerror or exc}. Nothing was written; choose an "
+            "--out folder you may write (check its permissions, and on Linux its immutable flag: lsattr, chattr -i)."
+        ) from exc
+    return readme
+
+
+def _write_splits(
+    data: Path, staged: list[Path], temporary: list[tuple[Path, Path]]
+) -> tuple[int, Counter[str], list[str]]:
+    """Each staged split as parquet under a temporary name in `data` (added to `temporary`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = folder / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    for old in data.glob("*.parquet"):
-        old.unlink()
     total, agents, splits = 0, Counter[str](), []
     for path in staged:
         split = "test" if path.stem.endswith(".test") else "train"
         rows = _read(path)
         total += len(rows)
         agents.update((r.get("provenance") or r.get("extra", {}).get("provenance") or {}).get("agent") for r in rows)
-        pq.write_table(pa.Table.from_pylist(hub_rows(rows)), data / f"{split}-00000-of-00001.parquet")
+        final = data / f"{split}-00000-of-00001.parquet"
+        written = final.with_name(f".{final.name}.teachback-tmp")
+        temporary.append((written, final))
+        pq.write_table(pa.Table.from_pylist(hub_rows(rows)), written)
         splits.append(split)
-    section = card.read_text(encoding="utf-8") if card is not None and card.exists() else ""
-    readme = folder / "README.md"
-    readme.write_text(_header(fmt, license_id, total, splits, agents) + section, encoding="utf-8")
-    return readme
+    return total, agents, splits
 
 
 def _read(path: Path) -> list[dict[str, Any]]:

@@ -15,13 +15,13 @@ not separated).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from feedback_store.recording.imports import Identify, Outcome, Trail, timestamp
+from feedback_store.recording.log_lines import COUNT, OBJECT, TEXT, TEXT_OR_LIST, TIME, BadLine, Shape, log_lines
+from feedback_store.recording.trail import Identify, Outcome, Trail, timestamp
 
 AGENT = "claude-code"
 COMMAND_TOOLS = ("Bash",)
@@ -31,7 +31,28 @@ INTERRUPTS = ("[Request interrupted by user]", "[Request interrupted by user for
 REFUSED = "The user doesn't want to proceed with this tool use"
 SAID = re.compile(r"the user said:\s*(.+)\Z", re.S | re.I)
 NOT_CONVERSATION = frozenset({"summary", "system", "file-history-snapshot", "queue-operation", "progress"})
-EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)")
+EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d{1,9})\b")
+TOKENS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+# The fields this importer reads, as the format has them; a line with one of another type is not read.
+SHAPE: Shape = {
+    "type": TEXT,
+    "sessionId": TEXT,
+    "version": TEXT,
+    "cwd": TEXT,
+    "timestamp": TIME,
+    "message": OBJECT,
+    "message.model": TEXT,
+    "message.usage": OBJECT,
+    **{f"message.usage.{k}": COUNT for k in (*TOKENS, "output_tokens")},
+    "message.content": TEXT_OR_LIST,
+    "message.content.*.type": TEXT,
+    "message.content.*.text": TEXT,
+    "message.content.*.id": TEXT,
+    "message.content.*.name": TEXT,
+    "message.content.*.tool_use_id": TEXT,
+    "message.content.*.content": TEXT_OR_LIST,
+    "message.content.*.content.*.text": TEXT,
+}
 ERROR_KINDS = (  # (what the tool's error says, teachback's error kind), first match wins
     (re.compile(r"does not exist|no such file|ENOENT|not found in the workspace", re.I), "not_found"),
     (re.compile(r"String to replace not found|old_string.*not found", re.I), "no_match"),
@@ -49,7 +70,7 @@ def default_root() -> Path:
 
 
 def find_files(root: Path) -> list[Path]:
-    return [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
+    return sorted(root.rglob("*.jsonl")) if root.is_dir() else [root]
 
 
 class ClaudeTrail(Trail):
@@ -59,64 +80,51 @@ class ClaudeTrail(Trail):
         return next((arguments[k] for k in TARGETS if isinstance(arguments.get(k), str)), None)
 
 
-def read(path: Path, identify: Identify) -> Trail | None:
+def read(path: Path, identify: Identify) -> Trail:
     trail = ClaudeTrail(AGENT, path.stem, command_tools=COMMAND_TOOLS, edit_tools=EDIT_TOOLS)
     names: dict[str, str] = {}  # tool_use id -> tool name
     reply: dict[str, Any] | None = None  # the reply being gathered from its lines
-    conversation = False
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            trail.lines += 1
-            entry = _entry(line)
-            if entry is None:
-                trail.skip("lines that are not JSON objects")
-                continue
-            kind = entry.get("type")
-            if kind in NOT_CONVERSATION:
-                continue
-            if kind not in ("user", "assistant"):
-                trail.skip("lines of a type this importer does not know")
-                continue
-            if entry.get("isSidechain"):
-                trail.skip("sub-agent (sidechain) lines")
-                continue
-            message = entry.get("message")
-            if not isinstance(message, dict):
-                trail.skip("lines with no message")
-                continue
-            if not conversation:
-                conversation = True
-                _meta(trail, entry, identify)
-            ts = trail.seen(timestamp(entry.get("timestamp"), trail.started or 0.0))
-            if kind == "assistant":
-                if reply is not None and reply["id"] != message.get("id"):
-                    _send(trail, reply)
-                    reply = None
-                if message.get("model") == "<synthetic>":
-                    trail.skip("synthetic replies (API errors shown as replies)")
-                    continue
-                reply = reply or {"id": message.get("id"), "tag": f"L{number}", "ts": ts, "text": [], "calls": []}
-                _gather(reply, message, names)
-                continue
-            if reply is not None:
+    for number, entry in log_lines(path, SHAPE):
+        trail.lines += 1
+        if isinstance(entry, BadLine):
+            trail.bad(entry)
+            continue
+        kind = entry.get("type")
+        if kind in NOT_CONVERSATION:
+            continue
+        if kind not in ("user", "assistant"):
+            trail.skip("lines of a type this importer does not know")
+            continue
+        if entry.get("isSidechain"):
+            trail.skip("sub-agent (sidechain) lines")
+            continue
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            trail.skip("lines with no message")
+            continue
+        if not trail.conversation:
+            trail.conversation = True
+            _meta(trail, entry, identify)
+        ts = trail.seen(timestamp(entry.get("timestamp"), trail.started or 0.0))
+        if kind == "assistant":
+            if reply is not None and reply["id"] != message.get("id"):
                 _send(trail, reply)
                 reply = None
-            if entry.get("isMeta"):
-                continue  # notices the client added, not the user's words
-            _user(trail, f"L{number}", message.get("content"), entry.get("toolUseResult"), names, ts)
+            if message.get("model") == "<synthetic>":
+                trail.skip("synthetic replies (API errors shown as replies)")
+                continue
+            reply = reply or {"id": message.get("id"), "tag": f"L{number}", "ts": ts, "text": [], "calls": []}
+            _gather(reply, message, names)
+            continue
+        if reply is not None:
+            _send(trail, reply)
+            reply = None
+        if entry.get("isMeta"):
+            continue  # notices the client added, not the user's words
+        _user(trail, f"L{number}", message.get("content"), entry.get("toolUseResult"), names, ts)
     if reply is not None:
         _send(trail, reply)
-    return trail if conversation else None
-
-
-def _entry(line: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return trail
 
 
 def _meta(trail: Trail, entry: dict[str, Any], identify: Identify) -> None:
@@ -126,7 +134,7 @@ def _meta(trail: Trail, entry: dict[str, Any], identify: Identify) -> None:
     cwd = entry.get("cwd")
     if isinstance(cwd, str) and cwd:
         trail.cwd = cwd
-        if Path(cwd).is_dir():  # the repository's identity, when its folder is on this machine
+        if os.path.isdir(cwd):  # the repository's identity, when its folder is on this machine
             trail.repository = identify(Path(cwd))
 
 
@@ -134,10 +142,8 @@ def _gather(reply: dict[str, Any], message: dict[str, Any], names: dict[str, str
     reply["model"] = reply.get("model") or message.get("model")
     usage = message.get("usage")
     if isinstance(usage, dict):
-        prompt = sum(
-            int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        )
-        reply["usage"] = (prompt, int(usage.get("output_tokens") or 0))
+        prompt = sum(usage.get(k) or 0 for k in TOKENS)  # counts: the line's shape was checked
+        reply["usage"] = (prompt, usage.get("output_tokens") or 0)
     content = message.get("content")
     for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
         if not isinstance(block, dict):

@@ -21,8 +21,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from agent.protocol.arguments import arguments_or_text, value_or_text
 from feedback_store.provenance import remote_identity
-from feedback_store.recording.imports import Identify, Outcome, Trail, timestamp
+from feedback_store.recording.log_lines import OBJECT, TEXT, TIME, BadLine, Shape, log_lines
+from feedback_store.recording.trail import Identify, Outcome, Trail, timestamp
 
 AGENT = "codex"
 COMMAND_TOOLS = ("shell", "local_shell", "exec_command", "container.exec")
@@ -33,7 +35,7 @@ IGNORED_ITEMS = frozenset({"reasoning", "web_search_call", "ghost_snapshot", "co
 ENVELOPE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 CONTEXT = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<permissions instructions>")
 REFUSALS = ("exec command rejected by user", "patch rejected by user")
-EXIT_CODE = re.compile(r"^(?:Exit code|Process exited with code):? (-?\d+)", re.M)
+EXIT_CODE = re.compile(r"^(?:Exit code|Process exited with code):? (-?\d{1,9})\b", re.M)
 PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.M)
 ERROR_KINDS = (
     (re.compile(r"verification failed|Failed to find expected lines|Failed to find context", re.I), "no_match"),
@@ -42,6 +44,27 @@ ERROR_KINDS = (
     (re.compile(r"No such file or directory|does not exist", re.I), "not_found"),
     (re.compile(r"timed out", re.I), "timeout"),
 )
+# The fields of a response item this importer reads: in a current log's payload, and bare in an old log.
+ITEM_SHAPE: Shape = {
+    "type": TEXT,
+    "id": TEXT,
+    "role": TEXT,
+    "model": TEXT,
+    "call_id": TEXT,
+    "name": TEXT,
+    "cli_version": TEXT,
+    "cwd": TEXT,
+    "base_instructions": OBJECT,
+    "git": OBJECT,
+    "action": OBJECT,
+}
+# A line with one of these fields of another type is not read.
+SHAPE: Shape = {
+    "timestamp": TIME,
+    "payload": OBJECT,
+    **ITEM_SHAPE,
+    **{f"payload.{k}": c for k, c in ITEM_SHAPE.items()},
+}
 
 
 def default_root() -> Path:
@@ -49,7 +72,7 @@ def default_root() -> Path:
 
 
 def find_files(root: Path) -> list[Path]:
-    return [root] if root.is_file() else sorted(root.rglob("rollout-*.jsonl"))
+    return sorted(root.rglob("rollout-*.jsonl")) if root.is_dir() else [root]
 
 
 class CodexTrail(Trail):
@@ -69,25 +92,17 @@ class CodexTrail(Trail):
         return arguments.get("path") if isinstance(arguments.get("path"), str) else None
 
 
-def read(path: Path, identify: Identify) -> Trail | None:
+def read(path: Path, identify: Identify) -> Trail:
     trail = CodexTrail(AGENT, _key(path), command_tools=COMMAND_TOOLS, edit_tools=EDIT_TOOLS)
     reader = _Reader(trail, identify)
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            trail.lines += 1
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                trail.skip("lines that are not JSON objects")
-                continue
-            if not isinstance(entry, dict):
-                trail.skip("lines that are not JSON objects")
-                continue
+    for number, entry in log_lines(path, SHAPE):
+        trail.lines += 1
+        if isinstance(entry, BadLine):
+            trail.bad(entry)
+        else:
             reader.line(f"L{number}", entry)
     reader.flush()
-    return trail if reader.conversation else None
+    return trail
 
 
 def _key(path: Path) -> str:
@@ -100,7 +115,6 @@ class _Reader:
     def __init__(self, trail: Trail, identify: Identify) -> None:
         self.trail, self.identify = trail, identify
         self.reply: dict[str, Any] | None = None
-        self.conversation = False
 
     def line(self, tag: str, entry: dict[str, Any]) -> None:
         ts = self.trail.seen(timestamp(entry.get("timestamp"), self.trail.started or 0.0))
@@ -117,7 +131,7 @@ class _Reader:
                 self.trail.interrupt(ts)
         elif "record_type" in entry:
             return  # the old logs' state markers
-        elif kind is None and "id" in entry and not self.conversation:
+        elif kind is None and "id" in entry and not self.trail.conversation:
             self.meta(entry, ts)  # the old logs' header line
         elif isinstance(kind, str) and ("role" in entry or kind in CALLS | OUTPUTS | IGNORED_ITEMS):
             self.item(tag, entry, ts)  # an old log's bare response item
@@ -139,10 +153,10 @@ class _Reader:
             trail.cwd = cwd
         local = identify_folder(self.identify, trail.cwd)
         trail.repository = local or remote_identity(git.get("repository_url"))
-        self.conversation = True
+        trail.conversation = True
 
     def item(self, tag: str, item: dict[str, Any], ts: float) -> None:
-        self.conversation = True
+        self.trail.conversation = True
         kind = item.get("type")
         if kind == "message":
             self.message(tag, item, ts)
@@ -202,17 +216,14 @@ class _Reader:
 
 
 def identify_folder(identify: Identify, cwd: str | None) -> str | None:
-    return identify(Path(cwd)) if cwd and Path(cwd).is_dir() else None
+    return identify(Path(cwd)) if cwd and os.path.isdir(cwd) else None
 
 
 def _arguments(raw: Any) -> Any:
-    """A function call's arguments: JSON text as sent (kept as text when it is not an object)."""
+    """A function call's arguments: JSON text as sent, read with the bounds a live call's are (kept
+    as text when it is not an object)."""
     if isinstance(raw, str):
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return raw
-        return value if isinstance(value, dict) else raw
+        return arguments_or_text(raw)
     return raw if isinstance(raw, dict) else {}
 
 
@@ -233,13 +244,12 @@ def outcome(name: str, output: Any) -> Outcome:
         success = output.get("success") if isinstance(output.get("success"), bool) else None
         output = output.get("content") if isinstance(output.get("content"), str) else _text(output.get("content_items"))
     text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-    try:  # older versions: {"output": ..., "metadata": {"exit_code": N, ...}} as text
-        wrapped = json.loads(text)
-    except ValueError:
-        wrapped = None
+    # older versions: {"output": ..., "metadata": {"exit_code": N, ...}} as text, read with bounds
+    wrapped = value_or_text(text) if text.lstrip().startswith("{") else None
     if isinstance(wrapped, dict) and isinstance(wrapped.get("output"), str):
         metadata = wrapped.get("metadata") if isinstance(wrapped.get("metadata"), dict) else {}
-        exit_code = metadata.get("exit_code") if isinstance(metadata.get("exit_code"), int) else None
+        code = metadata.get("exit_code")
+        exit_code = code if type(code) is int and -(2**31) <= code < 2**31 else None
         text = wrapped["output"]
     elif (found := EXIT_CODE.search(text)) is not None:
         exit_code = int(found.group(1))

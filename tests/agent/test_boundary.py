@@ -140,6 +140,14 @@ async def test_a_file_hard_linked_from_outside_is_read_only(git_repo, outside, s
         "x/.git./hooks/x",
         "x/git~1/config",
         "y/.g\u200cit/hooks/pre-push",
+        ".git::$INDEX_ALLOCATION/config",
+        "x/.git::$INDEX_ALLOCATION/hooks/pre-commit",
+        "x/.GIT:$I30:$INDEX_ALLOCATION/hooks/pre-commit",
+        "x/.git:stream",
+        "x/git~1:$DATA/config",
+        "x/.git . ./hooks/x",
+        "x/.git. ::$INDEX_ALLOCATION/config",
+        "x/a\\.git\\hooks\\pre-commit",
     ],
 )
 def test_no_git_folder_at_any_depth_is_writable(git_repo, ctx, path):

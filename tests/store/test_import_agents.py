@@ -179,7 +179,7 @@ def test_importing_twice_adds_nothing_and_a_grown_log_adds_its_new_lines(tmp_pat
 
 def test_a_missing_log_folder_says_how_to_fix(tmp_path: Path) -> None:
     done = teachback("import", "claude-code", str(tmp_path / "nowhere"), "--db", str(tmp_path / "f.db"), home=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "does not exist" in done.stderr and "teachback import claude-code PATH" in done.stderr
 
 
