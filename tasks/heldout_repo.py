@@ -21,9 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.records import TaskError
-from tasks.seal import commit_tree
+from tasks.grade import grade
+from tasks.records import Task, TaskError
+from tasks.seal import commit_tree, git_env, make_workspace
 from tasks.synth import TASK_FILE, synthesize
+from tasks.testrun import PASSED
 from tasks.validate import Funnel, Progress
 
 Say = Callable[[str], None]
@@ -155,6 +157,30 @@ def unpack_repository(archive: Path, sdist: Sdist, dest: Path, say: Say) -> Path
         commit_tree(tops[0], message=f"{sdist.label} as published on the package index")
         shutil.move(tops[0], dest)
     return dest
+
+
+def check_task(task: Task, task_file: Path, scratch: Path) -> str:
+    """What is wrong with `task`, or "": in its sealed workspace (made under the empty folder
+    `scratch`) no FAIL_TO_PASS test passes and every PASS_TO_PASS test does, and its gold patch
+    earns the reward."""
+    workspace = make_workspace(task, task_file, scratch / "workspace")
+    sealed = grade(task, task_file, workspace)
+    passing = [t for t in task.FAIL_TO_PASS if sealed.outcomes[t] == PASSED]
+    if passing:
+        return f"{len(passing)} FAIL_TO_PASS test(s) pass without the deleted code, e.g. {passing[0]}"
+    failing = [t for t in task.PASS_TO_PASS if sealed.outcomes[t] != PASSED]
+    if failing:
+        return f"{len(failing)} PASS_TO_PASS test(s) do not pass in the sealed workspace, e.g. {failing[0]}"
+    patch = (Path(task_file).parent / task.gold_patch).resolve()
+    applied = subprocess.run(
+        ["git", "apply", str(patch)], cwd=workspace, env=git_env(), capture_output=True, text=True, timeout=120
+    )
+    if applied.returncode != 0:
+        return f"the gold patch does not apply: {applied.stderr.strip()[-500:]}"
+    gold = grade(task, task_file, workspace)
+    if gold.reward != 1.0:
+        return f"the gold patch earns {gold.reward:g} (FAIL_TO_PASS {gold.f2p_pass_fraction:.0%}, PASS_TO_PASS {gold.p2p_pass_fraction:.0%})"
+    return ""
 
 
 def _check_members(archive: Path, members: list[tarfile.TarInfo]) -> None:

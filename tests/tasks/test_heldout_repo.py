@@ -7,16 +7,14 @@ import hashlib
 import io
 import tarfile
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tasks.grade import grade
-from tasks.heldout_repo import Sdist, heldout_tasks, unpack_repository
+from tasks.heldout_repo import Sdist, check_task, heldout_tasks, unpack_repository
 from tasks.records import TaskError, load_tasks
-from tasks.seal import make_workspace
 from tasks.synth import synthesize
-from tasks.testrun import PASSED
 from tasks.validate import Funnel
 from tests.tasks.synth_helpers import FAST_CMD, git
 
@@ -103,12 +101,13 @@ def test_funnel_keeps_tasks_whose_fail_to_pass_tests_fail_in_the_sealed_workspac
     assert "6 candidates, 6 checked: 4 valid, 1 noticed by no test, 1 failing every test" in funnel.render()
     assert {t.deleted[0].path for t in tasks} == {"unitkit/lengths.py", "unitkit/money.py", "unitkit/text.py"}
     task_file = tmp_path / "out" / "tasks.jsonl"
+    # Sealed, no FAIL_TO_PASS test passes and every PASS_TO_PASS test does; the gold patch earns 1.
     for task in load_tasks(task_file):
-        workspace = make_workspace(task, task_file, tmp_path / "ws" / task.instance_id)
-        sealed = grade(task, task_file, workspace)
-        assert sealed.reward == 0.0
-        assert all(sealed.outcomes[t] != PASSED for t in task.FAIL_TO_PASS), task.instance_id
-        assert all(sealed.outcomes[t] == PASSED for t in task.PASS_TO_PASS), task.instance_id
+        assert check_task(task, task_file, tmp_path / "check" / task.instance_id) == "", task.instance_id
+    # A task whose FAIL_TO_PASS names a test that passes without the deleted code is caught.
+    cents = next(t for t in tasks if t.instance_id.endswith("unitkit.money.cents"))
+    wrong = replace(cents, FAIL_TO_PASS=("tests/test_text.py::test_shout",))
+    assert check_task(wrong, task_file, tmp_path / "wrong").startswith("1 FAIL_TO_PASS test(s) pass without")
     label = next(t for t in tasks if t.instance_id.endswith("unitkit.text.label"))
     # Deleting to_metres fails test_label too: FAIL_TO_PASS crosses modules.
     metres = next(t for t in tasks if t.instance_id.endswith("unitkit.lengths.to_metres"))
