@@ -3,7 +3,7 @@ unpacked into a git repository of one commit, and the feature-deletion tasks mad
 
     folder/downloads/<sdist>.tar.gz      fetched once with pip, checked against its pinned sha256
     folder/<name>-<version>/             the unpacked sdist, a git repository with one commit
-    folder/tasks-n<N>-seed<S>/tasks.jsonl  `synthesize` on it (resumed after an interruption)
+    folder/tasks-<name>-<version>-n<N>-seed<S>/tasks.jsonl   `synthesize` on it (resumed when cut short)
 
 A folder that already holds the task file is used as it is, so the learning bench pays for the
 synthesis once. Nothing but pip reaches the network, and only when the archive is missing.
@@ -72,7 +72,7 @@ def heldout_tasks(
     synthesised now."""
     say = say or (lambda _line: None)
     folder = Path(folder)
-    out = folder / f"tasks-n{n}-seed{seed}"
+    out = folder / f"tasks-{sdist.label}-n{n}-seed{seed}"
     task_file = out / TASK_FILE
     if task_file.is_file():
         say(f"reusing {task_file}")

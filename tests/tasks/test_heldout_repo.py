@@ -132,7 +132,7 @@ def test_a_pinned_sdist_becomes_a_git_repository_and_its_tasks_are_reused(tmp_pa
     sdist = Sdist("unitkit", "1.0", sha)
     lines: list[str] = []
     task_file = heldout_tasks(tmp_path, sdist, n=3, say=lines.append)
-    assert task_file == tmp_path / "tasks-n3-seed0" / "tasks.jsonl"
+    assert task_file == tmp_path / "tasks-unitkit-1.0-n3-seed0" / "tasks.jsonl"
     tasks = load_tasks(task_file)
     assert len(tasks) == 3 and all(t.repo == "unitkit" and t.test_cmd.startswith("PYTEST_DISABLE") for t in tasks)
     repo = tmp_path / "unitkit-1.0"
