@@ -133,6 +133,7 @@ def _synth(args: argparse.Namespace) -> int:
     from common.progress import progress_bar
     from tasks.synth import synthesize
 
+    funnels = []
     with progress_bar("validating deletions") as progress:
         made = synthesize(
             args.repo,
@@ -143,7 +144,10 @@ def _synth(args: argparse.Namespace) -> int:
             tests=args.tests,
             test_cmd=args.test_cmd,
             progress=progress,
+            report=funnels.append,
         )
+    for funnel in funnels:
+        print(funnel.render())
     print(f"{len(made)} task(s) in {args.out}")
     return EXIT_OK if made else EXIT_FAILED
 

@@ -56,7 +56,7 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def commit_tree(root: Path) -> None:
+def commit_tree(root: Path, message: str = COMMIT_MESSAGE) -> None:
     """Make `root` a new repository with one commit of everything in it, and no reflog (ref
     logging is off before the first commit)."""
     env = git_env()
@@ -65,7 +65,7 @@ def commit_tree(root: Path) -> None:
     _git(root, env, "init", "-q", "--template=", "-b", "main")
     _git(root, env, "config", "core.logAllRefUpdates", "false")
     _git(root, env, "add", "-A", "--force")
-    _git(root, env, "commit", "-q", "--no-verify", "--no-gpg-sign", "--allow-empty", "-m", COMMIT_MESSAGE)
+    _git(root, env, "commit", "-q", "--no-verify", "--no-gpg-sign", "--allow-empty", "-m", message)
 
 
 def _git(root: Path, env: dict[str, str], *args: str) -> None:

@@ -15,6 +15,8 @@ import random
 import re
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,16 @@ from tasks.records import STRATEGIES, TEST_VISIBILITY, Task, TaskError, write_ta
 from tasks.snapshot import extract_snapshot, is_test_path, list_files, project_packages, write_snapshot
 from tasks.statement import problem_statement
 from tasks.testrun import DEFAULT_TEST_CMD, ProcessRegistry, TestCommand, ensure_not_installed, ensure_runner
-from tasks.validate import Baseline, Progress, check_mutation, default_workers, is_valid, run_baseline, validate_all
+from tasks.validate import (
+    Baseline,
+    Funnel,
+    Progress,
+    check_mutation,
+    default_workers,
+    is_valid,
+    run_baseline,
+    validate_all,
+)
 from tasks.worklog import WorkLog
 
 log = logging.getLogger(__name__)
@@ -49,9 +60,12 @@ def synthesize(
     python: str | None = None,
     name: str | None = None,
     task_file: str = TASK_FILE,
+    report: Callable[[Funnel], None] | None = None,
 ) -> list[Task]:
     """Make up to `n` tasks (all that validate, without `n`) from `repo` into the folder `out`.
-    `python` is the interpreter the tests run with (this one by default)."""
+    `python` is the interpreter the tests run with (this one by default); `report` is given the
+    funnel from candidates to kept tasks."""
+    started = time.monotonic()
     repo, out = Path(repo), Path(out)
     _check_arguments(repo, n, strategy, tests, timeout)
     files = list_files(repo)
@@ -106,6 +120,8 @@ def synthesize(
     tasks.sort(key=lambda t: t.instance_id)
     write_tasks(out / task_file, tasks)
     worklog.remove()
+    if report is not None:
+        report(Funnel.of(results, baseline.passing, len(mutations), len(tasks), time.monotonic() - started))
     return tasks
 
 

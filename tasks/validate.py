@@ -150,6 +150,46 @@ def is_valid(result: dict[str, Any], passing: frozenset[str]) -> bool:
     return not result["timed_out"] and 0 < len(result["f2p"]) < len(passing)
 
 
+@dataclass(frozen=True)
+class Funnel:
+    """How a synthesis went from the original's tests to the tasks it kept."""
+
+    tests: int  # passing on the original, both runs
+    candidates: int  # deletions of definitions the tests exercise
+    checked: int  # mutated trees whose tests ran (validation stops once n are kept)
+    valid: int  # checked ones with >= 1 FAIL_TO_PASS and >= 1 PASS_TO_PASS
+    no_test_failed: int  # the tests did not notice the deletion
+    every_test_failed: int  # nothing left to pass: no PASS_TO_PASS
+    timed_out: int
+    kept: int  # the first n valid ones in seed order
+    seconds: float
+
+    @classmethod
+    def of(
+        cls, results: dict[str, dict[str, Any]], passing: frozenset[str], candidates: int, kept: int, seconds: float
+    ) -> Funnel:
+        timed_out = [r for r in results.values() if r["timed_out"]]
+        finished = [r for r in results.values() if not r["timed_out"]]
+        return cls(
+            tests=len(passing),
+            candidates=candidates,
+            checked=len(results),
+            valid=sum(is_valid(r, passing) for r in finished),
+            no_test_failed=sum(not r["f2p"] for r in finished),
+            every_test_failed=sum(len(r["f2p"]) >= len(passing) for r in finished),
+            timed_out=len(timed_out),
+            kept=kept,
+            seconds=round(seconds, 1),
+        )
+
+    def render(self) -> str:
+        return (
+            f"{self.tests} tests pass on the original; {self.candidates} candidates, {self.checked} checked: "
+            f"{self.valid} valid, {self.no_test_failed} noticed by no test, {self.every_test_failed} failing "
+            f"every test, {self.timed_out} timed out; {self.kept} kept in {self.seconds:g} s"
+        )
+
+
 def validate_all(
     mutations: Sequence[Mutation],
     check: Check,

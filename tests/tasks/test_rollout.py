@@ -184,7 +184,9 @@ def test_synth_then_run_from_the_command_line(script, tmp_path: Path, capsys) ->
     sample = Path(str(resources.files("agent").joinpath("sample_project")))
     out = tmp_path / "made"
     assert main(["tasks", "synth", str(sample), "--out", str(out), "--n", "1", "--strategy", "body"]) == 0
-    assert "1 task(s) in" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "tests pass on the original; " in said and " checked: " in said and "1 kept in" in said
+    assert "1 task(s) in" in said
     results = tmp_path / "results.jsonl"
     assert (
         main(
