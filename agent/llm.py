@@ -175,6 +175,10 @@ def _auth_advice(litellm: ModuleType, model: str, api_base: str | None, text: st
             f"Model {model} failed (auth): {text}\nThe provider refused the API key: check the key in its "
             "environment variable (e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY) and that it may use this model."
         )
+    return missing_key_advice(model, missing, api_base)
+
+
+def missing_key_advice(model: str, missing: list[str], api_base: str | None) -> str:
     local = f" A local server that checks no key takes any value ({missing[0]}=none)." if api_base else ""
     return (
         f"Model {model} needs its API key in {' or '.join(missing)}, which is not set. Set it "

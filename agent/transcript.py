@@ -16,6 +16,7 @@ from agent.protocol import (
     ToolCallStarted,
     TurnFinished,
 )
+from agent.protocol.textcalls import prose_length
 from common.text import one_line
 
 PREVIEW_LINES = 12
@@ -31,18 +32,32 @@ class JsonLines:
 
 
 class Transcript:
-    """Streams assistant text as it arrives and summarises each tool call in a line or a few."""
+    """Streams assistant text as it arrives and summarises each tool call in a line or a few.
 
-    def __init__(self, out: TextIO = sys.stdout, color: bool | None = None) -> None:
+    With `calls_in_text` (the text and grammar tool modes, where calls arrive inside the reply's
+    text) it streams only the prose: a call is shown once, as the line its ToolCallStarted prints,
+    and the rest of a reply that holds no call is shown when the reply ends."""
+
+    def __init__(self, out: TextIO = sys.stdout, color: bool | None = None, *, calls_in_text: bool = False) -> None:
         self.out = out
         self.color = out.isatty() if color is None else color
+        self.calls_in_text = calls_in_text
         self._streaming = False
+        self._reply = ""  # the reply streaming now (calls_in_text)
+        self._shown = 0  # how much of it is on screen
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, AssistantDelta):
-            self.out.write(event.text)
-            self._streaming = True
+            if self.calls_in_text:
+                self._reply += event.text
+                self._show(prose_length(self._reply))
+            else:
+                self.out.write(event.text)
+                self._streaming = True
         elif isinstance(event, AssistantMessage):
+            if self.calls_in_text and not event.message.get("tool_calls"):
+                self._show(len(self._reply))  # an answer, or a call that could not be read: shown once
+            self._reply, self._shown = "", 0
             self._end_stream()
         elif isinstance(event, ToolCallStarted):
             self._line(self._paint("dim", f"→ {event.name or '(unparsed reply)'} {one_line(event.arguments, 160)}"))
@@ -70,6 +85,12 @@ class Transcript:
                 f"${event.cost_usd:.4f})"
             )
         self.out.flush()
+
+    def _show(self, upto: int) -> None:
+        if upto > self._shown:
+            self.out.write(self._reply[self._shown : upto])
+            self._shown = upto
+            self._streaming = True
 
     def _end_stream(self) -> None:
         if self._streaming:

@@ -90,3 +90,12 @@ COMMANDS = {
     ),
 }
 TRAINER_COMMANDS = ("train", "eval", "learn")  # what `python -m trainer` runs
+
+# How `teachback --help` lists the commands: a newcomer's path first, then by what they serve.
+GROUPS = {
+    "start here": ("demo", "run", "tui", "stats", "export"),
+    "in your editor": ("lsp", "acp"),
+    "the workspace": ("undo", "doctor", "mcp", "map"),
+    "the feedback store": ("lessons", "import", "share", "unshare", "merge"),
+    "learning from it": ("tasks", "bench", "train", "eval", "learn"),
+}

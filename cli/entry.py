@@ -10,12 +10,16 @@ import logging
 import sys
 from importlib import import_module
 
-from cli.commands import COMMANDS
-from cli.options import EXIT_USAGE
+from cli.commands import COMMANDS, GROUPS
+from cli.options import EXIT_OK, EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    top = _parser()
+    args = top.parse_args(argv)
+    if args.command is None:  # a bare `teachback` is someone looking for where to start
+        top.print_help()
+        return EXIT_OK
     command = COMMANDS[args.command]
     module = import_module(command.module)
     parser = argparse.ArgumentParser(prog=f"teachback {args.command}", description=command.summary)
@@ -51,10 +55,27 @@ def _run(entry, options: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     """The command names; the rest of the line is parsed by the named command's own parser, built
     once its module is imported (prefix_chars keeps argparse from reading its options here)."""
-    parser = argparse.ArgumentParser(prog="teachback", description="A coding agent that learns from its mistakes.")
+    parser = argparse.ArgumentParser(
+        prog="teachback",
+        usage="teachback [-v] COMMAND [ARGUMENTS ...]",
+        description="A coding agent that learns from its mistakes.",
+        epilog=command_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, command in COMMANDS.items():
-        each = sub.add_parser(name, help=command.summary, add_help=False, prefix_chars="\0")
+    # Listed by the epilog, in groups; argparse would list them flat.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="`teachback COMMAND --help` for its options")
+    for name in COMMANDS:
+        each = sub.add_parser(name, add_help=False, prefix_chars="\0")
         each.add_argument("arguments", nargs=argparse.REMAINDER)
     return parser
+
+
+def command_list() -> str:
+    """The commands by group (cli.commands.GROUPS), each with its summary."""
+    width = max(map(len, COMMANDS)) + 2
+    blocks = []
+    for title, names in GROUPS.items():
+        rows = [f"  {name:<{width}}{COMMANDS[name].summary}" for name in names]
+        blocks.append("\n".join([f"{title}:", *rows]))
+    return "\n\n".join(blocks)

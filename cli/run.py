@@ -9,6 +9,9 @@ import sys
 
 from agent.config import Settings
 from cli.options import EXIT_OK, EXIT_STOPPED, EXIT_UNRECORDED, EXIT_USAGE, add_session_options, settings_for
+from cli.run_lines import closing, header, say
+
+EMPTY_INSTRUCTION = 'the instruction is empty: say what the agent should do, e.g. teachback run "make the tests pass"'
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,17 +29,28 @@ def run_main(args: argparse.Namespace) -> int:
     from agent.transcript import JsonLines, Transcript
     from agent.workspace import WorkspaceError
 
+    if not args.instruction.strip():
+        print(f"teachback: {EMPTY_INSTRUCTION}", file=sys.stderr)
+        return EXIT_USAGE
     settings = settings_for(args)
+    record = not args.no_record and settings.record
+    say(header(settings, args.workspace, record))
+    problem = _start_problem(settings)
+    if problem is not None:  # nothing has run: no session to record
+        print(f"teachback: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     lessons = open_lessons(settings)
     try:
         session = open_session(args.workspace, settings, frontend="cli", lessons=lessons)
     except WorkspaceError as exc:
+        if lessons is not None:
+            lessons.close()
         print(f"teachback: {exc}", file=sys.stderr)
         return EXIT_USAGE
     # sys.stdout as it is now: the printers' default is the one when agent.transcript was first imported
-    show = JsonLines(sys.stdout) if args.json else Transcript(sys.stdout)
+    show = JsonLines(sys.stdout) if args.json else Transcript(sys.stdout, calls_in_text=session.model.mode != "native")
     recording = None
-    if not args.no_record and settings.record:
+    if record:
         recording = _recording(settings, session, show)  # shows each event once it is recorded
         if recording is None:
             return EXIT_USAGE
@@ -52,7 +66,10 @@ def run_main(args: argparse.Namespace) -> int:
         code = EXIT_USAGE
     else:
         code = EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
-    return _finish_recording(recording, session.id, code) if recording else code
+    if recording is None:
+        say("not recorded" + (" (--no-record)" if args.no_record else " (record = false)"))
+        return code
+    return _finish_recording(recording, session.id, code)
 
 
 def open_lessons(settings: Settings):
@@ -61,6 +78,16 @@ def open_lessons(settings: Settings):
     from feedback_store.lessons.lessons import book_for
 
     return book_for(settings)
+
+
+def _start_problem(settings: Settings) -> str | None:
+    """Why the model cannot start (a typo'd name, a missing key, the embedded model not installed),
+    found before the session begins; None when it may run. Loads litellm, which the first model
+    call would load anyway."""
+    from agent.llm import load_litellm
+    from agent.model_names import start_problem
+
+    return start_problem(load_litellm(), settings.model, settings.api_base)
 
 
 def _drive(session, op):
@@ -98,17 +125,22 @@ def _settle(loop: asyncio.AbstractEventLoop, wait: float = 5.0) -> None:
 
 
 def _finish_recording(recording, session_id: str, code: int) -> int:
-    """Write what is still pending (waiting the full db_wait); exit 3 when anything is lost."""
-    unrecorded = recording.close(close_store=True)
-    if unrecorded:
-        print(
-            f"teachback: RECORDING FAILED: {len(unrecorded)} event(s) of session {session_id} are not in "
-            f"the feedback database {recording.store.path}; the session itself ran (its output is above). "
-            f"{recording.error or 'See the messages above.'}",
-            file=sys.stderr,
-        )
-        return EXIT_UNRECORDED
-    return code
+    """Write what is still pending (waiting the full db_wait) and say what was recorded; exit 3 when
+    anything is lost."""
+    unrecorded = recording.close()
+    try:
+        if unrecorded:
+            print(
+                f"teachback: RECORDING FAILED: {len(unrecorded)} event(s) of session {session_id} are not in "
+                f"the feedback database {recording.store.path}; the session itself ran (its output is above). "
+                f"{recording.error or 'See the messages above.'}",
+                file=sys.stderr,
+            )
+            return EXIT_UNRECORDED
+        say(closing(recording.store, session_id))
+        return code
+    finally:
+        recording.store.close()
 
 
 def _recording(settings: Settings, session, show):

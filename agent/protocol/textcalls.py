@@ -116,6 +116,25 @@ def to_text_messages(messages: list[dict], tools: list[dict]) -> list[dict]:
     return out
 
 
+_CALL_START = re.compile(rf"<{_TAG_NAMES}|```|^[ \t]*[\[{{]", re.M | re.I)
+_PARTIAL_START = re.compile(r"(?:<\w*|`{1,2})\Z")
+
+
+def prose_length(text: str) -> int:
+    """How much of a reply still being written is surely prose, not a call: the text before a call
+    tag, a fence or a JSON object or list at a line's start, less an end that may still grow into
+    one (`<tool`, a backtick, a last line of spaces). A display shows that much while it streams
+    and leaves the calls to be shown once parsed."""
+    match = _CALL_START.search(text)
+    if match is not None:
+        return match.start()
+    last_line = text[text.rfind("\n") + 1 :]
+    if not last_line.strip():
+        return len(text) - len(last_line)
+    partial = _PARTIAL_START.search(text)
+    return partial.start() if partial else len(text)
+
+
 def render_call(call: dict[str, Any]) -> str:
     """One OpenAI-shape tool call written in the text output format."""
     function = call["function"]
