@@ -20,6 +20,10 @@ APPROVAL_MODES = ("read-only", "ask", "auto-edit", "full-auto")
 TOOL_MODES = ("native", "text", "grammar", "json_object")
 SANDBOX_MODES = ("none", "auto", "bwrap", "sandbox-exec")  # run_command confinement: agent/sandbox.py
 EMBEDDED_MODEL = "local/smollm2"
+# Tokens in a reply of the embedded model when max_tokens is unset, and in the replies eval and state
+# replay sample: a tool call needs a few dozen, and a small model that loses its way can ramble (or
+# repeat one sentence) until a much larger cap.
+REPLY_TOKENS = 256
 CONFIG_FILE = "teachback.toml"
 SERVERS_TABLE = "mcp_servers"  # [mcp_servers.NAME] in a config file: read by agent.mcp.config
 

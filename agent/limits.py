@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from agent.config import Settings
+from agent.config import REPLY_TOKENS, Settings
 from agent.exits import Interrupted, LimitExceeded, Refused
 
 T = TypeVar("T")
@@ -59,11 +59,16 @@ class TurnLimits:
         """A reply without a call that the model did not end itself: cut at its token limit, or
         refused (the provider's content filter included)."""
         if finish_reason == "length":
-            limit = f"max_tokens = {self.settings.max_tokens}" if self.settings.max_tokens else "the provider's limit"
+            embedded = self.settings.model.startswith("local/")
+            if self.settings.max_tokens:
+                limit = f"max_tokens = {self.settings.max_tokens}"
+            else:
+                limit = f"the embedded model's {REPLY_TOKENS}" if embedded else "the provider's limit"
+            loop = ", or went round in a loop of repeated text" if embedded else ""
             raise LimitExceeded(
                 "max_tokens",
-                f"Stopped: the model's reply reached its token limit ({limit}) before it ended. Raise max_tokens "
-                "(TEACHBACK_MAX_TOKENS), or ask for a smaller step.",
+                f"Stopped: the model's reply reached its token limit ({limit}){loop} before it ended. Raise "
+                "max_tokens (TEACHBACK_MAX_TOKENS), or ask for a smaller step.",
             )
         if finish_reason in ("content_filter", "refusal"):
             raise Refused("The model declined to answer.")

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from agent.config import REPLY_TOKENS
 from cli.train import EXIT_OK, EXIT_USAGE, add_held_out_arguments, database, needs_train_stack, say
 
 
@@ -31,7 +32,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--samples", type=int, default=4, metavar="K", help="replies per state and side (default 4)")
     parser.add_argument(
-        "--max-tokens", type=int, default=256, metavar="N", help="tokens per sampled reply (default 256)"
+        "--max-tokens",
+        type=int,
+        default=REPLY_TOKENS,
+        metavar="N",
+        help=f"tokens per sampled reply (default {REPLY_TOKENS})",
     )
     parser.add_argument("--temperature", type=float, help="sampling temperature (default: each session's own)")
     parser.add_argument("--threads", type=int, help="the embedded model's threads (default: each session's own)")

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
+import signal
 import sys
+from typing import NoReturn
 
 from agent.config import Settings
 from cli.options import EXIT_OK, EXIT_STOPPED, EXIT_UNRECORDED, EXIT_USAGE, add_session_options, settings_for
@@ -68,8 +72,20 @@ def run_main(args: argparse.Namespace) -> int:
         code = EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
     if recording is None:
         say("not recorded" + (" (--no-record)" if args.no_record else " (record = false)"))
-        return code
-    return _finish_recording(recording, session.id, code)
+    else:
+        code = _finish_recording(recording, session.id, code)
+    if finished.reason == "interrupted":
+        _leave(code)
+    return code
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit now, after Ctrl-C: everything is written and closed, and the interpreter's teardown
+    (litellm's modules, the loaded model) would keep the person waiting seconds more."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def open_lessons(settings: Settings):
@@ -83,11 +99,22 @@ def open_lessons(settings: Settings):
 def _start_problem(settings: Settings) -> str | None:
     """Why the model cannot start (a typo'd name, a missing key, the embedded model not installed),
     found before the session begins; None when it may run. Loads litellm, which the first model
-    call would load anyway."""
+    call would load anyway; Ctrl-C meanwhile ends the process at once (nothing has run, nothing is
+    recorded), since a KeyboardInterrupt raised inside a library's import can be caught there."""
     from agent.llm import load_litellm
     from agent.model_names import start_problem
 
-    return start_problem(load_litellm(), settings.model, settings.api_base)
+    previous = signal.signal(signal.SIGINT, _exit_interrupted)
+    try:
+        return start_problem(load_litellm(), settings.model, settings.api_base)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    print("\nteachback: interrupted before the session started; nothing was recorded", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(130)
 
 
 def _drive(session, op):

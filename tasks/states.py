@@ -22,12 +22,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent.config import REPLY_TOKENS
 from agent.loop_guard import call_key
 from agent.protocol import CALL_ERRORS, FAILING_COMMAND, SCHEMA_ERRORS, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
 from agent.toolkit import ToolResult
 
-DEFAULT_CAP = 256  # tokens per sampled reply: a call needs a few dozen; a reply cut here is flagged cut_off
+DEFAULT_CAP = REPLY_TOKENS  # tokens per sampled reply; a reply cut here is flagged cut_off
 COMMAND_TIMEOUT = 20.0  # seconds for a sampled command (the session's own limit is longer)
 # Labels that are not call errors: a finished or continuing reply, an answer without a call, a
 # command that ran and failed (tests failing), `finish` while the tests fail.

@@ -27,6 +27,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agent.config import REPLY_TOKENS
+
 log = logging.getLogger(__name__)
 
 FORMAT = "teachback-eval-1"
@@ -60,7 +62,7 @@ class EvalConfig:
     bench_cache: Path | None = None  # keeps the "before" side's attempts per model, reused by later runs
     max_pairs: int = 50
     max_turns: int = 20
-    max_completion_tokens: int | None = 256
+    max_completion_tokens: int | None = REPLY_TOKENS
     seed: int = 0
     # Held-out states (a database of task attempts, and which of its sessions): how far the adapter
     # moved there (`shift`, mean KL along their recorded replies).

