@@ -63,7 +63,7 @@ class TurnLimits:
             if self.settings.max_tokens:
                 limit = f"max_tokens = {self.settings.max_tokens}"
             else:
-                limit = f"the embedded model's {REPLY_TOKENS}" if embedded else "the provider's limit"
+                limit = f"the embedded model's cap of {REPLY_TOKENS} tokens" if embedded else "the provider's limit"
             loop = ", or went round in a loop of repeated text" if embedded else ""
             raise LimitExceeded(
                 "max_tokens",
