@@ -89,7 +89,9 @@ async def test_an_unknown_model_fails_at_once_as_not_found(name):
 def test_run_with_an_unknown_model_exits_2(git_repo, no_keys):
     done = teachback("run", "--no-record", "--workspace", str(git_repo), "--model", "nonsense", "hi", env=no_keys)
     assert done.returncode == 2, done.stderr + done.stdout
-    assert "not_found" in done.stdout and "litellm" in done.stdout and "Traceback" not in done.stderr
+    # refused before the session starts: on stderr, with nothing on the transcript
+    assert "names no provider litellm knows" in done.stderr and done.stdout == ""
+    assert "Traceback" not in done.stderr
 
 
 # -- missing API key -------------------------------------------------------------------------------
@@ -118,7 +120,7 @@ def test_run_with_a_missing_key_exits_2_with_what_to_set(git_repo, no_keys):
         "run", "--no-record", "--workspace", str(git_repo), "--model", "openai/gpt-4o-mini", "hi", env=no_keys
     )
     assert done.returncode == 2, done.stderr + done.stdout
-    assert "OPENAI_API_KEY" in done.stdout and "unavailable" not in done.stdout
+    assert "OPENAI_API_KEY" in done.stderr and "unavailable" not in done.stderr and done.stdout == ""
     assert "retry" not in done.stderr and time.monotonic() - started < 60
 
 
