@@ -327,19 +327,20 @@ def generate(
     outcome.prompt_token_ids = list(prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     held, pending_logprobs = "", []
-    # Asked for by seed, a reply is the same as from a fresh start, whatever was asked before.
-    outcome.prompt_evaluated = _prefill(engine, prompt, seeded=params.get("seed") is not None)
-    llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
     loop = RepetitionGuard()
     abort = PromptAbort(llm.ctx, cancel)
-    abort.start()  # llm.generate reads the prompt when its first token is asked for
-    tokens = llm.generate(
-        prompt,
-        temp=float(_given(params, "temperature", DEFAULT_TEMPERATURE)),
-        grammar=grammar,
-        **{k: params[k] for k in _SAMPLING if params.get(k) is not None},
-    )
+    abort.start()  # until the first token: the prompt is read by _prefill, its last token by llm.generate
+    tokens = None
     try:
+        # Asked for by seed, a reply is the same as from a fresh start, whatever was asked before.
+        outcome.prompt_evaluated = _prefill(engine, prompt, seeded=params.get("seed") is not None)
+        llm.set_seed(_seed(prompt, int(_given(params, "seed", DEFAULT_SEED))))
+        tokens = llm.generate(
+            prompt,
+            temp=float(_given(params, "temperature", DEFAULT_TEMPERATURE)),
+            grammar=grammar,
+            **{k: params[k] for k in _SAMPLING if params.get(k) is not None},
+        )
         for token in tokens:
             abort.stop()  # the prompt is read
             if engine.is_end(token) or (cancel is not None and cancel.is_set()):
@@ -367,7 +368,8 @@ def generate(
         return  # llama.cpp aborted the prompt's decode: the caller has gone
     finally:
         abort.stop()
-        tokens.close()
+        if tokens is not None:
+            tokens.close()
     held += decoder.decode(b"", final=True)
     if held or pending_logprobs:
         yield Piece(held, pending_logprobs)
