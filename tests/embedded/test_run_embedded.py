@@ -4,6 +4,7 @@ reads the prompt returns at once."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -79,3 +80,19 @@ def test_ctrl_c_while_the_model_reads_the_prompt_returns_within_two_seconds(git_
     assert took < 2.0, f"returned {took:.1f}s after Ctrl-C"
     assert json.loads(out.splitlines()[-1])["reason"] == "interrupted", err
     assert process.returncode == 1
+
+
+async def test_a_request_given_up_mid_prompt_frees_the_model_at_once() -> None:
+    from agent.llm import load_litellm
+    from agent.providers.llama_engine import load_engine, model_path
+
+    litellm = load_litellm()
+    engine = load_engine(str(model_path("smollm2")))  # the engine the provider serves local/smollm2 with
+    long_prompt = [{"role": "user", "content": "cats and dogs " * 1000}]  # seconds of prompt batches to read
+    request = asyncio.ensure_future(litellm.acompletion(model="local/smollm2", messages=long_prompt, max_tokens=4))
+    await asyncio.sleep(1.0)
+    assert not request.done()
+    request.cancel()
+    given_up = time.monotonic()
+    await asyncio.wrap_future(engine.worker.submit(lambda: None))  # runs once the model is free
+    assert time.monotonic() - given_up < 1.5
