@@ -120,15 +120,25 @@ def test_without_recording_the_lines_say_so(git_repo, script):
     assert done.stderr.splitlines()[-1] == "teachback: not recorded (--no-record)"
 
 
-def test_in_the_text_tool_mode_a_call_is_printed_once(git_repo, script):
-    reply = 'Reading it.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "app.py"}}\n</tool_call>'
+@pytest.mark.parametrize(
+    ("mode", "reply", "prose"),
+    [
+        (
+            "text",
+            'Reading it.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "app.py"}}\n</tool_call>',
+            True,
+        ),
+        ("grammar", '{"name": "read_file", "arguments": {"path": "app.py"}}', False),
+    ],
+)
+def test_in_the_text_and_grammar_tool_modes_a_call_is_printed_once(git_repo, script, mode, reply, prose):
     model = script({"content": reply, "tool_calls": []}, {"content": "All read.", "tool_calls": []})
-    env = {**os.environ, "TEACHBACK_TOOL_MODE": "text"}
+    env = {**os.environ, "TEACHBACK_TOOL_MODE": mode}
     done = teachback("run", "--no-record", "--workspace", str(git_repo), "--model", model, "look", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("read_file") == 1
-    assert "Reading it." in done.stdout and "→ read_file" in done.stdout
-    assert "<tool_call>" not in done.stdout
+    assert "→ read_file" in done.stdout and ("Reading it." in done.stdout) == prose
+    assert "<tool_call>" not in done.stdout and '"name"' not in done.stdout
     assert "All read." in done.stdout
 
 
