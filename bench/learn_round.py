@@ -332,7 +332,7 @@ def branch(db: Path, task_file: Path, out: Path, sizes: dict):
         states=saved["states"],
         samples=saved["samples"],
         labels=Counter(saved["labels"]),
-        sources=Counter(saved["sources"]),
+        sources=Counter(saved.get("sources", {})),  # a summary written before sources were counted
         records=saved["records"],
         paths={k: Path(v) for k, v in saved["paths"].items()},
         wall_s=saved["wall_s"],

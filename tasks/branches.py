@@ -38,10 +38,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from tasks import sources
-from tasks.probes import OVER_CALL
+from tasks.sources import Branch
 from tasks.states import (
-    FINISHED,
-    OK,
     PREMATURE,
     Label,
     Sampler,
@@ -58,32 +56,7 @@ Message = dict[str, Any]
 Say = Callable[[str], None]
 KINDS = ("sft", "dpo", "sdpo")
 FORMATS = {kind: f"teachback-branch-{kind}-1" for kind in KINDS}
-SUCCESSES = frozenset({OK, FINISHED})
 DEFAULT_MODEL = "local/smollm2@none"
-
-
-@dataclass(frozen=True)
-class Branch:
-    """One reply sampled at a state, labelled: what the model was given and what it wrote."""
-
-    seed: int
-    label: Label
-    prompt: list[Message] | None  # the text-mode messages exactly as the model was given them
-    text: str  # the sampled completion, decoded from its token ids
-    prompt_ids: list[int] | None = None
-    completion_ids: list[int] | None = None
-    ended: bool = True  # the model ended its turn (it did not stop at the token cap)
-    source: str = "sampled"  # or repaired, hinted, no_tool (tasks.sources)
-
-    @property
-    def success(self) -> bool:
-        return self.ended and self.label.kind in SUCCESSES
-
-    @property
-    def failure(self) -> bool:
-        if not self.ended:  # whatever it was labelled (a call cut off mid-JSON reads as malformed)
-            return False
-        return self.label.kind in (PREMATURE, OVER_CALL) or self.label.call_error
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ the state (tasks.states.label_reply), so that a chosen reply is always one that 
   questions (tasks/no_tool_training.txt, disjoint from the held-out probes), `finish` or an answer
   chosen, a tool call rejected.
 
-Each returns Branches (tasks.branches) marked with their source; records are built from them as
-from sampled ones.
+Each returns Branches marked with their source; tasks.branches builds records from them as from
+sampled ones.
 """
 
 from __future__ import annotations
@@ -20,18 +20,45 @@ import difflib
 import json
 import os
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tasks.states import Label, Sampler, Scratch, State, label_reply
+from tasks.probes import OVER_CALL
+from tasks.states import FINISHED, OK, PREMATURE, Label, Sampler, Scratch, State, label_reply
 
 WRONG_PATH = frozenset({"not_found", "outside_workspace"})
+SUCCESSES = frozenset({OK, FINISHED})
 MAX_FILES = 5_000  # candidates for the nearest path; a workspace larger than this is cut there
 HINT = (
     "An earlier reply at this point failed: {feedback} Reply again with one call that works, "
     "using only paths shown in the repository map or the instruction."
 )
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One reply at a state, labelled by running it: what the model was given and what it wrote
+    (sampled there, or from one of the sources below)."""
+
+    seed: int
+    label: Label
+    prompt: list[dict[str, Any]] | None  # the text-mode messages exactly as the model was given them
+    text: str  # the sampled completion, decoded from its token ids
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    ended: bool = True  # the model ended its turn (it did not stop at the token cap)
+    source: str = "sampled"  # or repaired, hinted, no_tool (tasks.sources)
+
+    @property
+    def success(self) -> bool:
+        return self.ended and self.label.kind in SUCCESSES
+
+    @property
+    def failure(self) -> bool:
+        if not self.ended:  # whatever it was labelled (a call cut off mid-JSON reads as malformed)
+            return False
+        return self.label.kind in (PREMATURE, OVER_CALL) or self.label.call_error
 
 
 def nearest_path(wrong: str, root: Path) -> str | None:
@@ -55,8 +82,8 @@ def nearest_path(wrong: str, root: Path) -> str | None:
     return found[0] if found else None
 
 
-async def repaired(state: State, failed: Any, scratch: Scratch, task: Any, task_file: Path) -> Any | None:
-    """`failed` (a Branch) with its wrong path replaced by the nearest existing one, if that reply
+async def repaired(state: State, failed: Branch, scratch: Scratch, task: Any, task_file: Path) -> Branch | None:
+    """`failed` with its wrong path replaced by the nearest existing one, if that reply
     succeeds when run at the state; else None."""
     from agent.model import ModelReply
     from agent.protocol.textcalls import parse_reply
@@ -81,11 +108,9 @@ async def repaired(state: State, failed: Any, scratch: Scratch, task: Any, task_
 
 async def hinted(
     state: State, sampler: Sampler, feedback: str, seeds: range, scratch: Scratch, task: Any, task_file: Path, decode
-) -> list[Any]:
+) -> list[Branch]:
     """Replies drawn at `state` with `feedback` in context, labelled by running them at `state` as it
     was (without the hint); only those that succeeded, as Branches of the student's prompt."""
-    from tasks.branches import Branch
-
     hint = {"role": "user", "content": HINT.format(feedback=feedback)}
     teacher = replace(state, messages=[*state.messages, hint])
     found = []
@@ -109,10 +134,9 @@ async def hinted(
     return found
 
 
-async def no_tool(state: State, sampler: Sampler, samples: int, decode) -> list[Any]:
+async def no_tool(state: State, sampler: Sampler, samples: int, decode) -> list[Branch]:
     """K replies at a training no-tool question put in place of the first state's instruction:
     `finish` or an answer succeeds, any other call over-calls (tasks.probes.probe_label)."""
-    from tasks.branches import Branch
     from tasks.probes import TRAINING_QUESTIONS, build_probes, probe_label
 
     probes = build_probes([state], TRAINING_QUESTIONS)
