@@ -221,3 +221,12 @@ def test_an_arm_is_cached_under_what_decides_its_labels(tmp_path) -> None:
     _write_labels(key, labels, [[ANSWERED, OVER_CALL]])
     states_, probes = _read_labels(key)
     assert states_ == labels and probes == [[ANSWERED, OVER_CALL]] and states_[1][1].cut_off
+
+
+def test_a_base_that_fails_every_sample_still_gets_an_honest_detectable_change() -> None:
+    """No spread over tasks to read: the design's figure, never a 0% that reads as 'sees anything'."""
+    from tasks.verdict import detectable_change
+
+    every = [(f"t{t}", True) for t in range(6) for _ in range(2)]
+    found = detectable_change(every)
+    assert found is not None and found < -0.3  # 12 samples cannot see -30%
