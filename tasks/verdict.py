@@ -179,7 +179,7 @@ def detectable_change(pairs_before: Sequence[tuple[str, bool]], seed: int = 0) -
         logs.append(math.log((sum(c[0] for c in pick) + 0.5) / (sum(c[1] for c in pick) + 1)))
     mean = sum(logs) / len(logs)
     se = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) * math.sqrt(2)
-    if se == 0:  # every task failed every sample (or none did): no spread to read; the design's own figure
+    if se < 1e-9:  # every task failed every sample (or none did): no spread to read; the design's own figure
         samples = sum(c[1] for c in cells.values())
         rate = sum(c[0] for c in cells.values()) / samples
         return planned_detectable(len(names), round(samples / len(names)), min(max(rate, 0.05), 0.95))

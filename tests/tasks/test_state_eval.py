@@ -229,4 +229,4 @@ def test_a_base_that_fails_every_sample_still_gets_an_honest_detectable_change()
 
     every = [(f"t{t}", True) for t in range(6) for _ in range(2)]
     found = detectable_change(every)
-    assert found is not None and found < -0.3  # 12 samples cannot see -30%
+    assert found is not None and found < -0.2  # not a 0% that reads as seeing any change
