@@ -140,6 +140,15 @@ def load_settings(workspace: Path | None = None, env: dict[str, str] | None = No
     return settings
 
 
+def config_sources(workspace: Path | None = None, env: dict[str, str] | None = None) -> list[str]:
+    """What load_settings reads, in the order it applies them: the config files that exist, then each
+    TEACHBACK_<SETTING> variable that is set (later ones win)."""
+    env = dict(os.environ if env is None else env)
+    files = [user_config_path()] + ([Path(workspace) / CONFIG_FILE] if workspace is not None else [])
+    variables = [f"TEACHBACK_{f.name.upper()}" for f in dataclasses.fields(Settings)]
+    return [str(p) for p in files if p.is_file()] + [v for v in variables if env.get(v) is not None]
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

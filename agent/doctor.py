@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.config import ConfigError, Settings
+from agent.config import ConfigError, Settings, config_sources
 
 Check = tuple[str, bool, str]  # name, ok, detail (how to fix when not ok)
 
@@ -24,7 +24,9 @@ def run_checks(
     settings: Settings | None = None
     try:
         settings = load_settings()
-        results.append(("configuration", True, f"model {settings.model}, approval {settings.approval}"))
+        results.append(("configuration", True, _settings_that_matter(settings)))
+        read = config_sources(workspace)
+        results.append(("read", True, ", ".join(read) if read else "no config file or TEACHBACK_ variable: defaults"))
     except ConfigError as exc:
         results.append(("configuration", False, str(exc)))
     if settings is not None:
@@ -36,6 +38,11 @@ def run_checks(
     failed = [name for name, ok, _ in results if not ok]
     out.write("All checks passed.\n" if not failed else f"{len(failed)} check(s) failed: {', '.join(failed)}\n")
     return 0 if not failed else 1
+
+
+def _settings_that_matter(settings: Settings) -> str:
+    shown = ("model", "approval", "db", "max_steps", "max_cost", "max_time", "max_tokens", "tool_mode", "lessons")
+    return ", ".join(f"{name} {getattr(settings, name)}" for name in shown if hasattr(settings, name))
 
 
 def startup_problems(workspace: Path, settings: Settings) -> list[str]:

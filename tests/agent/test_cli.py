@@ -14,9 +14,17 @@ from tests.conftest import call, turn
 TEACHBACK = [sys.executable, "-m", "cli"]
 
 
-def teachback(*args: str, cwd: Path | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
+def teachback(
+    *args: str, cwd: Path | None = None, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*TEACHBACK, *args], cwd=cwd, input=stdin, capture_output=True, text=True, timeout=60, env=os.environ.copy()
+        [*TEACHBACK, *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ | (env or {}),
     )
 
 
@@ -121,6 +129,16 @@ def test_doctor_checks_the_environment(git_repo, script):
     assert "ok  git:" in done.stdout and "ok  database:" in done.stdout and "1 scripted turns" in done.stdout
     missing = teachback("doctor", "--workspace", str(git_repo), "--model", "scripted//nonexistent.json")
     assert missing.returncode == 1 and "FAIL model" in missing.stdout
+
+
+def test_doctor_says_what_it_read_and_the_settings_that_matter(git_repo, script):
+    (git_repo / "teachback.toml").write_text("max_steps = 7\n")
+    model = script(turn(call("finish", {"summary": "x"})))
+    done = teachback("doctor", "--workspace", str(git_repo), "--model", model, env={"TEACHBACK_LESSONS": "false"})
+    read = next(line for line in done.stdout.splitlines() if line.startswith("ok  read:"))
+    assert str(git_repo / "teachback.toml") in read and "TEACHBACK_LESSONS" in read
+    settings = next(line for line in done.stdout.splitlines() if line.startswith("ok  configuration:"))
+    assert "max_steps 7" in settings and "lessons False" in settings and f"model {model}" in settings
 
 
 def test_help_and_parser_do_not_import_litellm():
