@@ -55,9 +55,11 @@ INSTRUCTIONS = (
 )
 TEST_COMMAND = (sys.executable, "-m", "pytest", "-q")
 MAX_STEPS = 6  # per instruction: a seventh step would only repeat; the loop guard stops a model stuck sooner
-# A safety net, not the usual end of an instruction: steps and reply tokens bound a turn first. The
-# first instruction also pays for importing litellm, loading the model and reading the whole prompt.
-TURN_SECONDS = 150.0
+# The instructions' time, shared: each gets what is left divided by the instructions left, so the
+# first (which also pays for importing litellm, loading the model and reading the whole prompt) may
+# take more than a third, and the demo ends within five minutes however slow the machine. A safety
+# net: steps and reply tokens end an instruction first on an idle machine.
+DEMO_SECONDS = 270.0
 REPLY_TOKENS = 256  # the embedded model rambles; a tool call is short
 TEMPERATURE = 0.8  # at its low default the embedded model repeats one call until the step limit
 DEFAULT_SEED = 0  # when the seed setting is unset: the same demo each time on a given machine
@@ -72,10 +74,10 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-time",
         type=float,
-        default=TURN_SECONDS,
+        default=DEMO_SECONDS,
         metavar="SECONDS",
-        help=f"per instruction (default {TURN_SECONDS:g}): an instruction still running then is stopped, "
-        "mid-reply if need be, and the demo says so",
+        help=f"for all the instructions together (default {DEMO_SECONDS:g}); each gets the time left divided "
+        "by the instructions left, and one still running then is stopped, mid-reply if need be, and the demo says so",
     )
     parser.add_argument(
         "--learn",
@@ -101,7 +103,7 @@ def run_demo(
     *,
     model: str | None = None,
     max_steps: int = MAX_STEPS,
-    max_time: float = TURN_SECONDS,
+    max_time: float = DEMO_SECONDS,
     seed: int | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
@@ -139,8 +141,8 @@ def run_demo(
     db_path = demo_dir / "feedback.db"
     settings = settings.replace(db=str(db_path))
     say(
-        f"teachback demo: {model} works on {project} (full-auto, seed {seed}; each instruction at most "
-        f"{max_steps} steps and {max_time:g} s, --max-steps and --max-time).\n"
+        f"teachback demo: {model} works on {project} (full-auto, seed {seed}; at most {max_steps} steps "
+        f"per instruction and {max_time:g} s for all {len(INSTRUCTIONS)}, --max-steps and --max-time).\n"
     )
     started = time.monotonic()
     transcript = _Transcript(say, Transcript(out))
@@ -192,8 +194,11 @@ async def _run_sessions(project: Path, settings: Settings, transcript: _Transcri
     from agent.runtime import open_session
 
     finishes: list[TurnFinished] = []
-    for text in INSTRUCTIONS:
-        session = open_session(project, settings, frontend="demo")
+    deadline = time.monotonic() + settings.max_time
+    for number, text in enumerate(INSTRUCTIONS):
+        # At least a second: an instruction whose share is gone still shows where it stopped.
+        share = max((deadline - time.monotonic()) / (len(INSTRUCTIONS) - number), 1.0)
+        session = open_session(project, settings.replace(max_time=share), frontend="demo")
         recording = attach(session, store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
         session.subscribe(transcript)
         transcript.say(f"\nyou> {text}")
@@ -202,8 +207,8 @@ async def _run_sessions(project: Path, settings: Settings, transcript: _Transcri
             finishes.append(finished)
             if finished.reason == "max_time":
                 transcript.say(
-                    f"  (stopped: the demo gives each instruction {settings.max_time:g} s, --max-time; the "
-                    "model was still working, so its last reply may be cut short)"
+                    f"  (stopped: this instruction's share of the demo's {settings.max_time:g} s, --max-time, "
+                    f"was {share:.0f} s; the model was still working, so its last reply may be cut short)"
                 )
         finally:
             await session.close()

@@ -71,7 +71,7 @@ def test_demo_prints_the_corrected_pair_its_record_and_the_lines_that_open_its_d
     out = io.StringIO()
     assert run_demo(tmp_path / "demo", model=model, out=out) == 0
     text = out.getvalue()
-    assert "seed 7;" in text and "at most 6 steps and 150 s" in text
+    assert "seed 7;" in text and "at most 6 steps per instruction and 270 s for all 3" in text
     assert "Feedback pairs recorded: 3 (tool 3; 3 with a correction)" in text
     assert "as its training record (sdpo.jsonl, line 1" in text
     assert 'what the model did    read_file {"path": "textkit/slug.py"}' in text
@@ -96,6 +96,16 @@ def test_demo_refuses_settings_it_cannot_use(tmp_path: Path, script) -> None:
     assert run_demo(tmp_path / "demo", model=script(turn()), max_time=-1, out=out) == 2
     assert "max_time" in out.getvalue()
     assert not (tmp_path / "demo").exists()
+
+
+def test_an_instruction_stopped_by_the_time_limit_says_so(tmp_path: Path, script) -> None:
+    slow = {**turn(call("read_file", {"path": "textkit/slug.py"})), "delay": 30}
+    out = io.StringIO()
+    assert run_demo(tmp_path / "demo", model=script(slow), max_time=3, out=out) == 0
+    text = out.getvalue()
+    assert text.count("[max_time]") == 3, text
+    assert text.count("(stopped: this instruction's share of the demo's 3 s, --max-time, was 1 s;") == 3, text
+    assert "turn outcomes   max_time, max_time, max_time" in text
 
 
 # A fixed place per seed: the workspace path is part of some tool results (and so of the prompts
