@@ -48,7 +48,7 @@ def test_demo_with_an_unknown_local_model_says_what_to_use(tmp_path: Path) -> No
     assert not (tmp_path / "demo").exists()
 
 
-def run_printed(text: str, command: str) -> subprocess.CompletedProcess:
+def run_printed(text: str, command: str, cwd: Path) -> subprocess.CompletedProcess:
     """Run the line the demo printed for `command` (`TEACHBACK_DB=... teachback stats`) as a user would,
     with this interpreter's `teachback` first on PATH."""
     line = next(line.strip() for line in text.splitlines() if re.search(rf"teachback {command}\b", line))
@@ -57,7 +57,7 @@ def run_printed(text: str, command: str) -> subprocess.CompletedProcess:
     assert name == "TEACHBACK_DB", line
     env = {**os.environ, name: value, "PATH": os.pathsep.join((str(Path(sys.executable).parent), os.environ["PATH"]))}
     argv[0] = shutil.which("teachback", path=env["PATH"]) or argv[0]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
 
 
 def test_demo_prints_the_corrected_pair_its_record_and_the_lines_that_open_its_database(
@@ -83,11 +83,12 @@ def test_demo_prints_the_corrected_pair_its_record_and_the_lines_that_open_its_d
     assert record["correction"]["tool_calls"][0]["function"]["name"] == "finish"
     assert "teachback lsp " not in text  # it waits silently on a terminal: the editors start it
 
-    stats = run_printed(text, "stats")
+    stats = run_printed(text, "stats", tmp_path)
     assert stats.returncode == 0, stats.stderr
     assert re.search(r"Sessions:\s+3\b", stats.stdout), stats.stdout
-    export_line = run_printed(text, "export")
+    export_line = run_printed(text, "export", tmp_path)
     assert export_line.returncode == 0, export_line.stderr
+    assert len((tmp_path / "demo-sdpo.jsonl").read_text().splitlines()) == 3
     assert not (teachback_home / "feedback.db").exists()  # the user's own store is untouched
 
 
@@ -151,5 +152,5 @@ def test_demo_shows_a_corrected_pair_and_its_record_in_nine_of_ten_seeds(demo_ro
             shown[seed] = fixed[0]["id"]
     assert len(shown) >= 9, f"seeds with a corrected pair shown: {sorted(shown)}"
 
-    stats = run_printed(text, "stats")
+    stats = run_printed(text, "stats", demo_root)
     assert re.search(r"Sessions:\s+3\b", stats.stdout), stats.stdout + stats.stderr
