@@ -60,6 +60,10 @@ MAX_STEPS = 6  # per instruction: a seventh step would only repeat; the loop gua
 # take more than a third, and the demo ends within five minutes however slow the machine. A safety
 # net: steps and reply tokens end an instruction first on an idle machine.
 DEMO_SECONDS = 270.0
+# When no mistake was corrected, the instructions are given again, at most this many times, while
+# this much of the demo's time is left: the loop the demo exists to show needs one corrected pair.
+AGAIN_ROUNDS = 4
+AGAIN_MIN_SECONDS = 20.0
 REPLY_TOKENS = 256  # the embedded model rambles; a tool call is short
 TEMPERATURE = 0.8  # at its low default the embedded model repeats one call until the step limit
 DEFAULT_SEED = 0  # when the seed setting is unset: the same demo each time on a given machine
@@ -190,31 +194,50 @@ def check_tests(project: Path) -> tuple[bool, str]:
 
 async def _run_sessions(project: Path, settings: Settings, transcript: _Transcript, store: Store) -> list[TurnFinished]:
     """One short session per instruction: in one long conversation the embedded model copies its
-    own previous call over and over instead of reading the new instruction."""
-    from agent.runtime import open_session
-
+    own previous call over and over instead of reading the new instruction. When none of the model's
+    mistakes was corrected, the instructions are given again, each in a new session and worded anew
+    (one seed gives one reply per prompt), until one is or the rounds or the time run out."""
     finishes: list[TurnFinished] = []
     deadline = time.monotonic() + settings.max_time
     for number, text in enumerate(INSTRUCTIONS):
         # At least a second: an instruction whose share is gone still shows where it stopped.
         share = max((deadline - time.monotonic()) / (len(INSTRUCTIONS) - number), 1.0)
-        session = open_session(project, settings.replace(max_time=share), frontend="demo")
-        recording = attach(session, store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
-        session.subscribe(transcript)
-        transcript.say(f"\nyou> {text}")
-        try:
-            finished = await session.run(UserInput(text=text))
-            finishes.append(finished)
-            if finished.reason == "max_time":
-                transcript.say(
-                    f"  (stopped: this instruction's share of the demo's {settings.max_time:g} s, --max-time, "
-                    f"was {share:.0f} s; the model was still working, so its last reply may be cut short)"
-                )
-        finally:
-            await session.close()
-            if unrecorded := recording.close():
-                transcript.say(f"  ({len(unrecorded)} event(s) of this session could not be recorded)")
+        finishes.append(await _run_instruction(project, settings, share, text, transcript, store))
+    for again in range(AGAIN_ROUNDS):
+        left = deadline - time.monotonic()
+        if left < AGAIN_MIN_SECONDS or any(pair.correction is not None for pair in store.pairs()):
+            break
+        if again == 0:
+            transcript.say(
+                "\n(The model corrected none of its mistakes: the demo asks again, each time in a new session.)"
+            )
+        text = f"Once more: {INSTRUCTIONS[again % len(INSTRUCTIONS)]}"
+        finishes.append(await _run_instruction(project, settings, left, text, transcript, store))
     return finishes
+
+
+async def _run_instruction(
+    project: Path, settings: Settings, seconds: float, text: str, transcript: _Transcript, store: Store
+) -> TurnFinished:
+    """`text` as the first and only turn of a new, recorded session of at most `seconds`."""
+    from agent.runtime import open_session
+
+    session = open_session(project, settings.replace(max_time=seconds), frontend="demo")
+    recording = attach(session, store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
+    session.subscribe(transcript)
+    transcript.say(f"\nyou> {text}")
+    try:
+        finished = await session.run(UserInput(text=text))
+        if finished.reason == "max_time":
+            transcript.say(
+                f"  (stopped: this instruction's share of the demo's {settings.max_time:g} s, --max-time, "
+                f"was {seconds:.0f} s; the model was still working, so its last reply may be cut short)"
+            )
+        return finished
+    finally:
+        await session.close()
+        if unrecorded := recording.close():
+            transcript.say(f"  ({len(unrecorded)} event(s) of this session could not be recorded)")
 
 
 class _Transcript:
