@@ -54,7 +54,9 @@ INSTRUCTIONS = (
     "Call run_command with command `python -m pytest -q` to run the tests. Then call finish with summary `tested`.",
 )
 TEST_COMMAND = (sys.executable, "-m", "pytest", "-q")
-MAX_STEPS = 6  # per instruction: a seventh step would only repeat; the loop guard stops a model stuck sooner
+# Per instruction: room for a call, its repeat, the way out and a second try; the loop guard stops a
+# model that sends one call a fourth time in a row sooner.
+MAX_STEPS = 6
 # The instructions' time, shared: each gets what is left divided by the instructions left, so the
 # first (which also pays for importing litellm, loading the model and reading the whole prompt) may
 # take more than a third, and the demo ends within five minutes however slow the machine. A safety
