@@ -128,7 +128,7 @@ def test_an_instruction_stopped_by_the_time_limit_says_so(tmp_path: Path, script
 
 # A fixed place per seed: the workspace path is part of some tool results (and so of the prompts
 # and the sampling seeds), so the same path gives the same run on a given machine.
-DEMO_ROOT = Path("/tmp/teachback-embedded-demo-test")
+DEMO_ROOT = Path("/tmp/teachback-demo-test-seeds")
 SEEDS = range(10)
 
 
