@@ -2,13 +2,17 @@
 
 It copies the sample project that ships with the package (a small Python package whose test suite
 has one failing test) into a fresh git repository, walks the embedded model through the fix in a
-few short instructions in `full-auto` mode, records everything in a demo database, and then shows
-what happened: the transcript (as `teachback run` shows it), the tool errors, the feedback pairs,
-and an `sdpo` export.
+few short instructions in `full-auto` mode, records everything in the demo's own database, and then
+shows what happened: the transcript (as `teachback run` shows it), the tool errors, the feedback
+pairs, an `sdpo` export, and one corrected pair as the training record made from it.
 
 The embedded model is tiny (135M parameters) and rarely finishes the fix; the mistakes it makes on
-the way are the point: each one becomes a feedback pair. Local models run in the grammar tool mode
-by default, because this model almost never writes a tool call in free text.
+the way are the point. Its commonest one is to send the call it just made again: the loop guard
+answers that with "Do not repeat it: use that result, make a different call, or call finish if the
+task is done", and each instruction names its last step, `finish`, so the fix the guard's answer
+asks for is one the model can make. When it does, the recorder links the repeat to the call that
+followed it: a corrected pair, by the same rules as in any session. Local models run in the grammar
+tool mode by default, because this model almost never writes a tool call in free text.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from agent.config import EMBEDDED_MODEL, Settings
+from agent.config import EMBEDDED_MODEL, ConfigError, Settings, load_settings
 from agent.protocol import (
     Event,
     ToolCallFinished,
@@ -36,22 +40,35 @@ from agent.protocol import (
     UserInput,
 )
 from agent.transcript import Transcript
-from common.text import one_line
+from cli.demo_report import report
 from feedback_store import Store, attach, open_store
-from feedback_store.export.export import EmptyExport, export
 
 PROJECT_NAME = "textkit"
-# Short, explicit instructions: a 135M model cannot plan a fix on its own.
+# Short, explicit instructions: a 135M model cannot plan a fix on its own. Each ends with `finish`,
+# the way out that the loop guard's answer to a repeated call offers (see the module's docstring).
 INSTRUCTIONS = (
-    "Call read_file with path textkit/slug.py.",
+    "Call read_file with path textkit/slug.py. Then call finish with summary `read`.",
     "slugify in textkit/slug.py must return a lowercase slug. Call edit_file on textkit/slug.py with "
-    'old_text `"-".join(title.split())` and new_text `"-".join(title.lower().split())`.',
-    "Call run_command with command `python -m pytest -q` to run the tests.",
+    'old_text `"-".join(title.split())` and new_text `"-".join(title.lower().split())`. '
+    "Then call finish with summary `edited`.",
+    "Call run_command with command `python -m pytest -q` to run the tests. Then call finish with summary `tested`.",
 )
 TEST_COMMAND = (sys.executable, "-m", "pytest", "-q")
-TURN_SECONDS = 75.0  # per instruction; three of them keep the demo under five minutes
+# Per instruction: room for a call, its repeat, the way out and a second try; the loop guard stops a
+# model that sends one call a fourth time in a row sooner.
+MAX_STEPS = 6
+# The instructions' time, shared: each gets what is left divided by the instructions left, so the
+# first (which also pays for importing litellm, loading the model and reading the whole prompt) may
+# take more than a third, and the demo ends within five minutes however slow the machine. A safety
+# net: steps and reply tokens end an instruction first on an idle machine.
+DEMO_SECONDS = 270.0
+# When no mistake was corrected, the instructions are given again, at most this many times, while
+# this much of the demo's time is left: the loop the demo exists to show needs one corrected pair.
+AGAIN_ROUNDS = 4
+AGAIN_MIN_SECONDS = 20.0
 REPLY_TOKENS = 256  # the embedded model rambles; a tool call is short
 TEMPERATURE = 0.8  # at its low default the embedded model repeats one call until the step limit
+DEFAULT_SEED = 0  # when the seed setting is unset: the same demo each time on a given machine
 COMMAND_SECONDS = 60.0
 GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
@@ -59,7 +76,15 @@ GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dest", type=Path, default=None, help="where to put the sample project (default: a temp dir)")
     parser.add_argument("--model", default=None, help="model to use instead of the embedded one")
-    parser.add_argument("--max-steps", type=int, default=12)
+    parser.add_argument("--max-steps", type=int, default=MAX_STEPS, help=f"per instruction (default {MAX_STEPS})")
+    parser.add_argument(
+        "--max-time",
+        type=float,
+        default=DEMO_SECONDS,
+        metavar="SECONDS",
+        help=f"for all the instructions together (default {DEMO_SECONDS:g}); each gets the time left divided "
+        "by the instructions left, and one still running then is stopped, mid-reply if need be, and the demo says so",
+    )
     parser.add_argument(
         "--learn",
         action="store_true",
@@ -71,7 +96,7 @@ def demo_main(args: argparse.Namespace) -> int:
     dest = args.dest
     if args.learn and dest is None:  # the round's files go beside the demo's
         dest = Path(tempfile.mkdtemp(prefix="teachback-demo-"))
-    code = run_demo(dest, model=args.model, max_steps=args.max_steps)
+    code = run_demo(dest, model=args.model, max_steps=args.max_steps, max_time=args.max_time)
     if code or not args.learn:
         return code
     from trainer.demo_learn import run_learn
@@ -83,11 +108,13 @@ def run_demo(
     dest: Path | None = None,
     *,
     model: str | None = None,
-    max_steps: int = 12,
+    max_steps: int = MAX_STEPS,
+    max_time: float = DEMO_SECONDS,
+    seed: int | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
     """Run the demo in `dest` (default: a new temporary directory), recording into a feedback
-    database there; 0 when it ran to the end."""
+    database there; 0 when it ran to the end. `seed` defaults to the seed setting (TEACHBACK_SEED)."""
     say = _Writer(out)
     model = model or EMBEDDED_MODEL
     problem = _missing_runtime(model)
@@ -95,24 +122,34 @@ def run_demo(
         say(problem)
         return 1
     try:
+        configured = load_settings()
+        seed = _seed(seed, configured.seed)
+        settings = Settings(
+            model=model,
+            approval="full-auto",
+            max_steps=max_steps,
+            max_time=max_time,
+            command_timeout=COMMAND_SECONDS,
+            repo_map_tokens=256,
+            max_tokens=REPLY_TOKENS,
+            temperature=TEMPERATURE,
+            seed=seed,
+            local_threads=configured.local_threads,
+        ).replace()  # validated: --max-steps 0 or --max-time -1 is refused here, with the reason
         demo_dir = _demo_dir(dest)
         project = make_project(demo_dir / PROJECT_NAME)
+    except ConfigError as exc:
+        say(f"teachback demo: {exc}")
+        return 2
     except (OSError, subprocess.CalledProcessError, ValueError) as exc:
         say(f"Could not set up the sample project: {exc}")
         return 1
     db_path = demo_dir / "feedback.db"
-    settings = Settings(
-        model=model,
-        approval="full-auto",
-        db=str(db_path),
-        max_steps=max_steps,
-        max_time=TURN_SECONDS,
-        command_timeout=COMMAND_SECONDS,
-        repo_map_tokens=256,
-        max_tokens=REPLY_TOKENS,
-        temperature=TEMPERATURE,
+    settings = settings.replace(db=str(db_path))
+    say(
+        f"teachback demo: {model} works on {project} (full-auto, seed {seed}; at most {max_steps} steps "
+        f"per instruction and {max_time:g} s for all {len(INSTRUCTIONS)}, --max-steps and --max-time).\n"
     )
-    say(f"teachback demo: {model} works on {project} (full-auto, at most {max_steps} steps per instruction).\n")
     started = time.monotonic()
     transcript = _Transcript(say, Transcript(out))
     with open_store(db_path) as store:
@@ -125,7 +162,15 @@ def run_demo(
         else:
             last_line = (test_output.strip().splitlines() or ["no output"])[-1]
             say(f"Solved: no, the sample project's tests still fail ({last_line}).")
-        return _report(demo_dir, project, db_path, finishes, transcript.errors, store, say)
+        reasons = [f.reason for f in finishes]
+        return report(demo_dir, project, db_path, reasons, transcript.errors, store, say)
+
+
+def _seed(given: int | None, configured: int | None) -> int:
+    """The run's sampling seed: the one given, else the seed setting, else DEFAULT_SEED."""
+    if given is not None:
+        return given
+    return DEFAULT_SEED if configured is None else int(configured)
 
 
 def make_project(root: Path) -> Path:
@@ -151,22 +196,50 @@ def check_tests(project: Path) -> tuple[bool, str]:
 
 async def _run_sessions(project: Path, settings: Settings, transcript: _Transcript, store: Store) -> list[TurnFinished]:
     """One short session per instruction: in one long conversation the embedded model copies its
-    own previous call over and over instead of reading the new instruction."""
+    own previous call over and over instead of reading the new instruction. When none of the model's
+    mistakes was corrected, the instructions are given again, each in a new session and worded anew
+    (one seed gives one reply per prompt), until one is or the rounds or the time run out."""
+    finishes: list[TurnFinished] = []
+    deadline = time.monotonic() + settings.max_time
+    for number, text in enumerate(INSTRUCTIONS):
+        # At least a second: an instruction whose share is gone still shows where it stopped.
+        share = max((deadline - time.monotonic()) / (len(INSTRUCTIONS) - number), 1.0)
+        finishes.append(await _run_instruction(project, settings, share, text, transcript, store))
+    for again in range(AGAIN_ROUNDS):
+        left = deadline - time.monotonic()
+        if left < AGAIN_MIN_SECONDS or any(pair.correction is not None for pair in store.pairs()):
+            break
+        if again == 0:
+            transcript.say(
+                "\n(The model corrected none of its mistakes: the demo asks again, each time in a new session.)"
+            )
+        text = f"Once more: {INSTRUCTIONS[again % len(INSTRUCTIONS)]}"
+        finishes.append(await _run_instruction(project, settings, left, text, transcript, store))
+    return finishes
+
+
+async def _run_instruction(
+    project: Path, settings: Settings, seconds: float, text: str, transcript: _Transcript, store: Store
+) -> TurnFinished:
+    """`text` as the first and only turn of a new, recorded session of at most `seconds`."""
     from agent.runtime import open_session
 
-    finishes: list[TurnFinished] = []
-    for text in INSTRUCTIONS:
-        session = open_session(project, settings, frontend="demo")
-        recording = attach(session, store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
-        session.subscribe(transcript)
-        transcript.say(f"\nyou> {text}")
-        try:
-            finishes.append(await session.run(UserInput(text=text)))
-        finally:
-            await session.close()
-            if unrecorded := recording.close():
-                transcript.say(f"  ({len(unrecorded)} event(s) of this session could not be recorded)")
-    return finishes
+    session = open_session(project, settings.replace(max_time=seconds), frontend="demo")
+    recording = attach(session, store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
+    session.subscribe(transcript)
+    transcript.say(f"\nyou> {text}")
+    try:
+        finished = await session.run(UserInput(text=text))
+        if finished.reason == "max_time":
+            transcript.say(
+                f"  (stopped: this instruction's share of the demo's {settings.max_time:g} s, --max-time, "
+                f"was {seconds:.0f} s; the model was still working, so its last reply may be cut short)"
+            )
+        return finished
+    finally:
+        await session.close()
+        if unrecorded := recording.close():
+            transcript.say(f"  ({len(unrecorded)} event(s) of this session could not be recorded)")
 
 
 class _Transcript:
@@ -181,52 +254,6 @@ class _Transcript:
         self.show(event)
         if isinstance(event, ToolCallFinished) and not event.ok:
             self.errors[f"{event.name or '(unreadable reply)'}: {event.error_kind}"] += 1
-
-
-def _report(
-    demo_dir: Path,
-    project: Path,
-    db_path: Path,
-    finishes: list[TurnFinished],
-    errors: Counter[str],
-    store: Store,
-    say: _Writer,
-) -> int:
-    pairs = store.pairs()
-    say(f"\nTool errors: {_counts(errors) if errors else 'none'}")
-    by_source = Counter(p.source for p in pairs)
-    corrected = sum(1 for p in pairs if p.correction is not None)
-    say(
-        f"\nFeedback pairs recorded: {len(pairs)}"
-        + (f" ({_counts(by_source)}; {corrected} with a correction)" if pairs else "")
-    )
-    for pair in pairs[:5]:
-        say(f"  [{pair.source}] {pair.tool or 'reply'}: {one_line(str(pair.feedback), 100)}")
-    try:
-        result = export([db_path], "sdpo", demo_dir / "sdpo.jsonl")
-    except EmptyExport:  # the model made no mistake this time: nothing to export
-        exported = "(none: no feedback pairs this run)"
-        say("\nNo sdpo export: this run recorded no feedback pairs.")
-    else:
-        exported = str(result.paths[0])
-        say(f"\nExported {result.records} sdpo records to {', '.join(map(str, result.paths))}")
-        if result.left_out:
-            say("  left out: " + "; ".join(f"{n} {reason}" for reason, n in sorted(result.left_out.items())))
-    reasons = ", ".join(f.reason for f in finishes)
-    command = _command_name()
-    say(
-        f"\nLook at:\n"
-        f"  the project     {project}   (git diff shows what the model changed)\n"
-        f"  the database    {db_path}\n"
-        f"  the export      {exported}\n"
-        f"  turn outcomes   {reasons}\n"
-        f"\nNext:\n"
-        f"  TEACHBACK_DB={db_path} {command} tui {project}   browse the session and its pairs\n"
-        f"  {command} lsp                                  the same agent inside your editor\n"
-        f'  {command} run --model anthropic/claude-sonnet-4-5 --workspace {project} "fix the failing test"\n'
-        f"                                                 a hosted model (set ANTHROPIC_API_KEY first)"
-    )
-    return 0
 
 
 def _missing_runtime(model: str) -> str | None:
@@ -268,15 +295,3 @@ class _Writer:
 
     def __call__(self, text: str) -> None:
         print(text, file=self.out, flush=True)
-
-
-def _counts(counter: Counter[str]) -> str:
-    return ", ".join(f"{name} {n}" for name, n in counter.most_common())
-
-
-def _command_name() -> str:
-    """How to call teachback from here: its name when on PATH, else the path `make` installed."""
-    if shutil.which("teachback"):
-        return "teachback"
-    script = Path(sys.argv[0])
-    return str(script) if script.name == "teachback" else "teachback"
