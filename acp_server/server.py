@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import stat
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -244,13 +246,19 @@ def main(broad_workspaces: Sequence[Path] = ()) -> int:
     """Serve ACP on stdin/stdout until the editor closes them."""
     out = protocol_stream(buffered=False)
     log_to_stderr("teachback-acp")
-    asyncio.run(_serve(out, TeachbackAgent(broad_workspaces)))
-    return 0
+    return asyncio.run(_serve(out, TeachbackAgent(broad_workspaces)))
 
 
-async def _serve(out: BinaryIO, agent: TeachbackAgent) -> None:
+async def _serve(out: BinaryIO, agent: TeachbackAgent) -> int:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    unusable = [name for name, stream in (("input", sys.stdin), ("output", out)) if not _watchable(stream)]
+    if unusable:  # a regular file or /dev/null: the event loop cannot watch it (a traceback, then a hang)
+        sys.stderr.write(
+            f"teachback acp: its {' and '.join(unusable)} must be a pipe from an editor's agent panel, not a "
+            "file or /dev/null. See the README's 'Agent panels' section for the editor set-up.\n"
+        )
+        return 2
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
@@ -263,3 +271,13 @@ async def _serve(out: BinaryIO, agent: TeachbackAgent) -> None:
             await agent.close()
         except WorkerStopped as exc:
             log.info("an agent process had already stopped: %s", exc)
+    return 0
+
+
+def _watchable(stream: Any) -> bool:
+    """A pipe, a socket or a terminal: what the event loop can wait on."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(stream.fileno())

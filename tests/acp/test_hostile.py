@@ -152,3 +152,17 @@ async def test_a_failed_load_leaves_nothing_and_a_prompt_for_an_unknown_session_
     with _store() as store:
         assert store.query("SELECT id FROM sessions") == []
         assert store.query("SELECT COUNT(*) AS n FROM events")[0]["n"] == 0
+
+
+def test_started_on_a_file_or_dev_null_it_says_what_it_needs_and_exits(tmp_path) -> None:
+    """The event loop cannot wait on /dev/null or a regular file: it used to print a traceback and hang."""
+    import subprocess
+
+    from tests.acp.conftest import TEACHBACK
+
+    with open(tmp_path / "out.txt", "wb") as out:
+        done = subprocess.run(
+            [str(TEACHBACK), "acp"], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, timeout=60
+        )
+    assert done.returncode == 2 and b"Traceback" not in done.stderr
+    assert b"must be a pipe from an editor" in done.stderr and b"input and output" in done.stderr
