@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.verdict import PREMATURE_KINDS, Pair, detectable_change, difference, relative_change
+from tasks.verdict import PREMATURE_KINDS, Pair, detectable_change, difference, pairs_of, relative_change
 
 OVER_CALL = "over_call"
 
@@ -204,12 +204,8 @@ def _attempts(doc: dict[str, Any], arm: str, margins: Margins) -> dict[str, dict
 
 
 def _pairs(tasks: list[str], base: list[list[dict]], found: list[list[dict]], event) -> list[Pair]:
-    out = []
-    for task, b, a in zip(tasks, base, found, strict=True):
-        if len(b) != len(a):
-            raise ValueError(f"the arms drew {len(b)} and {len(a)} samples at a state of {task}: they must match")
-        out += [Pair(task, event(x), event(y)) for x, y in zip(b, a, strict=True)]
-    return out
+    """Matched samples of the stored labels, each read as `event` happened or not."""
+    return pairs_of(tasks, [[event(x) for x in b] for b in base], [[event(y) for y in a] for a in found])
 
 
 def _parts(rows: list[list[dict]]) -> dict[str, Any]:
