@@ -256,6 +256,13 @@ class AssistantMessage(Event):
     text: str | None = None
     type: ClassVar[str] = "assistant_message"
 
+    def to_dict(self) -> dict[str, Any]:
+        # Stored rows stay as they were for native replies (older readers and merges read them).
+        found = super().to_dict()
+        if found["text"] is None:
+            del found["text"]
+        return found
+
 
 @dataclass(frozen=True, kw_only=True)
 class ModelUsage(Event):

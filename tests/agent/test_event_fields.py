@@ -160,6 +160,9 @@ def test_an_event_as_a_dict_is_its_type_then_every_field_in_order() -> None:
         ToolCallStarted(session_id="s", call_id="c", name="x", arguments="[", step=1),
     ]:
         fields = [f.name for f in dataclasses.fields(event)]
+        if isinstance(event, AssistantMessage) and event.text is None:
+            # added later: left out when unset, so a native reply's stored row is what older readers parse
+            fields.remove("text")
         assert list(event.to_dict()) == ["type", *fields]
         assert event.to_dict() == {"type": event.type, **{name: getattr(event, name) for name in fields}}
 
