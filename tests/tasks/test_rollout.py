@@ -132,7 +132,8 @@ def test_lessons_reach_an_attempt_only_when_asked_for(script, tmp_path: Path) ->
     assert "Lessons from earlier sessions" not in failed_result(without)
     told = failed_result(with_lessons)
     assert "Lessons from earlier sessions about failures like this one:" in told
-    assert 'Do this: edit_file(path="textkit/words.py", old_text=" raise NotImplementedError"' in told
+    # old_text quoted with its whitespace, as the model must copy it
+    assert 'Do this: edit_file(path="textkit/words.py", old_text="    raise NotImplementedError"' in told
     assert "an earlier edit_file failed: no_match, 2 times" in told  # the two attempts before
     store.close()
     assert with_lessons["reward"] == without["reward"] == 1.0
