@@ -53,5 +53,6 @@ def test_the_demo_round_runs_end_to_end_and_leaves_the_served_adapter_alone(
     assert len(found) == 1 and found[0].reason
     assert Path(found[0].adapter_dir, "adapter.gguf").is_file()
     assert str(work / "home") in found[0].adapter_dir
-    assert "rule: shown" in text and "call errors / sample" in text  # the replay's table
+    # the replay's table: the rule first, failures as the headline, every guard of the gate
+    assert "rule: target met:" in text and "FAILURES / sample" in text and "guard premature_finish" in text
     assert found[0].reason in text
