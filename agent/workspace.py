@@ -18,7 +18,7 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import BinaryIO, Literal, Protocol
 
 from agent.safe_write import (
     PathChanged,
@@ -248,7 +248,8 @@ class Workspace:
                     "range with read_file(path, start_line, end_line) or search it.",
                     "too_large",
                 )
-            data = resolved.read_bytes()
+            with self.open_inside(resolved) as handle:
+                data = handle.read()
         except OSError as exc:  # checked a moment ago: it was moved, or a folder on the way replaced, since
             raise WorkspaceError(
                 f"{rel} could not be read ({exc.strerror or exc}): it changed while it was being read. "
@@ -256,6 +257,30 @@ class Workspace:
                 "not_found" if isinstance(exc, FileNotFoundError) else "failed",
             ) from None
         return decode_text(data, rel)
+
+    def open_inside(self, resolved: Path) -> BinaryIO:
+        """`resolved` opened for reading, checked again on the open file itself: a folder on the way
+        swapped for a link to outside after `resolve` checked it would otherwise be followed. The last
+        part is never followed (O_NOFOLLOW); where the system names an open file's path (/proc), that
+        path must still lie in the workspace."""
+        fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        handle = os.fdopen(fd, "rb")
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{self.relative(resolved)} is no longer a regular file")
+            where = Path(f"/proc/self/fd/{fd}")
+            if where.is_symlink():
+                real = Path(os.readlink(where))
+                if real != self.root and self.root not in real.parents:
+                    raise WorkspaceError(
+                        f"{self.relative(resolved)} led outside the workspace while it was being read "
+                        "(a folder on its way was replaced by a link); nothing outside was read.",
+                        "outside_workspace",
+                    )
+        except BaseException:
+            handle.close()
+            raise
+        return handle
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -146,7 +146,7 @@ def _text_chunks(ctx: ToolContext, resolved: Path, rel: str) -> Iterator[str]:
     except WorkspaceError as exc:
         if exc.kind != "too_large":
             raise
-    with resolved.open("rb") as handle:  # read_text has checked that it is a regular file
+    with ctx.workspace.open_inside(resolved) as handle:  # read_text has checked that it is a regular file
         head = handle.read(8192)
         decode_text(_whole_characters(head), rel)  # refuses binary and non-UTF-8 files before paging
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

@@ -111,3 +111,31 @@ async def test_calls_racing_a_folder_swapped_for_a_link_are_tool_errors_or_succe
     assert "Traceback" not in capfd.readouterr().err
     assert snapshot(outside) == before  # nothing written, moved or deleted outside
     assert not link.is_dir() or link.is_symlink()
+
+
+def test_a_read_through_a_folder_swapped_for_a_link_after_its_check_reads_nothing_outside(tmp_path: Path) -> None:
+    """The moment the race aims at, made to happen: the path was checked, then a folder on its way became a
+    link to outside. Opening it re-checks the open file itself."""
+    from agent.workspace import Workspace, WorkspaceError
+
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    (root / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (root / "pkg" / "a.py").write_text("inside\n")
+    (outside / "a.py").write_text("SECRET outside\n")
+    space = Workspace(root)
+    checked = space.resolve("pkg/a.py")  # the check passes while pkg is a folder
+    (root / "pkg" / "a.py").unlink()
+    (root / "pkg").rmdir()
+    (root / "pkg").symlink_to(outside, target_is_directory=True)  # swapped after the check
+    try:
+        with space.open_inside(checked) as handle:
+            leaked = handle.read()
+    except WorkspaceError as exc:
+        assert exc.kind == "outside_workspace" and "SECRET" not in str(exc)
+    else:
+        raise AssertionError(f"read {leaked!r} through a link to outside")
+    (root / "pkg").unlink()
+    (root / "pkg").mkdir()
+    (root / "pkg" / "a.py").write_text("inside again\n")
+    assert space.read_text("pkg/a.py") == "inside again\n"
