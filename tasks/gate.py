@@ -102,28 +102,25 @@ def gate(doc: dict[str, Any], after: str = "after", margins: Margins = Margins()
 
 def _upper(change: dict[str, Any], margin: float) -> dict[str, Any]:
     """A rate that must not rise: the upper end of its change is below `margin`."""
-    interval = change["interval"]
-    ok = None if interval is None else interval[1] < margin
-    return {
-        "value": change["difference"],
-        "interval": interval,
-        "margin": margin,
-        "pass": ok,
-        "why": "not measured" if ok is None else f"{_span(change)}, the upper end allowed below {margin:+.0%}",
-        **{k: change[k] for k in ("before", "after", "samples")},
-    }
+    return _guard(change, margin, upper=True)
 
 
 def _lower(change: dict[str, Any], margin: float) -> dict[str, Any]:
     """A rate that must not fall: the lower end of its change is above -`margin`."""
+    return _guard(change, -margin, upper=False)
+
+
+def _guard(change: dict[str, Any], bound: float, upper: bool) -> dict[str, Any]:
+    """A difference in a rate (tasks.verdict.difference) held to `bound` at its harmful end."""
     interval = change["interval"]
-    ok = None if interval is None else interval[0] > -margin
+    ok = None if interval is None else interval[1] < bound if upper else interval[0] > bound
+    end = "upper end allowed below" if upper else "lower end allowed above"
     return {
         "value": change["difference"],
         "interval": interval,
-        "margin": -margin,
+        "margin": bound,
         "pass": ok,
-        "why": "not measured" if ok is None else f"{_span(change)}, the lower end allowed above {-margin:+.0%}",
+        "why": "not measured" if ok is None else f"{_span(change)}, the {end} {bound:+.0%}",
         **{k: change[k] for k in ("before", "after", "samples")},
     }
 
