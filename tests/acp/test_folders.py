@@ -8,19 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.acp.raw_agent import RawAgent, agent_env
-from tests.acp.test_hostile import INITIALIZE, INVALID_PARAMS
+from tests.acp.raw_agent import RawAgent
+from tests.acp.test_hostile import INVALID_PARAMS, started_agent
 
 
 async def _agent(tmp_path: Path, home: Path, *args: str) -> RawAgent:
-    env = agent_env(f"scripted/{tmp_path / 'unused.json'}", HOME=str(home))
-    agent = await RawAgent.start(tmp_path / "agent.log", env, tmp_path, *args)
-    try:
-        assert "result" in await agent.request(0, "initialize", INITIALIZE)
-    except BaseException:
-        await agent.close()
-        raise
-    return agent
+    """An initialized agent whose HOME is `home` (its model is never asked)."""
+    return await started_agent(tmp_path, tmp_path, "unused.json", *args, HOME=str(home))
 
 
 async def _new(agent: RawAgent, cwd: Path | str) -> dict:

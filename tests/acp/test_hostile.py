@@ -43,7 +43,7 @@ def _store():
     return open_store(Path(os.environ["TEACHBACK_HOME"]) / "feedback.db")
 
 
-async def _start(tmp_path: Path, cwd: Path, script: str = "noisy_turn.json", *args: str, **env: str) -> RawAgent:
+async def started_agent(tmp_path: Path, cwd: Path, script: str = "noisy_turn.json", *args: str, **env: str) -> RawAgent:
     agent = await RawAgent.start(tmp_path / "agent.log", agent_env(f"scripted/{DATA / script}", **env), cwd, *args)
     try:
         assert "result" in await agent.request(0, "initialize", INITIALIZE)
@@ -57,7 +57,7 @@ async def _start(tmp_path: Path, cwd: Path, script: str = "noisy_turn.json", *ar
 async def test_every_hostile_line_is_answered_and_the_connection_and_its_turn_go_on(
     git_repo: Path, tmp_path: Path
 ) -> None:
-    agent = await _start(tmp_path, git_repo)
+    agent = await started_agent(tmp_path, git_repo)
     try:
         session = (await agent.request(1, "session/new", {"cwd": str(git_repo), "mcpServers": []}))["result"]
         prompt = {"sessionId": session["sessionId"], "prompt": [{"type": "text", "text": "read twice"}]}
@@ -109,7 +109,7 @@ SHAPES: dict[str, tuple[dict[str, Any], int]] = {
 
 @pytest.mark.timeout(120)
 async def test_every_id_is_answered_exactly_as_sent_whatever_its_type(git_repo: Path, tmp_path: Path) -> None:
-    agent = await _start(tmp_path, git_repo)
+    agent = await started_agent(tmp_path, git_repo)
     try:
         for msg_id in IDS:
             for shape, code in SHAPES.values():
@@ -135,7 +135,7 @@ PHANTOMS = ["phantom-1", "", "../../x"]
 async def test_a_failed_load_leaves_nothing_and_a_prompt_for_an_unknown_session_is_refused(
     git_repo: Path, tmp_path: Path
 ) -> None:
-    agent = await _start(tmp_path, git_repo)
+    agent = await started_agent(tmp_path, git_repo)
     try:
         for n, phantom in enumerate(PHANTOMS):
             load = await agent.request(
