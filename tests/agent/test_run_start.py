@@ -142,6 +142,22 @@ def test_in_the_text_and_grammar_tool_modes_a_call_is_printed_once(git_repo, scr
     assert "All read." in done.stdout
 
 
+def interrupt_when_asked(process: subprocess.Popen, settle: float, timeout: float) -> tuple[str, str, float]:
+    """Send Ctrl-C `settle` seconds after a `run --json` process's turn started (the model is being
+    asked); its output, its errors, and how long it took to return after the signal."""
+    try:
+        for line in process.stdout:
+            if json.loads(line)["type"] == "turn_started":
+                break
+        time.sleep(settle)
+        process.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = process.communicate(timeout=timeout)
+        return out, err, time.monotonic() - sent
+    finally:
+        process.kill()
+
+
 def test_ctrl_c_returns_within_two_seconds(git_repo, script, teachback_home):
     model = script({"content": "slow", "tool_calls": [], "delay": 60})
     process = subprocess.Popen(
@@ -151,17 +167,7 @@ def test_ctrl_c_returns_within_two_seconds(git_repo, script, teachback_home):
         text=True,
         env=os.environ.copy(),
     )
-    try:
-        for line in process.stdout:  # the turn has started: the model is being asked
-            if json.loads(line)["type"] == "turn_started":
-                break
-        time.sleep(0.5)
-        process.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        out, err = process.communicate(timeout=30)
-        took = time.monotonic() - sent
-    finally:
-        process.kill()
+    out, err, took = interrupt_when_asked(process, settle=0.5, timeout=30)
     assert took < 2.0, f"returned {took:.1f}s after Ctrl-C"
     assert process.returncode == 1
     assert json.loads(out.splitlines()[-1])["reason"] == "interrupted"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ pytest.importorskip("llama_cpp")
 
 from agent.config import REPLY_TOKENS  # noqa: E402
 from agent.providers.early_stops import RepetitionGuard  # noqa: E402
+from tests.agent.test_run_start import interrupt_when_asked  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(300)]
 
@@ -66,17 +66,8 @@ def test_ctrl_c_while_the_model_reads_the_prompt_returns_within_two_seconds(git_
         text=True,
         env=env,
     )
-    try:
-        for line in process.stdout:
-            if json.loads(line)["type"] == "turn_started":
-                break
-        time.sleep(1.0)  # the system prompt is over a thousand tokens: llama.cpp is reading it now
-        process.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        out, err = process.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        process.kill()
+    # the system prompt is over a thousand tokens: a second in, llama.cpp is reading it
+    out, err, took = interrupt_when_asked(process, settle=1.0, timeout=60)
     assert took < 2.0, f"returned {took:.1f}s after Ctrl-C"
     assert json.loads(out.splitlines()[-1])["reason"] == "interrupted", err
     assert process.returncode == 1
