@@ -50,22 +50,22 @@ SETTINGS = {  # what the embedded model needs to produce tool calls at all (as i
     "TEACHBACK_LESSONS": "false",
 }
 FULL = {
-    "train_attempts": 2,
+    "train_attempts": 1,
     "heldout_attempts": 2,
     "transfer_attempts": 1,
-    "max_steps": 8,
+    "max_steps": 8,  # steps of a whole held-out attempt
     "states_per_session": 3,  # training states per session branched from
-    "branch_samples": 6,
-    "hint_samples": 3,  # at a training state with no success: replies drawn with the feedback in context
+    "branch_samples": 4,
+    "hint_samples": 2,  # at a training state with no success: replies drawn with the feedback in context
     "no_tool_samples": 2,  # at each training session's first state: a training no-tool question
     "eval_states_per_session": 3,
     "eval_samples": 2,  # seeds per held-out state and arm
-    "probes": 30,  # no-tool questions, 2 samples each (eval_samples)
+    "probes": 24,  # no-tool questions, 2 samples each (eval_samples)
     "epochs": 2,
     "max_train_steps": 60,
     "batch_size": 6,
     "lr": 5e-4,
-    "attempt_tasks": 12,  # held-out tasks each adapter attempts whole (the steps/edits/pass-rate guards)
+    "attempt_tasks": 8,  # held-out tasks each arm attempts whole (the steps/edits/pass-rate guards)
     "min_heldout_tasks": 24,
 }
 QUICK = {
@@ -182,7 +182,7 @@ def main() -> int:
     stages.run(
         "rollouts: training tasks", rollouts, files["train"], train_db, sizes["train_attempts"], MODEL, sizes, args
     )
-    held_runs = stages.run(
+    stages.run(
         "rollouts: held-out tasks", rollouts, files["heldout"], held_db, sizes["heldout_attempts"], MODEL, sizes, args
     )
     branches = stages.run("branches", branch, train_db, files["train"], work / "branches", sizes)
@@ -200,7 +200,7 @@ def main() -> int:
     )
     replay["forgetting"] = stages.run("forgetting and shift", forgetting_and_shift, adapters, held_db)
     replay["attempts"] = stages.run(
-        "whole held-out attempts", whole_attempts, held_runs, files["heldout"], adapters, gguf, sizes, args, work
+        "whole held-out attempts", whole_attempts, files["heldout"], adapters, gguf, sizes, args, work
     )
     transfer = {}
     for path in args.transfer_tasks:
@@ -272,17 +272,23 @@ def write_split(work: Path, task_file: Path, train_tasks: list, held_tasks: list
     return paths
 
 
-def rollouts(task_file: Path, db: Path, attempts: int, model: str, sizes: dict, args) -> list[dict]:
+def rollouts(
+    task_file: Path, db: Path, attempts: int, model: str, sizes: dict, args, whole: bool = False
+) -> list[dict]:
+    """`attempts` attempts at every task of `task_file`, recorded in `db`. Unless `whole`, an attempt
+    stops after the steps whose states are branched from or replayed (the steps after them are never
+    used, and a step's prompt does not depend on the step limit)."""
     from tasks.executors import ResultsFile, run_all, specs_for
     from tasks.records import load_tasks
 
+    steps = sizes["max_steps"] if whole else min(sizes["max_steps"], used_steps(sizes))
     specs = specs_for(
         load_tasks(task_file),
         attempts,
         task_file=str(task_file),
         model=model,
         db=str(db),
-        overrides={"max_steps": sizes["max_steps"]},
+        overrides={"max_steps": steps},
     )
     return run_all(
         specs,
@@ -293,6 +299,10 @@ def rollouts(task_file: Path, db: Path, attempts: int, model: str, sizes: dict, 
             f"in {r.get('tool_calls')} call(s)"
         ),
     )
+
+
+def used_steps(sizes: dict) -> int:
+    return max(sizes["states_per_session"], sizes["eval_states_per_session"])
 
 
 def branch(db: Path, task_file: Path, out: Path, sizes: dict):
@@ -413,9 +423,9 @@ def forgetting_and_shift(adapters: dict, heldout_db: Path) -> dict[str, Any]:
     return out
 
 
-def whole_attempts(held_runs, task_file: Path, adapters: dict, gguf: Path, sizes: dict, args, work: Path) -> dict:
-    """{arm: {task: steps, edits, passed}} on the first `attempt_tasks` held-out tasks, attempt 0 of
-    each (the base's from its held-out rollouts: the same seed)."""
+def whole_attempts(task_file: Path, adapters: dict, gguf: Path, sizes: dict, args, work: Path) -> dict:
+    """{arm: {task: steps, edits, passed}} on the first `attempt_tasks` held-out tasks, one whole
+    attempt each (up to max_steps), the base model's among them ("before"), all under the same seed."""
     from tasks.records import load_tasks
 
     chosen = load_tasks(task_file)[: sizes["attempt_tasks"]]
@@ -428,12 +438,12 @@ def whole_attempts(held_runs, task_file: Path, adapters: dict, gguf: Path, sizes
             if r["instance_id"] in names and r.get("attempt", 0) == 0 and not r.get("error")
         }
 
-    out = {"before": cells(held_runs)}
     subset = work / "tasks" / "attempted.jsonl"
     subset.write_text("".join(t.to_json() + "\n" for t in chosen))
-    for name, result in adapters.items():
+    out = {}
+    for name, result in {"before": None, **adapters}.items():
         db = work / f"attempts-{name}.db"
-        out[name] = cells(rollouts(subset, db, 1, served(gguf, result), sizes, args))
+        out[name] = cells(rollouts(subset, db, 1, served(gguf, result), sizes, args, whole=True))
     return out
 
 
