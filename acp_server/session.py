@@ -6,7 +6,8 @@ agent emitted them; a prompt is answered only once its updates are out. An appro
 for becomes `session/request_permission`; an "always" answer is kept as a rule for the rest of the
 session and answers the same question from then on (each such decision is recorded with the rule
 that made it, in the approval's comment). A worker that dies is reported in the prompt's error and
-replaced by a new one at the next prompt, resumed from the store.
+replaced by a new one at the next prompt, resumed from the store. When the editor offers `terminal/*`,
+the worker's commands run in its terminals (acp_server.terminals).
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from typing import Any
 from acp import RequestError, update_agent_message_text
 from acp.schema import PermissionOption, ToolCallUpdate
 
+from acp_server import commands
+from acp_server.terminals import EditorTerminals
 from acp_server.updates import STOP_REASONS, Translator, approval_content, describe, tool_call_id
 from acp_server.worker import READ, WORKER_ARGV, WRITE, open_params
+from acp_server.worker_terminal import RUN
 from agent.config import Settings
 from agent.protocol import ApprovalDecision, ApprovalRequested, Event, TurnFinished, UserInput
 from agent.remote import RemoteError, RemoteSession, WorkerStopped
@@ -81,6 +85,7 @@ class AcpSession:
         self.translator = Translator(root)
         self.recorded = False  # the session has a history in the store (a load, or a worker that died)
         self.warnings: list[str] = []
+        self.terminals = EditorTerminals(client, session_id, self._show_terminal)
         self._remote: RemoteSession | None = None
         self._open_lock = asyncio.Lock()
         self._queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -99,7 +104,13 @@ class AcpSession:
             remote.on_call = self._client_call
             fs = {"read": self.offers.read, "write": self.offers.write}
             params = open_params(
-                self.root, self.settings, self.id, resume=self.recorded, client_fs=fs, mcp_servers=self.mcp_servers
+                self.root,
+                self.settings,
+                self.id,
+                resume=self.recorded,
+                client_fs=fs,
+                mcp_servers=self.mcp_servers,
+                client_terminal=self.offers.terminal,
             )
             try:
                 info = await remote.open(params)
@@ -125,7 +136,12 @@ class AcpSession:
         if method == WRITE and self.offers.write:
             await self.client.write_text_file(session_id=self.id, path=params["path"], content=params["content"])
             return {}
+        if method == RUN and self.offers.terminal:
+            return await self.terminals.run(params)
         raise RuntimeError(f"the editor does not offer {method}")
+
+    def _show_terminal(self, call_id: str, terminal_id: str) -> None:
+        self._queue.put_nowait(("update", self.translator.attach_terminal(call_id, terminal_id)))
 
     # -- a turn -------------------------------------------------------------------------------
 
@@ -157,9 +173,31 @@ class AcpSession:
             raise RequestError.internal_error({"details": finished.summary})
         return STOP_REASONS[finished.reason]
 
+    async def command(self, name: str) -> str:
+        """Run the slash command `name` (acp_server.commands) instead of a turn; its stop reason."""
+        if self._running:
+            raise RequestError.invalid_request({"details": "a prompt is already running in this session; cancel it"})
+        self._running = True
+        try:
+            return await commands.run(self, name)
+        finally:
+            self._running = False
+
+    async def say(self, text: str) -> None:
+        """An agent message, sent after every update before it."""
+        self._queue.put_nowait(("text", text))
+        await self._queue.join()
+
+    def advertise(self) -> None:
+        """Tell the editor the session's slash commands."""
+        self._queue.put_nowait(("update", commands.available_commands()))
+
     def cancel(self) -> None:
         if self._remote is not None and self._running:
             self._remote.interrupt()
+            task = asyncio.ensure_future(self.terminals.kill_all())  # a command in the editor stops now too
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def replay(self, events: list[Event]) -> None:
         """Send a recorded session's updates (session/load), in order."""
@@ -172,6 +210,7 @@ class AcpSession:
     # -- events, updates and permissions ------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
+        self.terminals.note(event)
         for update in self.translator.updates(event):
             self._queue.put_nowait(("update", update))
         if isinstance(event, ApprovalRequested):

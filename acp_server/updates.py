@@ -22,7 +22,7 @@ from acp import (
     update_tool_call,
     update_user_message_text,
 )
-from acp.schema import Cost, ToolCallLocation, UsageUpdate
+from acp.schema import Cost, TerminalToolCallContent, ToolCallLocation, UsageUpdate
 
 from agent.protocol import (
     ApprovalRequested,
@@ -84,11 +84,17 @@ class Translator:
     streamed: bool = False  # the step's text already went out as deltas
     cost: float = 0.0
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> title, kind, args
-    diffs: dict[str, list[Any]] = field(default_factory=dict)  # call id -> its edits' diff contents
+    # call id -> what the call shows before its result: its edits' diffs, the editor's terminal it ran in
+    diffs: dict[str, list[Any]] = field(default_factory=dict)
 
     def updates(self, event: Event) -> list[Any]:
         handler = _HANDLERS.get(type(event))
         return handler(self, event) if handler is not None else []
+
+    def attach_terminal(self, call_id: str, terminal_id: str) -> Any:
+        """The call's command runs in the editor's terminal: shown in the call from now on, its result too."""
+        self.diffs.setdefault(call_id, []).append(TerminalToolCallContent(type="terminal", terminal_id=terminal_id))
+        return update_tool_call(tool_call_id(self.turn, call_id), content=list(self.diffs[call_id]))
 
     def _turn_started(self, event: TurnStarted) -> list[Any]:
         self.turn = event.turn

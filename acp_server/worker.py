@@ -5,7 +5,8 @@ language server's worker: the model, the tools and the recorder never hold the p
 the editor. What is particular to ACP is opened here: a session with the id the editor was given,
 resumed from the store for `session/load`; the editor's MCP servers; and, when the editor offers
 `fs/read_text_file` / `fs/write_text_file`, the workspace reads and writes through the editor
-(`ClientFiles`, asked over the parent; confinement is checked here first, as for the disk).
+(`ClientFiles`, asked over the parent; confinement is checked here first, as for the disk); when it
+offers `terminal/*`, run_command runs in the editor's terminal (acp_server.worker_terminal).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def open_params(
     resume: bool,
     client_fs: dict[str, bool],
     mcp_servers: list[dict[str, Any]],
+    client_terminal: bool = False,
 ) -> dict[str, Any]:
     """What the ACP agent sends the worker to open its session."""
     from agent.config import settings_dict
@@ -100,11 +102,13 @@ def open_params(
         "resume": resume,
         "client_fs": client_fs,
         "mcp_servers": mcp_servers,
+        "client_terminal": client_terminal,
     }
 
 
 def _open_recorded(params: dict[str, Any], calls: ParentCalls) -> Opened:
     """Blocking: the session, its recording and its lessons (run in a thread)."""
+    from acp_server.worker_terminal import ClientTerminal
     from agent.runtime import open_session
     from feedback_store import StoreError, attach, open_store
     from feedback_store.lessons.lessons import book_for
@@ -132,6 +136,7 @@ def _open_recorded(params: dict[str, Any], calls: ParentCalls) -> Opened:
         session_id=params["session_id"],
         history=history,
         lessons=book_for(settings),
+        terminal=ClientTerminal(calls) if params.get("client_terminal") else None,
         **extra,
     )
     fs = params["client_fs"]
@@ -150,22 +155,30 @@ def _open_recorded(params: dict[str, Any], calls: ParentCalls) -> Opened:
     info = {
         "recording": str(settings.db_path()) if recording is not None else "off",
         "warnings": warnings,
-        "context_window": _context_window(settings.model),
+        "context_window": context_window(settings),
     }
     return Opened(session, session.workspace.overlay, info, on_close)
 
 
-def _context_window(model: str) -> int:
-    """The model's context window from litellm's model table; 0 when it does not know the model."""
+def context_window(settings: Settings) -> int:
+    """The model's context window: the configured `context_size`, else litellm's model table, else the
+    context the embedded model loads; 0 when none knows it (the editor then gets no usage_update)."""
     from agent.llm import load_litellm
 
+    if settings.context_size:
+        return settings.context_size
     litellm = load_litellm()
     try:
-        info = litellm.get_model_info(model)
+        info = litellm.get_model_info(settings.model)
     except Exception as exc:  # litellm raises a bare Exception for a model it does not list
-        log.debug("no context window known for %s: %s", model, exc)
-        return 0
-    return int(info.get("max_input_tokens") or info.get("max_tokens") or 0)
+        log.debug("no context window known for %s: %s", settings.model, exc)
+        info = {}
+    known = int(info.get("max_input_tokens") or info.get("max_tokens") or 0)
+    if known or not settings.model.startswith("local/"):
+        return known
+    from agent.providers.llama_engine import DEFAULT_CONTEXT
+
+    return DEFAULT_CONTEXT
 
 
 def _mcp_servers(entries: list[dict[str, Any]], root: Path, warnings: list[str]) -> dict[str, Any]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from agent.model import ModelReply
 from agent.protocol import Event, Lesson, Lessons, Op, TurnFinished, UserInput
+from agent.terminal import TerminalRun
 
 
 class Model(Protocol):
@@ -88,3 +90,13 @@ class LessonSource(Protocol):
     ) -> Lesson | None: ...
 
     def close(self) -> None: ...
+
+
+class CommandTerminal(Protocol):
+    """A terminal where run_command runs its commands instead of a pipe of its own (an editor's, so
+    that the user sees the output stream and can stop the command): `argv` is the whole command line,
+    the sandbox's wrapper included. Raises agent.terminal.TerminalFailed when the terminal fails."""
+
+    async def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float, command: str) -> TerminalRun:
+        """Run `argv` (which runs the model's `command`) to its end or `timeout` seconds, then kill it."""
+        ...

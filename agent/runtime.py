@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import Settings
-from agent.interfaces import LessonSource
+from agent.interfaces import CommandTerminal, LessonSource
 from agent.mcp.config import ServerConfig
 from agent.mcp.servers import session_servers
 from agent.model import LiteLLMModel
@@ -30,13 +30,15 @@ def open_session(
     history: list[dict[str, Any]] | None = None,
     lessons: LessonSource | None = None,
     mcp_servers: Sequence[ServerConfig] = (),
+    terminal: CommandTerminal | None = None,
 ) -> Session:
     """A session on `workspace` with the configured model. Nothing slow happens here: litellm is
     imported at the first model call, the system prompt (with its repo map) is built at start, and
     the MCP servers (configured ones, and `mcp_servers` a client names) start with the first turn.
-    `lessons` (from the feedback store, wired by the frontend) adds lessons from earlier sessions."""
+    `lessons` (from the feedback store, wired by the frontend) adds lessons from earlier sessions;
+    `terminal` (an editor's) is where run_command runs its commands."""
     space = Workspace(workspace)
-    context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root))
+    context = ToolContext(workspace=space, settings=settings, repo_map=_repo_map(space.root), terminal=terminal)
     sampling = {"max_tokens": settings.max_tokens, "temperature": settings.temperature, "seed": settings.seed}
     if settings.model.startswith("local/"):  # only the embedded provider reads it
         sampling["adapter"] = settings.adapter

@@ -143,7 +143,7 @@ ErrorKind = Literal[
     "repeated_call",  # the same call as the previous step, with nothing changed since
     "repeated_cycle",  # a call closing a short cycle (2-4 calls) of failures, with nothing changed since
     "denied",  # the approval policy or the user refused
-    "interrupted",  # the user interrupted the turn before this call ran
+    "interrupted",  # the user interrupted the turn before this call ran, or stopped its command in the editor
     "not_found",
     "no_match",
     "ambiguous",
@@ -155,7 +155,7 @@ ErrorKind = Literal[
     "timeout",
     "exit_status",  # a command ran and exited non-zero
     "crashed",  # an MCP tool's server exited or dropped the connection during the call
-    "unavailable",  # an MCP tool's server could not be started, so the call was not made
+    "unavailable",  # an MCP tool's server could not be started, or the editor's terminal failed a command
     "failed",  # any other execution error (an MCP tool's own error result, isError, included)
 ]
 
@@ -164,8 +164,8 @@ ErrorKind = Literal[
 # file too large or binary): every figure of call errors (bench, eval, stats, the terminal app) and
 # every tool or schema feedback pair comes from these. Not call errors: a command that ran and
 # exited non-zero (a failing test run: expected while a task's feature is missing), a call the user
-# interrupted before it ran, and a call to an MCP server that could not be started (the
-# configuration's fault, not the call's).
+# interrupted before it ran (or whose command the user stopped), and a call to an MCP server that could
+# not be started or a command the editor's terminal failed (the set-up's fault, not the call's).
 FAILING_COMMAND = "exit_status"
 # What the model sent could not be a call to a tool: its form was wrong, not its aim.
 SCHEMA_ERRORS = frozenset({"unknown_tool", "malformed_json", "bad_arguments", "malformed_call"})

@@ -1,5 +1,6 @@
 """run_command: a shell command in the workspace, with a timeout, capped output and an optional
-sandbox (see agent.sandbox)."""
+sandbox (see agent.sandbox). Where the session has a terminal (an editor's, over ACP), the command runs
+in it, inside the same sandbox, and is reported the same way."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import signal
 
 from agent.sandbox import SandboxUnavailable, confined_argv, setup_failure
+from agent.terminal import TerminalFailed, TerminalRun
 from agent.toolkit import ToolResult, error, tool
 from agent.tools.context import ToolContext
 
@@ -34,6 +36,8 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
             "bad_arguments",
         )
     limit = float(timeout) if timeout and timeout > 0 else ctx.settings.command_timeout
+    if ctx.terminal is not None:
+        return await _run_in_terminal(ctx, command, limit)
     try:
         process = await _start(ctx, command)
     except SandboxUnavailable as exc:
@@ -53,14 +57,59 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
             "timeout",
             target=command,
         )
-    output = cap_output(stdout.decode("utf-8", "replace"))
-    failed_setup = setup_failure(ctx.settings.sandbox, process.returncode, output)
+    return _exited(ctx, command, process.returncode, cap_output(stdout.decode("utf-8", "replace")))
+
+
+def _exited(ctx: ToolContext, command: str, code: int | None, output: str) -> ToolResult:
+    failed_setup = setup_failure(ctx.settings.sandbox, code, output)
     if failed_setup:
         return error(failed_setup, "failed", target=command)
     confined = "; sandboxed: writes only in the workspace, no network" if ctx.settings.sandbox != "none" else ""
-    text = f"$ {command}\n[exit code {process.returncode}{confined}]\n{output}"
-    kind = "exit_status" if process.returncode != 0 else None
-    return ToolResult(text, kind, target=command, exit_code=process.returncode)
+    text = f"$ {command}\n[exit code {code}{confined}]\n{output}"
+    kind = "exit_status" if code != 0 else None
+    return ToolResult(text, kind, target=command, exit_code=code)
+
+
+async def _run_in_terminal(ctx: ToolContext, command: str, limit: float) -> ToolResult:
+    """The command in the session's terminal: the sandbox's wrapper (or /bin/sh) is the command the
+    terminal starts, so it is confined exactly as a command run here."""
+    assert ctx.terminal is not None
+    root = ctx.workspace.root
+    try:
+        argv = confined_argv(ctx.settings.sandbox, root, command) or ["/bin/sh", "-c", command]
+        run = await ctx.terminal.run(argv, root, {"TEACHBACK_AGENT": "1"}, limit, command)
+    except SandboxUnavailable as exc:
+        return error(str(exc), "failed", target=command)
+    except TerminalFailed as exc:
+        # The editor's fault, not the call's: "unavailable" is no call error, and says nothing ran for sure.
+        return error(
+            f"The editor's terminal failed, so this command's outcome is unknown: {exc}. Send the same command "
+            "again once the editor's terminal works; teachback runs it without one when the editor offers none.",
+            "unavailable",
+            target=command,
+        )
+    return _ended_in_terminal(ctx, command, limit, run)
+
+
+def _ended_in_terminal(ctx: ToolContext, command: str, limit: float, run: TerminalRun) -> ToolResult:
+    output = cap_output(run.output)
+    if run.truncated:
+        output = f"[the terminal kept only the end of the output]\n{output}"
+    if run.timed_out:
+        return error(
+            f"$ {command}\n[killed after {limit:g} s timeout]\n{output}\n"
+            "Run something faster (e.g. a single test file), or pass a larger timeout.",
+            "timeout",
+            target=command,
+        )
+    if run.exit_code is None:  # a signal the agent did not send: the user stopped it in the editor
+        return error(
+            f"$ {command}\n[stopped in the editor's terminal by {run.signal or 'a signal'}]\n{output}\n"
+            "The user stopped this command: do not run it again unless they ask for it.",
+            "interrupted",
+            target=command,
+        )
+    return _exited(ctx, command, run.exit_code, output)
 
 
 def _unrunnable(command: str) -> str | None:

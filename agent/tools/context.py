@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.changes import Changes
 from agent.config import Settings
 from agent.workspace import Workspace
 from common.diffs import unified_diff
+
+if TYPE_CHECKING:
+    from agent.interfaces import CommandTerminal
 
 
 @dataclass
@@ -17,6 +20,7 @@ class ToolContext:
     settings: Settings
     changes: Changes = field(default_factory=Changes)  # what the session wrote: session_diff, review
     repo_map: Any = None  # agent.repomap.RepoMap when available
+    terminal: CommandTerminal | None = None  # where run_command runs (an editor's terminal); None: a pipe
 
     def current(self, rel: str) -> str | None:
         path = self.workspace.resolve(rel)
