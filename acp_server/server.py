@@ -24,18 +24,25 @@ from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
 )
 
+from acp_server.commands import command_in
+from acp_server.history import listed_sessions, recorded_events
 from acp_server.prompting import mcp_entries, user_input
 from acp_server.session import AcpSession, ClientOffers, spare_worker
 from acp_server.wire import LINE_LIMIT, LineTransport
-from agent.config import ConfigError, Settings, load_settings, user_config_path
-from agent.protocol import event_from_dict, new_id
+from agent.config import ConfigError, load_settings, user_config_path
+from agent.protocol import new_id
 from agent.remote import RemoteSession, WorkerStopped
 from agent.session_server import log_to_stderr, protocol_stream
 
@@ -77,6 +84,9 @@ class TeachbackAgent:
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True, image=False, audio=False),
                 mcp_capabilities=McpCapabilities(http=_has_mcp(), sse=False),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities()
+                ),
             ),
             agent_info=Implementation(name="teachback", title="teachback", version=_version()),
             auth_methods=[],
@@ -86,6 +96,7 @@ class TeachbackAgent:
         session = self._session_for(cwd, new_id(), mcp_servers)
         self.sessions[session.id] = session
         self._spawn(session.open(self._take_spare()))  # its worker opens while the editor waits for a prompt
+        session.advertise()
         return NewSessionResponse(session_id=session.id)
 
     async def load_session(
@@ -96,7 +107,7 @@ class TeachbackAgent:
         # Registered only once its history is found and replayed: a failed load leaves nothing that a
         # later prompt could run under the client's id.
         try:
-            events = await asyncio.to_thread(_recorded_events, session.settings, session_id)
+            events = await asyncio.to_thread(recorded_events, session.settings, session_id)
             session.recorded = True
             await session.replay(events)
             self._refuse_open(session_id)  # a second load of the same id finished first
@@ -105,13 +116,50 @@ class TeachbackAgent:
             raise
         self.sessions[session_id] = session
         self._spawn(session.open(self._take_spare()))
+        session.advertise()
         return LoadSessionResponse()
+
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        """session/load without the replay: the conversation goes on from the store."""
+        self._refuse_open(session_id)
+        session = self._session_for(cwd, session_id, mcp_servers)
+        try:
+            await asyncio.to_thread(recorded_events, session.settings, session_id)
+            self._refuse_open(session_id)
+        except BaseException:
+            await session.close()
+            raise
+        session.recorded = True
+        self.sessions[session_id] = session
+        self._spawn(session.open(self._take_spare()))
+        session.advertise()
+        return ResumeSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        """The sessions recorded in folder `cwd` (every folder's, without it), newest first."""
+        root = None
+        if cwd is not None:
+            root = Path(cwd)
+            if not root.is_absolute() or not root.is_dir():
+                raise RequestError.invalid_params({"details": f"cwd {cwd!r} is not an absolute path to a folder"})
+        try:
+            settings = load_settings(root)
+        except ConfigError as exc:
+            raise RequestError.invalid_params({"details": f"{exc} Fix the setting, then list again."}) from exc
+        return await asyncio.to_thread(listed_sessions, settings, root, cursor)
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
         op = user_input(prompt, session.root)
         if not op.text and not op.context:
             raise RequestError.invalid_params({"details": "the prompt holds no text; type an instruction"})
+        command = command_in(op.text) if not op.context else None
+        if command is not None:
+            return PromptResponse(stop_reason=await session.command(command))
         return PromptResponse(stop_reason=await session.prompt(op))
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
@@ -195,28 +243,6 @@ class TeachbackAgent:
             log.warning("starting an agent process failed: %s", task.exception())
 
 
-def _recorded_events(settings: Settings, session_id: str) -> list[Any]:
-    """A recorded session's events, for session/load (blocking: run in a thread)."""
-    from feedback_store import StoreError, open_store
-
-    try:
-        with open_store(settings.db_path()) as store:
-            rows = store.events(session_id)
-    except StoreError as exc:
-        raise RequestError.internal_error({"details": str(exc)}) from exc
-    if not rows:
-        raise RequestError.invalid_params(
-            {"details": f"no session {session_id!r} is recorded in {settings.db_path()}; `teachback stats` lists them"}
-        )
-    events = []
-    for row in rows:
-        try:
-            events.append(event_from_dict(row))
-        except (TypeError, ValueError) as exc:  # recorded by another version: left out of the replay
-            log.info("left an event out of the replay of %s: %s", session_id, exc)
-    return events
-
-
 def broad_folder(root: Path) -> str | None:
     """What makes the resolved folder `root` too broad to be a workspace, or None."""
     if root == Path(root.anchor):
@@ -263,7 +289,10 @@ async def _serve(out: BinaryIO, agent: TeachbackAgent) -> int:
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     try:
-        await run_agent(agent, LineTransport(reader, writer))  # checks each line before the library sees it
+        # session/resume is stable in ACP's schema, unstable in the Python library's router
+        await run_agent(
+            agent, LineTransport(reader, writer), use_unstable_protocol=True
+        )  # checks each line before the library sees it
     except ConnectionError as exc:  # the editor closed our output first: it is gone, so are we
         log.info("the editor closed the connection: %s", exc)
     finally:

@@ -53,6 +53,9 @@ class Settings:
     max_time: float = _number(600.0, above=True)  # seconds per turn
     tool_mode: str = _choice("auto", ("auto", *TOOL_MODES))
     api_base: str | None = None
+    # The model's context window in tokens, for the context fill an agent panel shows (ACP usage_update);
+    # 0: litellm's figure for the model, or the context the embedded model loads (8192 for local/...).
+    context_size: int = _number(0)
     max_tokens: int | None = _number(None, low=1)  # per model reply; None: the provider's default
     temperature: float | None = _number(None, high=2)  # None: the provider's default
     # The sampling seed sent with each request (None: none is sent). The embedded model mixes it with

@@ -29,6 +29,7 @@ class SessionSummary(_Keyed):
     turns: int
     pairs: int
     flagged: bool
+    updated_at: float | None = None  # the time of its last recorded event
 
 
 @dataclass(frozen=True)

@@ -247,16 +247,19 @@ class Store:
         )
         return [(row["session_id"], row["seq"]) for row in rows]
 
-    def list_sessions(self, limit: int = 50) -> list[SessionSummary]:
+    def list_sessions(self, limit: int = 50, *, workspace: str | None = None, offset: int = 0) -> list[SessionSummary]:
+        """The newest sessions first; only those recorded in the folder `workspace`, when given."""
         rows = self.query(
             """
             SELECT s.id, s.workspace, s.model, s.frontend, s.started_at, s.title,
                    (SELECT count(*) FROM turns t WHERE t.session_id = s.id) AS turns,
                    (SELECT count(*) FROM pairs p WHERE p.session_id = s.id) AS pairs,
-                   EXISTS (SELECT 1 FROM flags f WHERE f.session_id = s.id) AS flagged
-            FROM sessions s ORDER BY s.started_at DESC, s.id DESC LIMIT ?
+                   EXISTS (SELECT 1 FROM flags f WHERE f.session_id = s.id) AS flagged,
+                   (SELECT max(e.ts) FROM events e WHERE e.session_id = s.id) AS updated_at
+            FROM sessions s WHERE ? IS NULL OR s.workspace = ?
+            ORDER BY s.started_at DESC, s.id DESC LIMIT ? OFFSET ?
             """,
-            (limit,),
+            (workspace, workspace, limit, offset),
         )
         return [SessionSummary(**{**row, "flagged": bool(row["flagged"])}) for row in rows]
 
