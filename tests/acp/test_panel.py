@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from feedback_store import open_store
-from tests.acp.conftest import DATA, HERE, TEACHBACK, TIMEOUT, of_kind, said
+from tests.acp.conftest import DATA, HERE, TEACHBACK, of_kind, said
 
-# Each test starts one or two agents and their workers; on two cores shared with other work that can
-# take minutes.
-pytestmark = pytest.mark.timeout(400)
+# Each test starts one or two agents and their workers (about 15 s on a quiet machine); on two cores
+# shared with other work, each can take minutes.
+DRIVER_TIMEOUT = 300
+pytestmark = pytest.mark.timeout(2 * DRIVER_TIMEOUT + 60)
 START = "def greet(name):\n    return 'Hello, ' + name\n"  # app.py in git_repo
 
 
@@ -52,7 +53,7 @@ def panel(git_repo: Path, tmp_path: Path, script: str, steps: list[dict[str, Any
         input=json.dumps(full),
         capture_output=True,
         text=True,
-        timeout=TIMEOUT,
+        timeout=DRIVER_TIMEOUT,
     )
     log = (tmp_path / "agent.log").read_text(errors="replace")[-4000:] if (tmp_path / "agent.log").exists() else ""
     assert done.returncode == 0, f"panel_driver.mjs failed:\n{done.stderr}\nagent log:\n{log}"
