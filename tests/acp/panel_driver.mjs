@@ -9,7 +9,8 @@
 // "bad-exit": malformed answers), steps: [{do: "new"} | {do: "prompt", text} | {do: "list"} |
 // {do: "resume", sessionId} | {do: "load", sessionId}].
 // Transcript: initialize, sessionId, steps (each step's answer, or its error, and the updates sent
-// during it), terminals (each terminal/create request, its output and how it ended).
+// during it), terminals (each terminal/create request, its output, how it ended, whether the agent
+// killed and released it).
 import { spawn } from "node:child_process";
 import { openSync, readFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
@@ -74,7 +75,9 @@ const editor = acp
     return { output: record.output, truncated: false, ...status };
   })
   .onRequest(acp.methods.client.terminal.kill, async ({ params }) => {
-    terminals.get(params.terminalId)?.child.kill("SIGKILL");
+    const terminal = terminals.get(params.terminalId);
+    if (terminal) terminal.record.killed = true;
+    terminal?.child.kill("SIGKILL");
     return {};
   })
   .onRequest(acp.methods.client.terminal.release, async ({ params }) => {

@@ -116,6 +116,16 @@ def test_the_user_stops_a_command_in_the_editor_and_the_turn_goes_on(git_repo: P
     assert "stopped in the editor's terminal by SIGTERM" in finished["result"] and "started" in finished["result"]
 
 
+def test_a_command_past_its_timeout_is_killed_in_the_editors_terminal(git_repo: Path, tmp_path: Path) -> None:
+    seen = panel(git_repo, tmp_path, "terminal_timeout.json", NEW_AND_PROMPT)
+    [terminal] = seen["terminals"]
+    assert terminal["killed"] is True and terminal["released"] is True and terminal["exit"]["signal"] == "SIGKILL"
+    assert said(seen["steps"][1]["updates"]).endswith("It took too long.")
+    finished = _finished(seen["sessionId"])
+    assert finished["error_kind"] == "timeout" and "[killed after 2 s timeout]" in finished["result"]
+    assert "begun" in finished["result"]
+
+
 @pytest.mark.parametrize(
     ("answers", "says"),
     [
