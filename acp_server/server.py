@@ -289,10 +289,9 @@ async def _serve(out: BinaryIO, agent: TeachbackAgent) -> int:
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     try:
-        # session/resume is stable in ACP's schema, unstable in the Python library's router
-        await run_agent(
-            agent, LineTransport(reader, writer), use_unstable_protocol=True
-        )  # checks each line before the library sees it
+        # The transport checks each line before the library sees it. session/resume is stable in ACP's
+        # schema but routed only as "unstable" by the Python library.
+        await run_agent(agent, LineTransport(reader, writer), use_unstable_protocol=True)
     except ConnectionError as exc:  # the editor closed our output first: it is gone, so are we
         log.info("the editor closed the connection: %s", exc)
     finally:
