@@ -42,12 +42,14 @@ function createTerminal(params) {
       resolve(record.exit);
     });
   });
-  child.stdout.on("data", (chunk) => (record.output += chunk));
-  child.stderr.on("data", (chunk) => (record.output += chunk));
+  const took = (chunk) => {
+    record.output += chunk;
+    // the user reads the first output in the panel and presses stop
+    if (plan.terminalAnswers === "stop" && !record.exit) child.kill("SIGTERM");
+  };
+  child.stdout.on("data", took);
+  child.stderr.on("data", took);
   terminals.set(id, { child, record, exited });
-  if (plan.terminalAnswers === "stop") {
-    setTimeout(() => child.kill("SIGTERM"), 500); // the user presses stop in the panel
-  }
   return id;
 }
 
