@@ -40,6 +40,18 @@ COMMANDS = {
         "add_import_arguments",
         "import_main",
     ),
+    "hooks": Command(
+        "install teachback in Claude Code's or Codex's hooks, to record their sessions live",
+        "cli.hooks",
+        "add_hooks_arguments",
+        "hooks_main",
+    ),
+    "capture": Command(
+        "the command those hooks run (a hook payload on stdin); --drain records what they sent",
+        "cli.capture",
+        "add_capture_arguments",
+        "capture_main",
+    ),
     "share": Command(
         "share sessions, a repository or a workspace with your team", "cli.team", "add_share_arguments", "share_main"
     ),
@@ -97,5 +109,6 @@ GROUPS = {
     "in your editor": ("lsp", "acp"),
     "the workspace": ("undo", "doctor", "mcp", "map"),
     "the feedback store": ("lessons", "import", "share", "unshare", "merge"),
+    "other agents": ("hooks", "capture"),
     "learning from it": ("tasks", "bench", "train", "eval", "learn"),
 }

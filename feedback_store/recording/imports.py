@@ -108,7 +108,7 @@ def import_logs(
         if trail is None or not trail.conversation:
             report.skipped["files with no session in them"] += 1
             continue
-        _record(store, trail, report)
+        record_trail(store, trail, report)
         with store.write() as conn:
             conn.execute(
                 """INSERT OR REPLACE INTO imports (path, agent, session_id, size, mtime, lines, skipped, imported_at)
@@ -127,9 +127,11 @@ def import_logs(
     return report
 
 
-def _record(store: Store, trail: Trail, report: ImportReport) -> None:
+def record_trail(store: Store, trail: Trail, report: ImportReport, *, finished: bool = True) -> None:
+    """Record a trail's events (ids already recorded are skipped) and the pairs the recorder cannot
+    see in it; count what was added. `finished=False`: a session still running (Trail.events)."""
     existed = bool(store.query("SELECT 1 FROM sessions WHERE id = ?", (trail.session_id,)))
-    events = trail.events()
+    events = trail.events(finished=finished)
     before = _count(store, trail.session_id)
     refused = Recorder(store).record_many(events)
     if refused:

@@ -223,6 +223,15 @@ class Trail:
         """The path, command or pattern a call names (each importer knows its agent's arguments)."""
         return None
 
+    def stop(self, tag: str, ts: float) -> None:
+        """The agent said its turn is over (a hook's Stop): calls it never answered get a result that
+        says so, refusals still waiting for the user's words are resolved without them, and the
+        turn ends."""
+        self.seen(ts)
+        self._close_calls(tag, ts)
+        self._flush_refusals(None, ts)
+        self._end_turn(tag, ts, "answered")
+
     # -- building ------------------------------------------------------------------------
 
     def _finish(self, tag: str, call_id: str, outcome: Outcome, ts: float) -> None:
@@ -297,11 +306,14 @@ class Trail:
             for name, keys in self.arguments.items()
         ]
 
-    def events(self) -> list[Event]:
+    def events(self, *, finished: bool = True) -> list[Event]:
+        """The session's events. `finished=False` (a session still running, recorded as it goes)
+        leaves open calls, waiting refusals and the current turn open for what comes next."""
         end = self.body[-1].ts if self.body else (self.started or 0.0)
-        self._close_calls("end", end)
-        self._flush_refusals(None, end)
-        self._end_turn("end", end, "interrupted" if self.interrupted else "answered")
+        if finished:
+            self._close_calls("end", end)
+            self._flush_refusals(None, end)
+            self._end_turn("end", end, "interrupted" if self.interrupted else "answered")
         config = {"agent": self.agent, "agent_version": self.version, "imported": True}
         start = SessionStarted(
             session_id=self.session_id,
