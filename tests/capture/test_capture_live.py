@@ -178,7 +178,7 @@ def test_hostile_payloads_change_nothing_and_the_hook_still_succeeds(git_repo, t
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _line(kind: str, message: dict) -> dict:
