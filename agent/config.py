@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.paths import CONFIG_FILE, teachback_home, user_config_path
+
 APPROVAL_MODES = ("read-only", "ask", "auto-edit", "full-auto")
 # grammar: a JSON-schema response_format (OpenAI json_schema form); json_object: the same schema in the
 # {"type": "json_object", "schema": ...} form that llama-cpp-python's server takes.
@@ -24,7 +26,6 @@ EMBEDDED_MODEL = "local/smollm2"
 # replay sample: a tool call needs a few dozen, and a small model that loses its way can ramble (or
 # repeat one sentence) until a much larger cap.
 REPLY_TOKENS = 256
-CONFIG_FILE = "teachback.toml"
 SERVERS_TABLE = "mcp_servers"  # [mcp_servers.NAME] in a config file: read by agent.mcp.config
 
 
@@ -106,21 +107,6 @@ class Settings:
         known = {f.name: f for f in dataclasses.fields(Settings)}
         given = {k: _coerce(known[k], v, "arguments") for k, v in changes.items() if v is not None}
         return _validated(dataclasses.replace(self, **given), "arguments")
-
-
-def teachback_home() -> Path:
-    env = os.environ.get("TEACHBACK_HOME")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "teachback"
-
-
-def user_config_path() -> Path:
-    if os.environ.get("TEACHBACK_HOME"):
-        return teachback_home() / CONFIG_FILE
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / "teachback" / CONFIG_FILE
 
 
 def load_settings(workspace: Path | None = None, env: dict[str, str] | None = None) -> Settings:

@@ -5,10 +5,6 @@ start fast."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import argparse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     return _run(getattr(module, command.main), options)
 
 
-def _run(entry, options: argparse.Namespace) -> int:
+def _run(entry, options) -> int:
     from agent.config import ConfigError
     from cli.options import EXIT_USAGE
     from feedback_store.errors import StoreError
@@ -63,7 +59,7 @@ def _run(entry, options: argparse.Namespace) -> int:
         return 130
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser():
     """The command names; the rest of the line is parsed by the named command's own parser, built
     once its module is imported (prefix_chars keeps argparse from reading its options here)."""
     import argparse

@@ -204,18 +204,18 @@ def describe(agent: str, path: Path) -> str:
         _, settings = read_settings(path)
     except SettingsError as exc:
         return f"{agent}: {exc}"
-    events = sorted(
-        {
-            event
-            for event, groups in settings.get("hooks", {}).items()
-            for group in groups
-            if isinstance(group, dict) and any(is_ours(h, agent) for h in group.get("hooks") or [])
-        }
-    )
-    if not events:
+    ours = [
+        (event, handler["command"])
+        for event, groups in settings.get("hooks", {}).items()
+        for group in groups
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list)
+        for handler in group["hooks"]
+        if is_ours(handler, agent)
+    ]
+    if not ours:
         return f"{agent}: not installed in {path}"
-    guarding = " (guarding)" if "--guard" in json.dumps(settings.get("hooks", {})) else ""
-    return f"{agent}: installed{guarding} in {path} for {', '.join(events)}"
+    guarding = " (guarding)" if any(command.endswith("--guard") for _, command in ours) else ""
+    return f"{agent}: installed{guarding} in {path} for {', '.join(sorted({event for event, _ in ours}))}"
 
 
 def _dump(value: dict[str, Any], original: str | None) -> str:

@@ -18,21 +18,27 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 QUEUE_SUFFIX = ".hook-queue"
 MAX_QUEUED_FILE = 64 * 1024 * 1024  # a queued file larger than this is no file of ours: left alone
 
 
-@dataclass(frozen=True)
 class Row:
-    agent: str
-    session: str
-    source: str  # "hook": a payload as it came; "guard": a call teachback denied; "transcript": read at Stop
-    ts: float
-    payload: str  # JSON text
-    key: str
+    """One inbox row. (Not a dataclass: importing dataclasses costs the hook milliseconds.)"""
+
+    __slots__ = FIELDS = ("agent", "session", "source", "ts", "payload", "key")
+
+    def __init__(self, agent: str, session: str, source: str, ts: float, payload: str, key: str) -> None:
+        self.agent = agent
+        self.session = session
+        self.source = source  # "hook": a payload as it came; "guard": a call teachback denied; "transcript"
+        self.ts = ts
+        self.payload = payload  # JSON text
+        self.key = key
+
+    def fields(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.FIELDS}
 
 
 _KEYS = itertools.count()
@@ -96,7 +102,7 @@ def enqueue(db: Path, rows: list[Row]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     name = rows[0].key if rows else new_key("q")
     partial = folder / f".{name}.tmp"
-    partial.write_text(json.dumps([asdict(r) for r in rows]), encoding="utf-8")
+    partial.write_text(json.dumps([r.fields() for r in rows]), encoding="utf-8")
     os.replace(partial, folder / f"{name}.json")
 
 
