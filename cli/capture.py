@@ -12,6 +12,7 @@ lessons, so the next guarded call knows them.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,29 +24,42 @@ DENY_PREFIX = "teachback learned in this repository that this call fails: "
 
 
 def hook_main(argv: list[str]) -> int:
-    """Run as a hook. Exit status 0 whatever happens: a hook's failure is its host's problem."""
+    """Run as a hook, then end the process (this never returns). Exit status 0 whatever happens: a
+    hook's failure is its host's problem."""
+    written = None
     try:
-        _hook([a for a in argv if a != "--guard"], guard="--guard" in argv)
+        written = _hook([a for a in argv if a != "--guard"], guard="--guard" in argv)
     except Exception as exc:  # noqa: BLE001  (nothing may reach the host: it is named on stderr instead)
         sys.stderr.write(f"teachback capture: not recorded: {type(exc).__name__}: {exc}\n")
-    return 0
+    return _end(keeping=written)
 
 
-def _hook(names: list[str], *, guard: bool) -> None:
+def _end(keeping: object) -> int:
+    """End the process at once, leaving `keeping` (the connection that wrote, if any) open:
+    what it wrote is committed, and the checkpoint closing it would run (tens of milliseconds, the
+    log copied into the file and synced) is left to the store's own processes
+    (feedback_store.capture.inbox.deliver)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _hook(names: list[str], *, guard: bool) -> object:
+    """The connection that wrote the payload, left open (None: nothing written, or queued)."""
     raw = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
     if len(raw) > MAX_PAYLOAD:
         while sys.stdin.buffer.read(1 << 20):  # read to the end, so the host's write never fails
             continue
         sys.stderr.write("teachback capture: payload too large; the transcript will have it\n")
-        return
+        return None
     try:
         payload = json.loads(raw)
     except (ValueError, RecursionError):
         sys.stderr.write("teachback capture: the payload is not JSON; nothing recorded\n")
-        return
+        return None
     if not isinstance(payload, dict):
         sys.stderr.write("teachback capture: the payload is not a JSON object; nothing recorded\n")
-        return
+        return None
     from feedback_store.capture import inbox
 
     agent = names[0] if names and names[0] in AGENTS else ("codex" if "turn_id" in payload else "claude-code")
@@ -60,19 +74,18 @@ def _hook(names: list[str], *, guard: bool) -> None:
         call_id = payload.get("tool_use_id")
         decision = json.dumps({"call_id": call_id, "lesson": denial[0], "reason": denial[1]})
         rows.append(inbox.Row(agent, session, "guard", now + 1e-6, decision, inbox.new_key("g")))
-    inbox.deliver(db, rows)
+    written = inbox.deliver(db, rows)
     if denial is not None:
         answer = {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": denial[1]}
         sys.stdout.write(json.dumps({"hookSpecificOutput": answer}))
     if payload.get("hook_event_name") in ("Stop", "SessionEnd"):
         _start_drain(db)
+    return written
 
 
 def _database(cwd: str) -> Path:
     """The configured database. With no config file to read, the environment or the default says
     it, as agent.config would, without importing agent.config (a tenth of the hook's time)."""
-    import os
-
     from agent.paths import CONFIG_FILE, teachback_home, user_config_path
 
     folder = Path(cwd)

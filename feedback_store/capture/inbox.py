@@ -53,9 +53,12 @@ def queue_folder(db: Path) -> Path:
     return db.with_name(db.name + QUEUE_SUFFIX)
 
 
-def deliver(db: Path, rows: list[Row]) -> bool:
+def deliver(db: Path, rows: list[Row]) -> sqlite3.Connection | None:
     """Write `rows` (after anything queued) into the inbox now if the database is free; else queue
-    them. Never waits for a lock. True when they reached the database."""
+    them. Never waits for a lock. Returns the connection that wrote them, still open, or None when
+    they were queued. Closing the last connection to a WAL database checkpoints it (the log copied
+    into the file and synced: tens of milliseconds), so a short-lived writer may leave that to the
+    next opener by ending without closing; what it committed is in the log either way."""
     if db.is_file():
         try:
             conn = sqlite3.connect(str(db), timeout=0, isolation_level=None)
@@ -64,19 +67,19 @@ def deliver(db: Path, rows: list[Row]) -> bool:
         if conn is not None:
             try:
                 if _write(conn, db, rows):
-                    return True
+                    return conn
             except sqlite3.Error:  # locked by another writer, or unusable: the queue keeps the rows
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-            finally:
-                conn.close()
+            conn.close()
     enqueue(db, rows)
-    return False
+    return None
 
 
 def _write(conn: sqlite3.Connection, db: Path, rows: list[Row]) -> bool:
     conn.execute("PRAGMA busy_timeout = 0")
     conn.execute("PRAGMA synchronous = NORMAL")  # the file is in WAL mode: a process crash loses nothing
+    conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints are the store's work, not a hook's
     conn.execute("BEGIN IMMEDIATE")
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'hook_inbox'").fetchone() is None:
         conn.execute("ROLLBACK")
