@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.capture.hooks_run import installed_command, teachback
+from tests.capture.hooks_run import EXECUTABLE, installed_command, teachback
 
 # A user's own settings, as they wrote them: four-space indent, other keys, a hook of their own,
 # text that is not ASCII, no newline at the end.
@@ -91,3 +93,22 @@ def test_a_settings_file_it_cannot_parse_is_left_untouched(tmp_path: Path, text:
         assert "left untouched" in done.stderr and str(settings) in done.stderr
         assert "Traceback" not in done.stderr
     assert settings.read_text(encoding="utf-8") == text
+
+
+def test_the_hook_imports_almost_nothing(tmp_path: Path) -> None:
+    """The host waits for every call: no store, protocol, model stack or dataclass machinery loads."""
+    payload = json.dumps({"session_id": "s", "cwd": str(tmp_path), "hook_event_name": "PreToolUse"})
+    words = [str(EXECUTABLE)] if EXECUTABLE.is_file() else ["-P", "-m", "cli"]
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *words, "capture", "claude-code", "--guard"],
+        input=payload,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout == ""
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"json", "sqlite3", "feedback_store.capture.inbox"} <= loaded
+    heavy = {"sqlite_utils", "litellm", "agent.protocol", "agent.config", "feedback_store.store", "dataclasses"}
+    assert not heavy & loaded, heavy & loaded
