@@ -73,6 +73,8 @@ def hooks_main(args: argparse.Namespace) -> int:
         if args.action == "install":
             install(path, args.agent, capture_command(args.agent, args.guard))
             print(f"Installed teachback's hooks{' (guarding)' if args.guard else ''} in {path}.")
+            if args.agent == "codex":  # Codex skips a new or changed hook until the user trusts it
+                print("Codex runs them once you trust them: open /hooks in Codex to review them.")
         else:
             removed = uninstall(path, args.agent)
             print(f"Removed {removed} teachback hook(s) from {path}." if removed else f"No teachback hook in {path}.")

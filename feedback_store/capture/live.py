@@ -321,7 +321,7 @@ def _add_transcript(store: Store, agent: str, session: str, rows: list[dict[str,
 def _missed(transcript: Trail, calls: set[Any], prompts: set[Any]) -> Iterator[tuple[str, float, dict[str, Any]]]:
     """(key, time, row) for each thing in the transcript that no hook reported."""
     if transcript.model:
-        yield "model", transcript.started or 0.0, {"kind": "model", "model": transcript.model}
+        yield f"{transcript.session_id}-model", transcript.started or 0.0, {"kind": "model", "model": transcript.model}
     comments: dict[str, str | None] = {}
     for event in transcript.events():
         if isinstance(event, TurnStarted) and event.text not in prompts:

@@ -95,6 +95,29 @@ def test_a_locked_database_queues_at_once_and_the_events_arrive_later(git_repo, 
     assert not list(queue.glob("*.json"))
 
 
+def test_any_command_that_opens_the_store_takes_the_queue(git_repo, teachback_home):
+    db = teachback_home / "feedback.db"
+    open_store(db).close()
+    settings = _install(git_repo, "claude-code")
+    calls = payloads("claude_code_fail_then_fix.jsonl", git_repo, git_repo / "missing.jsonl")[:2]
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        _pipe(settings, git_repo, calls)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    queue = db.with_name(db.name + ".hook-queue")
+    assert len(list(queue.glob("*.json"))) == 2
+
+    assert teachback("lessons", cwd=git_repo).returncode == 0  # opens the store to write (it distils)
+    assert not list(queue.glob("*.json"))
+    arrived = sqlite3.connect(db).execute(
+        "SELECT json_extract(payload, '$.hook_event_name') FROM hook_inbox ORDER BY ts"
+    )
+    assert [r[0] for r in arrived] == ["UserPromptSubmit", "PreToolUse"]
+
+
 def test_guard_denies_a_call_this_repositorys_lessons_know_fails(git_repo, teachback_home):
     db = teachback_home / "feedback.db"
     settings = _install(git_repo, "claude-code")
