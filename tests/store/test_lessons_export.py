@@ -213,6 +213,20 @@ async def test_only_teachbacks_own_skills_are_removed(here, db):
     assert (mine / "SKILL.md").read_text().endswith("Steps.\n")
 
 
+def test_a_users_folder_under_teachbacks_name_and_a_file_for_a_folder_are_left_alone(here, db, capsys):
+    pin(db, here, "Keep functions short.")
+    assert export(db, "--skills") == 0
+    [ours] = list((here / ".agents/skills").iterdir())
+    own = f"---\nname: {ours.name}\ndescription: Mine now.\n---\nMy words.\n"
+    (ours / "SKILL.md").write_text(own)  # the user took the name over
+    assert export(db, "--skills") == 0
+    assert (ours / "SKILL.md").read_text() == own
+    assert f"{ours.name}: a skill that is not teachback's" in capsys.readouterr().out
+    (here / "notes").write_text("a file")
+    assert export(db, "--skills", "notes") == 2
+    assert "is a file, not a folder" in capsys.readouterr().err and (here / "notes").read_text() == "a file"
+
+
 def test_export_without_a_destination_says_what_to_give(here, db, capsys):
     assert export(db) == 2
     assert "--skills [DIR], --agents-md [FILE]" in capsys.readouterr().err
