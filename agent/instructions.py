@@ -42,7 +42,7 @@ class InstructionFile:
     truncated: bool = False
 
     def render(self) -> str:
-        covers = "every repository" if self.scope == "*" else f"files under {self.scope or 'the root'}/"
+        covers = {"*": "every repository", "": "the whole repository"}.get(self.scope, f"files under {self.scope}/")
         cut = (
             f"\n[... cut here: the file is {self.size:,} bytes and only {len(self.text.encode()):,} are shown]"
             if self.truncated

@@ -89,8 +89,9 @@ async def test_root_then_subfolder_instructions_reach_the_model_closest_last(pro
     second = text_of(before_call(session.messages, 2))
     assert second.index(ROOT_RULE) < second.index(SUB_RULE)  # root first, the closer one last
     first_result = before_call(session.messages, 2)[-1]
-    assert first_result["role"] == "tool" and '<instructions from="pkg/AGENTS.md" for="files under pkg/">' in (
-        first_result["content"]
+    assert (
+        first_result["role"] == "tool"
+        and '<instructions from="pkg/AGENTS.md" for="files under pkg/">' in (first_result["content"])
     )
     assert "these win" in first_result["content"]
     assert text_of(session.messages).count(SUB_RULE) == 1  # each folder's file is shown once
