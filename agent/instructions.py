@@ -15,6 +15,7 @@ left out and named in a notice."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ from agent.workspace import Workspace, WorkspaceError
 NAMES = ("AGENTS.md", "CLAUDE.md")  # in each folder the first that exists is the folder's file
 FILE_BYTES = 32 * 1024  # per file: Codex's project_doc_max_bytes
 GLOB_CHARS = frozenset("*?[")
+# A file as `InstructionFile.render` shows it: its folder ("" for the root, TEACHBACK_HOME/) and text.
+SHOWN = re.compile(
+    r'<instructions from="(?P<folder>[^"]*?)(?:AGENTS|CLAUDE)\.md" for="[^"]*">\n(?P<text>.*?)\n</instructions>', re.S
+)
 RULE = (
     "They come in order: your own first, then the repository root's, then each folder's below it, the "
     "closest last. Where two disagree, the one for the folder closer to the file you work on wins."
@@ -81,6 +86,15 @@ class ProjectInstructions:
         self.left = budget
         self.enabled = budget > 0
         self.looked: set[str] = set()
+
+    def resume(self, messages: Iterable[dict[str, Any]]) -> None:
+        """Continue a recorded conversation: what its messages already show is not shown again and
+        counts against the budget."""
+        for message in messages:
+            content = message.get("content")
+            for match in SHOWN.finditer(content if isinstance(content, str) else ""):
+                self.looked.add(match["folder"].rstrip("/"))
+                self.left -= len(match["text"].encode())
 
     def at_start(self) -> Found:
         """The user's own file and the workspace root's, for the system prompt."""

@@ -91,6 +91,7 @@ class Session:
             emit=self.emit,
         )
         self.instructions = ProjectInstructions(self.workspace, teachback_home(), self.settings.instructions_bytes)
+        self.instructions.resume(self.messages)
         self.calls = CallRunner(
             session_id=self.id,
             context=context,

@@ -20,7 +20,7 @@ from feedback_store.export.format_table import TRAJECTORIES
 from tasks.states import load_states
 from tests.conftest import call, git, turn
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 ROOT_RULE = "Root rule: name every test after the behaviour it checks."
 SUB_RULE = "Pkg rule: this package keeps four-space indents, overriding the root."
@@ -150,3 +150,18 @@ async def test_a_replayed_state_gets_the_instructions_the_model_had(project, scr
 async def test_instructions_bytes_zero_reads_none(project, script, tmp_path) -> None:
     session, _ = await recorded(project, fixing_script(script), tmp_path / "f.db", instructions_bytes=0)
     assert ROOT_RULE not in text_of(session.messages) and SUB_RULE not in text_of(session.messages)
+
+
+async def test_a_resumed_session_does_not_show_the_same_files_again(project, script, tmp_path) -> None:
+    first, _ = await recorded(project, fixing_script(script), tmp_path / "f.db")
+    # The scripted model answers by the number of replies so far: the first session made five.
+    unused = [turn(content="(the first session's reply)")] * 5
+    model = script(
+        *unused, turn(call("list_files", {"path": "pkg"})), turn(call("read_file", {"path": "docs/guide.md"}))
+    )
+    settings = Settings(model=model, approval="full-auto", repo_map_tokens=0, record=False)
+    again = open_session(project, settings, session_id=first.id, history=first.messages)
+    await again.run(UserInput(text="go on"))
+    added = text_of(again.messages[len(first.messages) :])
+    assert SUB_RULE not in added and ROOT_RULE not in added  # already in the conversation
+    assert CLAUDE_RULE in added  # a folder the first turn did not work in
