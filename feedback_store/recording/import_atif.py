@@ -193,6 +193,12 @@ def _problem(entry: dict[str, Any]) -> tuple[str, str] | None:
         return "trajectories with no agent", "it has no `agent` with a `name`"
     if not entry.get("steps"):
         return "trajectories with no steps", "it has no `steps`"
+    for i, step in enumerate(entry["steps"]):
+        missing = [f"`steps[{i}].source`"] if "source" not in step else []
+        for j, call in enumerate(step.get("tool_calls") or []):
+            missing += [f"`steps[{i}].tool_calls[{j}].{k}`" for k in ("tool_call_id", "function_name") if k not in call]
+        if missing:
+            return "trajectories missing a field the format requires", f"it has no {missing[0]}"
     return None
 
 

@@ -150,12 +150,15 @@ def test_malformed_files_are_counted_and_skipped(tmp_path: Path) -> None:
     wrong = json.loads(text)
     wrong["steps"][1]["tool_calls"] = "Read /app/cart.py"
     newer = {**json.loads(text), "schema_version": "ATIF-v9.0"}
+    missing = json.loads(text)
+    del missing["steps"][1]["tool_calls"][0]["tool_call_id"]
     bad = {
         "list.json": "[1, 2, 3]",
         "deep.json": '{"steps": ' + "[" * 100_000,
         "wrong-types.json": json.dumps(wrong),
         "truncated.json": text[: len(text) // 2],
         "newer.json": json.dumps(newer),
+        "missing.json": json.dumps(missing),
     }
     for name, content in bad.items():
         (folder / name).write_text(content)
@@ -176,6 +179,7 @@ def test_malformed_files_are_counted_and_skipped(tmp_path: Path) -> None:
     assert "`steps[1].tool_calls` is a string" in problems[str(folder / "wrong-types.json")]
     assert "not JSON" in problems[str(folder / "truncated.json")]
     assert "ATIF-v9.0 is not a version this teachback reads" in problems[str(folder / "newer.json")]
+    assert "it has no `steps[1].tool_calls[0].tool_call_id`" in problems[str(folder / "missing.json")]
 
     good.unlink()
     (folder / "more.jsonl").unlink()
