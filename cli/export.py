@@ -39,7 +39,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         metavar="PATH",
         help=f"output file (.jsonl; .parquet for {', '.join(k for k, f in FORMATS.items() if f.parquet)}); "
-        "a folder with --hub",
+        "a folder with --hub; for atif, a folder of <session-id>.json files unless PATH ends in .jsonl",
     )
     parser.add_argument(
         "--shared-only",

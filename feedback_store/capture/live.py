@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import stat as stat_module
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from typing import Any
 from agent.protocol import ApprovalResolved, AssistantMessage, ToolCallFinished, TurnStarted
 from feedback_store.capture import inbox
 from feedback_store.recording import import_claude, import_codex
-from feedback_store.recording.imports import ImportReport, record_trail
+from feedback_store.recording.imports import ImportReport, record_trail, remember_import
 from feedback_store.recording.log_lines import NotALogFile
 from feedback_store.recording.trail import Identify, Outcome, Trail
 from feedback_store.store import Store
@@ -309,12 +308,7 @@ def _add_transcript(store: Store, agent: str, session: str, rows: list[dict[str,
     ]
     with store.write() as conn:
         inbox.insert(conn, added)
-        conn.execute(
-            """INSERT OR REPLACE INTO imports (path, agent, session_id, size, mtime, lines, skipped, imported_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-            (str(path), agent, transcript.session_id, stat.st_size, stat.st_mtime, transcript.lines,
-             sum(transcript.skipped.values()), time.time()),
-        )  # fmt: skip
+    remember_import(store, path, agent, transcript.session_id, stat, transcript.lines, sum(transcript.skipped.values()))
     return bool(added)
 
 
