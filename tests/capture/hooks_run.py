@@ -43,7 +43,7 @@ def run_hook(command: str, payload: dict[str, Any] | bytes, cwd: Path) -> tuple[
     return done, time.monotonic() - started
 
 
-def wait_for(db: Path, sql: str, params: tuple = (), timeout: float = 120.0) -> list[tuple]:
+def wait_for(db: Path, sql: str, params: tuple = (), timeout: float = 240.0) -> list[tuple]:
     """Rows of `sql` once there are any (the background recording takes seconds on a busy machine)."""
     deadline = time.monotonic() + timeout
     while True:

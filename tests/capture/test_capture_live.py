@@ -9,9 +9,14 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from feedback_store.store import open_store
 from tests.capture.hooks_run import installed_command, payloads, run_hook, teachback, wait_for
 
+# Each test runs a dozen hook processes and waits for the turn's recording in the background: on
+# two busy cores that can take minutes.
+pytestmark = pytest.mark.timeout(400)
 CLAUDE_SESSION = "claude-code-4f8e2a1c-1b7d-4c55-9a60-2f0d3c9e7a11"
 PAIR = "SELECT source, error_kind, target, correction_call_id, feedback FROM pairs WHERE session_id = ?"
 
