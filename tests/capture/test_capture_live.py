@@ -62,11 +62,18 @@ def test_codex_failing_command_then_the_fixed_one_is_a_pair(git_repo, teachback_
     assert said == [("gpt-5-codex",)]
 
 
-def test_a_denied_call_and_the_next_prompt_are_a_user_pair(git_repo, teachback_home):
-    settings = _install(git_repo, "claude-code")
-    _pipe(settings, git_repo, payloads("claude_code_denial.jsonl", git_repo, git_repo / "missing.jsonl"))
+@pytest.mark.parametrize(
+    ("agent", "session"),
+    [
+        ("claude-code", "claude-code-9b1d7e3a-55c2-4e0f-8d21-6a4f0b2c8e90"),
+        ("codex", "codex-0199a3c2-9e10-7c31-8a42-5d2e3f4a6b78"),
+    ],
+)
+def test_a_denied_call_and_the_next_prompt_are_a_user_pair(git_repo, teachback_home, agent, session):
+    settings = _install(git_repo, agent)
+    name = f"{agent.replace('-', '_')}_denial.jsonl"
+    _pipe(settings, git_repo, payloads(name, git_repo, git_repo / "missing.jsonl"))
 
-    session = "claude-code-9b1d7e3a-55c2-4e0f-8d21-6a4f0b2c8e90"
     rows = wait_for(teachback_home / "feedback.db", PAIR, (session,))
     assert [r[:3] for r in rows] == [("user", "denied", f"rm -rf {git_repo}/*.txt")]
     assert "use git rm old.txt so it can be undone" in rows[0][4]
