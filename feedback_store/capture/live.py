@@ -264,11 +264,18 @@ def _canonical(value: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    """A tool's response as the text of its result: a command's output, else the JSON it sent."""
+    """A tool's response as the text of its result: a command's output, a file read, else the JSON it
+    sent."""
     if isinstance(value, str):
         text = value
     elif isinstance(value, dict) and ("stdout" in value or "stderr" in value):
         text = "\n".join(str(value.get(k) or "") for k in ("stdout", "stderr") if value.get(k))
+    elif (
+        isinstance(value, dict)
+        and isinstance(value.get("file"), dict)
+        and isinstance(value["file"].get("content"), str)
+    ):
+        text = value["file"]["content"]  # Claude Code's Read: the file's text, as the model saw it
     elif value is None:
         text = ""
     else:
