@@ -8,7 +8,9 @@ the background, which is not the hook's own time but would load the two measured
 
     python bench/hook_capture.py [--calls 200] [--json]
 
-The budget: the hook's p99 at most 50 ms above the interpreter's.
+The budget: the hook's p99 at most 50 ms above the interpreter's. `--guard` installs it guarding, so
+each PreToolUse also looks its call up among the lessons (the file it reads does not exist, so the
+lookup runs to the end).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=200, help="hook calls (and as many baseline calls)")
     parser.add_argument("--json", action="store_true", help="one JSON object on the last line")
+    parser.add_argument("--guard", action="store_true", help="install it guarding: each PreToolUse looks up lessons")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hook-bench-") as scratch:
-        result = measure(Path(scratch), args.calls)
+        result = measure(Path(scratch), args.calls, guard=args.guard)
     if args.json:
         print(json.dumps(result))
     else:
@@ -47,14 +50,15 @@ def main() -> int:
     return 0
 
 
-def measure(scratch: Path, calls: int) -> dict:
+def measure(scratch: Path, calls: int, *, guard: bool = False) -> dict:
     project, home = scratch / "project", scratch / "home"
     project.mkdir()
     env = {**os.environ, "TEACHBACK_HOME": str(home)}
     env.pop("TEACHBACK_DB", None)
     teachback = Path(sys.executable).with_name("teachback")
     words = [str(teachback)] if teachback.is_file() else [sys.executable, "-P", "-m", "cli"]
-    subprocess.run([*words, "hooks", "install", "claude-code", "--project"], cwd=project, env=env, check=True)
+    install = [*words, "hooks", "install", "claude-code", "--project", *(["--guard"] if guard else [])]
+    subprocess.run(install, cwd=project, env=env, check=True)
     subprocess.run([*words, "stats"], cwd=project, env=env, check=True, capture_output=True)  # the database exists
     settings = json.loads((project / ".claude/settings.json").read_text(encoding="utf-8"))
     command = settings["hooks"]["PreToolUse"][-1]["hooks"][0]["command"]
@@ -64,7 +68,7 @@ def measure(scratch: Path, calls: int) -> dict:
     for index in range(calls):
         base_ms.append(_time(baseline, b"", project, env))
         hook_ms.append(_time(command, payloads[index % len(payloads)], project, env))
-    result = {"benchmark": "hook_capture", "calls": calls, "command": command}
+    result = {"benchmark": "hook_capture", "calls": calls, "guard": guard, "command": command}
     result["python_pass"] = _summary(base_ms)
     result["hook"] = _summary(hook_ms)
     result["over_p50_ms"] = round(result["hook"]["p50_ms"] - result["python_pass"]["p50_ms"], 2)
