@@ -149,4 +149,6 @@ def capture_main(args) -> int:
         f"Recorded {report.sessions} captured session(s): {report.events} events, {report.pairs} feedback pairs"
         f"{f', {report.transcripts} with what their transcript added' if report.transcripts else ''}."
     )
-    return 0
+    for problem in report.problems:
+        print(f"teachback capture: not recorded: {problem}", file=sys.stderr)
+    return 1 if report.problems else 0

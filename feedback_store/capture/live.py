@@ -28,6 +28,7 @@ from typing import Any
 
 from agent.protocol import ApprovalResolved, AssistantMessage, ToolCallFinished, TurnStarted
 from feedback_store.capture import inbox
+from feedback_store.errors import StoreError
 from feedback_store.recording import import_claude, import_codex
 from feedback_store.recording.imports import ImportReport, record_trail, remember_import
 from feedback_store.recording.log_lines import NotALogFile
@@ -55,13 +56,18 @@ class CaptureReport:
 
 
 def process(store: Store, identify: Identify) -> CaptureReport:
-    """Record every session that has rows not yet recorded."""
+    """Record every session that has rows not yet recorded (one that fails is named in the report and
+    tried again next time: its rows stay unrecorded)."""
     report = CaptureReport()
     for row in store.query("SELECT DISTINCT agent, session FROM hook_inbox WHERE processed = 0 ORDER BY agent"):
         if row["agent"] not in AGENTS:
             continue
         counts = ImportReport()
-        process_session(store, row["agent"], row["session"], identify, counts, report)
+        try:
+            process_session(store, row["agent"], row["session"], identify, counts, report)
+        except StoreError as exc:  # one session that cannot be recorded leaves the others to record
+            report.problems.append(f"{row['agent']} session {row['session']}: {exc}")
+            continue
         report.sessions += 1
         report.events += counts.events
         report.pairs += counts.pairs
