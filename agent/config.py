@@ -97,6 +97,12 @@ class Settings:
     # folder itself, which `teachback acp` otherwise refuses as a session's folder. Only the user's config
     # and the environment count: a workspace's own teachback.toml cannot widen itself.
     broad_workspaces: tuple[str, ...] = ()
+    # Sessions sent live as OpenTelemetry GenAI spans to this OTLP/HTTP base URL (as
+    # OTEL_EXPORTER_OTLP_ENDPOINT gives one, e.g. http://localhost:4318); None: not sent. The other
+    # OTEL_EXPORTER_OTLP_* variables (headers, compression, timeout) apply. Messages, arguments and
+    # results go with the spans only when otlp_content is on (redacted as in exports).
+    otlp_endpoint: str | None = None
+    otlp_content: bool = False
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"
@@ -236,6 +242,11 @@ def _validated(settings: Settings, source: str) -> Settings:
             raise ConfigError(f"{source}: {f.name} {problem}")
     if not settings.model.strip():
         raise ConfigError(f"{source}: model must not be empty (e.g. anthropic/claude-sonnet-4-5).")
+    if settings.otlp_endpoint and not settings.otlp_endpoint.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"{source}: otlp_endpoint must be an http:// or https:// base URL (e.g. http://localhost:4318), "
+            f"got {settings.otlp_endpoint!r}."
+        )
     return settings
 
 
