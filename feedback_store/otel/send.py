@@ -29,6 +29,10 @@ EXPORT_LOGGERS = (
     "opentelemetry.sdk._shared_internal",
 )
 REASON_LENGTH = 300
+# Longest attribute value sent (a tool's result with content on can be megabytes), unless the
+# standard variables set one.
+ATTRIBUTE_LENGTH = 32 * 1024
+ATTRIBUTE_LIMIT_VARIABLES = ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT")
 INSTALL_HINT = "install it with `pip install 'teachback[otel]'` (opentelemetry-sdk and its OTLP/HTTP exporter)"
 
 
@@ -82,10 +86,10 @@ class TraceSender:
         try:
             from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk._logs import LoggerProvider
+            from opentelemetry.sdk._logs import LoggerProvider, LogRecordLimits
             from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
             from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace import SpanLimits, TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
         except ImportError as exc:
             raise OtlpUnavailable(f"the OpenTelemetry SDK is not installed ({exc}): {INSTALL_HINT}.") from None
@@ -98,13 +102,20 @@ class TraceSender:
         resource = Resource.create({"service.version": teachback_version()})
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": AGENT_NAME}))
+        length = None if any(os.environ.get(v) for v in ATTRIBUTE_LIMIT_VARIABLES) else ATTRIBUTE_LENGTH
         batching = {"max_queue_size": queue, "schedule_delay_millis": delay * 1000, "max_export_batch_size": 512}
         self.spans = _Counted(OTLPSpanExporter(endpoint=self.url, timeout=timeout))
-        self.traces = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self.traces = TracerProvider(
+            resource=resource, shutdown_on_exit=False, span_limits=SpanLimits(max_attribute_length=length)
+        )
         self.traces.add_span_processor(BatchSpanProcessor(self.spans, **batching))
         self.tracer = self.traces.get_tracer("teachback", teachback_version())
         self.logs = _Counted(OTLPLogExporter(endpoint=signal_url(base, LOGS_PATH), timeout=timeout))
-        self.logging = LoggerProvider(resource=resource, shutdown_on_exit=False)
+        self.logging = LoggerProvider(
+            resource=resource,
+            shutdown_on_exit=False,
+            log_record_limits=LogRecordLimits(max_attribute_length=length),
+        )
         self.logging.add_log_record_processor(BatchLogRecordProcessor(self.logs, **batching))
         self.logger = self.logging.get_logger("teachback", teachback_version())
         self.handed = 0

@@ -6,10 +6,13 @@ test_otel_phoenix.py."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+import http.server
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -194,3 +197,60 @@ print(sorted(name for name in sys.modules if name.startswith("opentelemetry.sdk"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+class _Wire(http.server.BaseHTTPRequestHandler):
+    """Answers every OTLP request with success and keeps what came (path, headers, raw body)."""
+
+    got: list[tuple[str, dict[str, str], bytes]]
+
+    def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.got.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        return None  # the test reads what came, not the server's log lines
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_spans_and_evaluation_logs_go_as_protobuf_compressed_only_when_asked(
+    git_repo, script, tmp_path, monkeypatch, compression
+):
+    """The wire, as a receiver that takes OTLP logs sees it (Phoenix takes none: test_otel_phoenix.py)."""
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from feedback_store.otel.export import export_otlp
+
+    db = tmp_path / "feedback.db"
+    session_id, _ = record(git_repo, script, db)
+    handler = type("Wire", (_Wire,), {"got": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    if compression:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", compression)
+    try:
+        result = export_otlp([db], f"http://127.0.0.1:{server.server_address[1]}/")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (result.delivery.spans_sent, result.delivery.logs_sent) == (7, 1)
+    by_path = {path: (headers, body) for path, headers, body in handler.got}
+    assert set(by_path) == {"/v1/traces", "/v1/logs"}
+    for headers, _ in by_path.values():
+        assert headers["content-type"] == "application/x-protobuf"
+        assert headers.get("content-encoding") == compression
+    unpack = gzip.decompress if compression else bytes
+    traces = ExportTraceServiceRequest.FromString(unpack(by_path["/v1/traces"][1]))
+    spans = [s for r in traces.resource_spans for scope in r.scope_spans for s in scope.spans]
+    failed = next(s for s in spans if any(a.key == "error.type" for a in s.attributes))
+    logs = ExportLogsServiceRequest.FromString(unpack(by_path["/v1/logs"][1]))
+    (record_,) = [r for rl in logs.resource_logs for scope in rl.scope_logs for r in scope.log_records]
+    assert record_.event_name == "gen_ai.evaluation.result"
+    assert (record_.trace_id, record_.span_id) == (failed.trace_id, failed.span_id)
+    assert {a.key: a.value.string_value for a in record_.attributes}["gen_ai.evaluation.score.label"] == "fail"
+    assert session_id in str(failed.attributes)
