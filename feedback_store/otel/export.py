@@ -5,19 +5,24 @@ exports. Sessions the monitor flagged are left out unless asked for, as in every
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from feedback_store.errors import StoreError
 from feedback_store.export.atif import exported_sessions
 from feedback_store.export.unroot import unrooted
-from feedback_store.otel.spans import Content, FeedbackRow, plan_session
+from feedback_store.otel.content import Content
+from feedback_store.otel.spans import FeedbackRow, plan_session
 from feedback_store.read_only import open_read_only
 from feedback_store.redact import Redactor
 from feedback_store.sharing import resolve
 from feedback_store.store import Store
+
+if TYPE_CHECKING:
+    from feedback_store.otel.send import Delivery
 
 
 @dataclass(frozen=True)
@@ -25,7 +30,7 @@ class OtlpExport:
     sessions: int
     verdicts: int
     left_out: dict[str, int]
-    delivery: object  # otel.send.Delivery
+    delivery: Delivery
     redacted_kinds: dict[str, int]
 
 
@@ -50,7 +55,6 @@ def export_otlp(
     shared_only: bool = False,
     model: str | None = None,
     since: float | str | None = None,
-    progress: Callable[[int, int], None] | None = None,
 ) -> OtlpExport:
     """Send every matching session's spans to `endpoint` (a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
     gives it) and wait for the receiver; raise StoreError when nothing matched."""
@@ -81,12 +85,10 @@ def export_otlp(
                 + ". Record or import sessions first, or change the filters. Nothing was sent."
             )
         sender = TraceSender(endpoint, queue=1 << 16)
-        for done, (store, session_id) in enumerate(chosen, 1):
+        for store, session_id in chosen:
             plan = plan_session(store.events(session_id), feedback_rows(store, session_id), policy)
             verdicts += sum(len(s.verdicts) for s in plan.spans)
             sender.send(plan)
             sender.flush()  # one session at a time: the queue never holds more than one
-            if progress is not None:
-                progress(done, len(chosen))
         delivery = sender.close()
     return OtlpExport(len(chosen), verdicts, dict(left), delivery, dict(redactor.counts) if redactor else {})

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.protocol import Event
+from feedback_store.otel.content import Content
 from feedback_store.otel.export import feedback_rows
-from feedback_store.otel.spans import Content, plan_session
+from feedback_store.otel.spans import plan_session
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
@@ -71,9 +72,8 @@ class LiveTraces:
 
     def _send(self, events: list[dict[str, Any]]) -> None:
         ids = {e["id"] for e in events}
-        session_id = self.session.get("session_id")
-        pairs = [p for p in feedback_rows(self.store, session_id) if p.failure_event_id in ids] if session_id else []
-        self.sender.send(plan_session([self.session, *events], pairs, self.content))
+        pairs = [p for p in feedback_rows(self.store, events[-1]["session_id"]) if p.failure_event_id in ids]
+        self.sender.send(plan_session([self.session, *events] if self.session else events, pairs, self.content))
 
     def close(self) -> None:
         """Send what is left (a turn still open is sent as unfinished) and say what was dropped."""

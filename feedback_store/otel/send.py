@@ -206,7 +206,7 @@ class _Counted:
 
     def export(self, batch: Sequence[Any]) -> Any:
         result = self.inner.export(batch)
-        if getattr(result, "name", "") == "SUCCESS":
+        if result.name == "SUCCESS":  # SpanExportResult and LogRecordExportResult alike
             self.sent += len(batch)
         return result
 

@@ -14,22 +14,15 @@ masked, so no prompt or argument text leaves the machine.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
+
+from feedback_store.otel.content import Content, mask, message_parts
 
 AGENT_NAME = "teachback"
 EVALUATION_EVENT = "gen_ai.evaluation.result"
-MASK = "[argument]"
-MASK_MIN_LENGTH = 4  # shorter argument values (a flag, a count) are words of the feedback too
 OWN_PROVIDERS = frozenset({"local", "scripted"})  # model strings of teachback's own providers
-
-
-class Scrub(Protocol):
-    """A Redactor, or the exports' Unrooted wrapper around one."""
-
-    def redact(self, text: str) -> str: ...
 
 
 @dataclass
@@ -88,20 +81,6 @@ class FeedbackRow:
     created_at: float = 0.0
 
 
-@dataclass(frozen=True)
-class Content:
-    """What leaves the machine: messages and arguments only when `on`, everything through `scrub`."""
-
-    on: bool = False
-    scrub: Scrub | None = None
-
-    def text(self, text: str) -> str:
-        return self.scrub.redact(text) if self.scrub is not None else text
-
-    def json(self, value: Any) -> str:
-        return self.text(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
-
-
 def plan_session(events: Sequence[dict[str, Any]], pairs: Iterable[FeedbackRow], content: Content) -> Plan:
     """The spans of `events` (one session's, in recorded order; a run of whole turns), with the
     feedback of `pairs` and of the approvals and reviews among the events."""
@@ -132,6 +111,7 @@ class _Builder:
         self.turns: list[SpanPlan] = []
         self.verdicts: list[Verdict] = []
         self.session: dict[str, Any] = {}
+        self.session_id = ""
         self.model = ""
         self.turn: SpanPlan | None = None
         self.chats: dict[int, SpanPlan] = {}  # this turn's model calls, by step
@@ -145,6 +125,7 @@ class _Builder:
     def add(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         self.last_ts = max(self.last_ts, float(event.get("ts") or 0.0))
+        self.session_id = self.session_id or str(event.get("session_id") or "")
         if kind == "session_started":
             self.session = event
             self.model = str(event.get("model") or "")
@@ -171,7 +152,7 @@ class _Builder:
 
     def _common(self) -> dict[str, Any]:
         return {
-            "gen_ai.conversation.id": self.session.get("session_id") or "",
+            "gen_ai.conversation.id": self.session_id,
             "gen_ai.agent.name": AGENT_NAME,
         }
 
@@ -186,7 +167,7 @@ class _Builder:
         if self.session.get("frontend"):
             attributes["teachback.frontend"] = self.session["frontend"]
         if self.content.on:
-            attributes["gen_ai.input.messages"] = self.content.json([_message(event.get("message"), "user")])
+            attributes["gen_ai.input.messages"] = self.content.json([message_parts(event.get("message"), "user")])
             if self.session.get("system_prompt"):
                 attributes["gen_ai.system_instructions"] = self.content.json(
                     [{"type": "text", "content": self.session["system_prompt"]}]
@@ -267,7 +248,7 @@ class _Builder:
     def _answered(self, plan: SpanPlan, message: dict[str, Any]) -> None:
         plan.attributes["gen_ai.response.finish_reasons"] = ["tool_calls" if message.get("tool_calls") else "stop"]
         if self.content.on:
-            plan.attributes["gen_ai.output.messages"] = self.content.json([_message(message, "assistant")])
+            plan.attributes["gen_ai.output.messages"] = self.content.json([message_parts(message, "assistant")])
 
     def _call_started(self, event: dict[str, Any]) -> None:
         call_id, name = str(event["call_id"]), str(event.get("name") or "")
@@ -364,51 +345,8 @@ def _pair_verdict(pair: FeedbackRow, builder: _Builder, content: Content) -> Ver
     )
 
 
-def mask(text: str, arguments: Any) -> str:
-    """`text` with every string among `arguments` (a call's arguments, parsed or raw), and every
-    long line of one, replaced by MASK."""
-    values = sorted(set(_strings(arguments)), key=len, reverse=True)
-    for value in values:
-        text = text.replace(value, MASK)
-    return text
-
-
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        if len(value.strip()) >= MASK_MIN_LENGTH:
-            yield value
-            for line in value.splitlines():
-                if len(line.strip()) >= 2 * MASK_MIN_LENGTH:
-                    yield line.strip()
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
-
-
 def provider(model: str) -> str:
     """gen_ai.provider.name: litellm's provider prefix of the model string (teachback's own providers
     are `teachback`)."""
     prefix = model.split("/", 1)[0] if "/" in model else "openai"
     return AGENT_NAME if prefix in OWN_PROVIDERS else prefix
-
-
-def _message(message: Any, role: str) -> dict[str, Any]:
-    """A conversation message in the GenAI conventions' message shape (role and parts)."""
-    message = message if isinstance(message, dict) else {}
-    parts: list[dict[str, Any]] = []
-    if message.get("content"):
-        parts.append({"type": "text", "content": message["content"]})
-    for call in message.get("tool_calls") or []:
-        function = call.get("function") or {}
-        parts.append(
-            {
-                "type": "tool_call",
-                "id": call.get("id"),
-                "name": function.get("name"),
-                "arguments": function.get("arguments"),
-            }
-        )
-    return {"role": message.get("role") or role, "parts": parts}

@@ -22,9 +22,10 @@ from agent.config import ConfigError, Settings, load_settings
 from agent.protocol import UserInput
 from agent.runtime import open_session
 from feedback_store import attach, open_store
+from feedback_store.otel.content import MASK, Content, mask
 from feedback_store.otel.export import feedback_rows
 from feedback_store.otel.live import CLOSE_TIMEOUT
-from feedback_store.otel.spans import MASK, Content, mask, plan_session
+from feedback_store.otel.spans import plan_session
 from feedback_store.redact import Redactor
 from tests.conftest import call, turn
 from tests.store.test_redact import chars
