@@ -242,12 +242,20 @@ def _validated(settings: Settings, source: str) -> Settings:
             raise ConfigError(f"{source}: {f.name} {problem}")
     if not settings.model.strip():
         raise ConfigError(f"{source}: model must not be empty (e.g. anthropic/claude-sonnet-4-5).")
-    if settings.otlp_endpoint and not settings.otlp_endpoint.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"{source}: otlp_endpoint must be an http:// or https:// base URL (e.g. http://localhost:4318), "
-            f"got {settings.otlp_endpoint!r}."
-        )
+    problem = otlp_endpoint_problem(settings.otlp_endpoint) if settings.otlp_endpoint else None
+    if problem:
+        raise ConfigError(f"{source}: otlp_endpoint {problem}")
     return settings
+
+
+def otlp_endpoint_problem(url: str) -> str | None:
+    """What is wrong with an OTLP/HTTP base URL (the setting, or `teachback export --otlp`), or None."""
+    if not url.startswith(("http://", "https://")):
+        return f"must be an http:// or https:// base URL (e.g. http://localhost:4318), got {url!r}."
+    if url.rstrip("/").endswith(("/v1/traces", "/v1/logs")):
+        base = url.rstrip("/").rsplit("/v1/", 1)[0]
+        return f"is a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT: spans go to it + /v1/traces. Give {base!r}."
+    return None
 
 
 def _problem(f: dataclasses.Field, value: Any) -> str | None:

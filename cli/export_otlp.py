@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agent.config import otlp_endpoint_problem
 from cli.options import EXIT_USAGE, configured_db
 
 EXIT_NOT_SENT = 1
@@ -15,12 +16,9 @@ def export_otlp_main(args: argparse.Namespace) -> int:
     from feedback_store.otel.export import export_otlp
     from feedback_store.otel.send import OtlpUnavailable
 
-    if not args.otlp.startswith(("http://", "https://")):
-        print(
-            f"teachback export: --otlp takes an http:// or https:// base URL (e.g. http://localhost:4318), "
-            f"got {args.otlp!r}.",
-            file=sys.stderr,
-        )
+    problem = otlp_endpoint_problem(args.otlp)
+    if problem:
+        print(f"teachback export: --otlp {problem}", file=sys.stderr)
         return EXIT_USAGE
     ignored = [flag for flag, value in (("--format", args.format), ("--out", args.out), ("--hub", args.hub)) if value]
     if ignored:

@@ -168,6 +168,8 @@ def test_the_setting_takes_only_http_urls(tmp_path):
     assert load_settings(None, env={"TEACHBACK_OTLP_ENDPOINT": "http://localhost:4318"}).otlp_endpoint
     with pytest.raises(ConfigError, match="otlp_endpoint must be an http:// or https:// base URL"):
         load_settings(None, env={"TEACHBACK_OTLP_ENDPOINT": "localhost:4318"})
+    with pytest.raises(ConfigError, match="Give 'http://localhost:4318'"):
+        load_settings(None, env={"TEACHBACK_OTLP_ENDPOINT": "http://localhost:4318/v1/traces"})
 
 
 def test_export_needs_a_format_and_a_file_or_an_otlp_url(teachback_home, capsys):
@@ -176,7 +178,7 @@ def test_export_needs_a_format_and_a_file_or_an_otlp_url(teachback_home, capsys)
     assert main(["export"]) == 2
     assert "--format and --out required (or --otlp ENDPOINT" in capsys.readouterr().err
     assert main(["export", "--otlp", "localhost:4318"]) == 2
-    assert "--otlp takes an http:// or https:// base URL" in capsys.readouterr().err
+    assert "--otlp must be an http:// or https:// base URL" in capsys.readouterr().err
     assert main(["export", "--otlp", "http://localhost:4318", "--format", "sft"]) == 2
     assert "--format do nothing with --otlp" in capsys.readouterr().err
 
