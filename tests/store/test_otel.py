@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import http.server
+import os
 import re
 import socket
 import subprocess
@@ -257,3 +258,19 @@ def test_spans_and_evaluation_logs_go_as_protobuf_compressed_only_when_asked(
     assert (record_.trace_id, record_.span_id) == (failed.trace_id, failed.span_id)
     assert {a.key: a.value.string_value for a in record_.attributes}["gen_ai.evaluation.score.label"] == "fail"
     assert session_id in str(failed.attributes)
+
+
+def test_the_command_line_says_how_many_spans_a_down_receiver_dropped(git_repo, script):
+    model = script(turn(call("read_file", {"path": "app.py"})), turn(call("finish", {"summary": "read it"})))
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    command = [sys.executable, "-m", "cli", "run", "--workspace", str(git_repo), "--model", model]
+    done = subprocess.run(
+        [*command, "--approval", "full-auto", "read app.py"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ | {"TEACHBACK_OTLP_ENDPOINT": endpoint},
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"teachback: OpenTelemetry: 0 of 5 spans sent to {endpoint}/v1/traces; 5 dropped (" in done.stderr
+    assert "Connection refused" in done.stderr and "Traceback" not in done.stderr
