@@ -35,6 +35,7 @@ class Verdict:
     explanation: str | None
     ts: float
     attributes: dict[str, Any] = field(default_factory=dict)
+    event_id: str | None = None  # the event it was recorded at, for one that judges no call
 
     def event_attributes(self) -> dict[str, Any]:
         found = {
@@ -93,8 +94,8 @@ def plan_session(events: Sequence[dict[str, Any]], pairs: Iterable[FeedbackRow],
     loose = []
     for verdict in verdicts:
         target = spans.get(f"tool:{verdict.call_id}") if verdict.call_id else None
-        if target is None and verdict.call_id is None and builder.turns:
-            target = builder.turns[-1]  # a pair with no call (an imported interruption): the last turn
+        if target is None and verdict.call_id is None:  # no call (an interrupted reply): on its turn
+            target = builder.event_turns.get(verdict.event_id or "") or (builder.turns[-1] if builder.turns else None)
         if target is None:
             loose.append(verdict)
         else:
@@ -120,12 +121,15 @@ class _Builder:
         self.arguments: dict[str, Any] = {}  # call id -> the arguments it was sent with
         self.event_calls: dict[str, str] = {}  # event id -> the call it belongs to
         self.edit_calls: dict[str, str] = {}  # edit id -> the call that made it
+        self.event_turns: dict[str, SpanPlan] = {}  # event id -> the turn it came in
         self.last_ts = 0.0
 
     def add(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         self.last_ts = max(self.last_ts, float(event.get("ts") or 0.0))
         self.session_id = self.session_id or str(event.get("session_id") or "")
+        if self.turn is not None:
+            self.event_turns[str(event.get("id"))] = self.turn
         if kind == "session_started":
             self.session = event
             self.model = str(event.get("model") or "")
@@ -342,6 +346,7 @@ def _pair_verdict(pair: FeedbackRow, builder: _Builder, content: Content) -> Ver
         builder.explain(pair.feedback, call_id),
         pair.created_at,
         attributes,
+        pair.failure_event_id,
     )
 
 

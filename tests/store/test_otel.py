@@ -274,3 +274,22 @@ def test_the_command_line_says_how_many_spans_a_down_receiver_dropped(git_repo, 
     assert done.returncode == 0, done.stderr
     assert f"teachback: OpenTelemetry: 0 of 5 spans sent to {endpoint}/v1/traces; 5 dropped (" in done.stderr
     assert "Connection refused" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_imported_sessions_plan_with_every_pair_on_a_span(teachback_home):
+    from cli.entry import main
+
+    logs = Path(__file__).parent / "data" / "agent_logs"
+    assert main(["import", "claude-code", str(logs / "claude-code")]) == 0
+    assert main(["import", "codex", str(logs / "codex")]) == 0
+    with open_store(teachback_home / "feedback.db") as store:
+        placed, pairs = [], 0
+        for session_id in sorted(store.session_ids()):
+            rows = feedback_rows(store, session_id)
+            pairs += len(rows)
+            plan = plan_session(store.events(session_id), rows, Content())
+            assert plan.loose == []
+            placed += [(s.name.split()[0], v.name) for s in plan.spans for v in s.verdicts if "teachback.pair.id" in v.attributes]
+    assert pairs and len(placed) == pairs
+    assert ("invoke_agent", "teachback.user") in placed  # a reply interrupted and corrected in words: its turn
+    assert {name for kind, name in placed if kind == "execute_tool"} >= {"teachback.tool", "teachback.test"}
