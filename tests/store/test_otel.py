@@ -289,7 +289,12 @@ def test_imported_sessions_plan_with_every_pair_on_a_span(teachback_home):
             pairs += len(rows)
             plan = plan_session(store.events(session_id), rows, Content())
             assert plan.loose == []
-            placed += [(s.name.split()[0], v.name) for s in plan.spans for v in s.verdicts if "teachback.pair.id" in v.attributes]
+            placed += [
+                (s.name.split()[0], v.name)
+                for s in plan.spans
+                for v in s.verdicts
+                if "teachback.pair.id" in v.attributes
+            ]
     assert pairs and len(placed) == pairs
     assert ("invoke_agent", "teachback.user") in placed  # a reply interrupted and corrected in words: its turn
     assert {name for kind, name in placed if kind == "execute_tool"} >= {"teachback.tool", "teachback.test"}
