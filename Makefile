@@ -4,6 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 TRAIN_STAMP := $(VENV)/.installed-train
+# Harbor (its ATIF trajectory models) needs Python 3.12 or newer: a venv of its own, pinned, for the
+# tests that check teachback's trajectories with Harbor's own models.
+PYTHON312 ?= $(shell command -v python3.12 || command -v python3.13 || echo python3.12)
+HARBOR_VENV := .venv-harbor
+HARBOR_STAMP := $(HARBOR_VENV)/.installed
+HARBOR_VERSION := 0.25.0
 # Arize Phoenix, the OTLP receiver the OpenTelemetry tests start, in a venv of its own: its
 # dependencies must not move the versions teachback's venv holds.
 PHOENIX_VENV := .venv-phoenix
@@ -11,7 +17,7 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 # llama-cpp-python has no wheel for this platform and builds from source once (pip caches it).
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF -DGGML_NATIVE=OFF
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint bench clean harbor
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +37,13 @@ $(TRAIN_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,local,otel,train]'
 	touch $(TRAIN_STAMP)
 
+$(HARBOR_STAMP): Makefile
+	test -x $(HARBOR_VENV)/bin/python || $(PYTHON312) -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/python -m pip install --quiet harbor==$(HARBOR_VERSION)
+	touch $(HARBOR_STAMP)
+
+harbor: $(HARBOR_STAMP)
+
 $(PHOENIX_STAMP):
 	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)
 	$(PHOENIX_VENV)/bin/python -m pip install --quiet --upgrade pip
@@ -40,7 +53,7 @@ $(PHOENIX_STAMP):
 # One worker per core; each test file stays on one worker, so its fixtures (a recorded session) are
 # built once, and the converted models once for both workers. The files that run the embedded model
 # start first (tests/conftest.py). The slowest tests are listed at the end.
-test: $(TRAIN_STAMP) $(PHOENIX_STAMP) lint
+test: $(TRAIN_STAMP) $(HARBOR_STAMP) $(PHOENIX_STAMP) lint
 	$(PY) -m pytest -q -n auto --dist loadfile --durations=25
 
 # ruff's lint rules and formatting, as pyproject.toml chooses them.
@@ -56,4 +69,4 @@ bench: $(STAMP)
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(PHOENIX_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(HARBOR_VENV) $(PHOENIX_VENV) build *.egg-info .pytest_cache

@@ -73,6 +73,9 @@ class Settings:
     mcp_startup_timeout: float = _number(30.0, above=True)  # seconds for a server to start and list its tools
     mcp_call_timeout: float = _number(120.0, above=True)  # seconds for one MCP tool call
     repo_map_tokens: int = _number(1024)
+    # Project instructions (AGENTS.md, CLAUDE.md: agent/instructions.py): bytes a session shows in all
+    # (each file at most 32 KiB); 0 reads none.
+    instructions_bytes: int = _number(64 * 1024)
     # Lessons from recorded failures and their fixes (feedback_store/lessons/lessons.py): a block of at most
     # lessons_tokens in the system prompt, and a few lessons after a failing tool call. lessons_scope:
     # this workspace's only, the user's whole store, or that and the team stores named in lessons_db.

@@ -10,8 +10,9 @@ from typing import Any
 
 from agent.approval import ApprovalPolicy
 from agent.call_runner import CallRunner
-from agent.config import settings_dict
+from agent.config import settings_dict, teachback_home
 from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
+from agent.instructions import Found, ProjectInstructions
 from agent.interfaces import LessonSource, Model
 from agent.lesson_feed import LessonFeed
 from agent.limits import TurnLimits
@@ -89,6 +90,8 @@ class Session:
             repository=repository,
             emit=self.emit,
         )
+        self.instructions = ProjectInstructions(self.workspace, teachback_home(), self.settings.instructions_bytes)
+        self.instructions.resume(self.messages)
         self.calls = CallRunner(
             session_id=self.id,
             context=context,
@@ -96,6 +99,7 @@ class Session:
             messages=self.messages,
             guard=self.guard,
             feed=self.feed,
+            instructions=self.instructions,
             emit=self.emit,
             interruptible=self.limits.interruptible,
         )
@@ -244,9 +248,11 @@ class Session:
         self.calls.start_turn(self.turn)
         self.guard.start_turn()
         self.context.changes.start_turn()
-        message = {"role": "user", "content": _user_content(op)}
+        # The instructions of the folders of the files the user points at come with the message.
+        found = self.instructions.for_paths(ref.path for ref in op.context)
+        message = {"role": "user", "content": _user_content(op) + found.text(start=False)}
         self.messages.append(message)
-        return self.emit(  # type: ignore[return-value]
+        started = self.emit(
             TurnStarted(
                 session_id=self.id,
                 cause_id=op.id,
@@ -256,6 +262,8 @@ class Session:
                 context=[ref.to_dict() for ref in op.context],
             )
         )
+        self.calls.notify(found, started.id)
+        return started  # type: ignore[return-value]
 
     async def _start_servers(self) -> tuple[str, ...]:
         """Start the tool servers (once, in parallel, each within its start-up timeout) and add their
@@ -272,8 +280,9 @@ class Session:
         if self.messages:
             return
         prompt = await asyncio.to_thread(self._system_prompt, first)
+        instructions: Found = await asyncio.to_thread(self.instructions.at_start)
         block = await asyncio.to_thread(self.feed.session_block, first)
-        prompt += block.text if block else ""
+        prompt += instructions.text(start=True) + (block.text if block else "")
         self.messages.append({"role": "system", "content": prompt})
         started = self.emit(
             SessionStarted(
@@ -289,6 +298,7 @@ class Session:
             )
         )
         self.feed.show(block, "session_start", started.id)
+        self.calls.notify(instructions, started.id)
 
 
 def _user_content(op: UserInput) -> str:

@@ -35,7 +35,7 @@ COMMANDS = {
         "lessons_main",
     ),
     "import": Command(
-        "import Claude Code or Codex CLI sessions (and their feedback pairs)",
+        "import Claude Code or Codex CLI sessions, or any agent's ATIF trajectories (and their feedback pairs)",
         "cli.team",
         "add_import_arguments",
         "import_main",

@@ -38,7 +38,8 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         "--out",
         metavar="PATH",
         help=f"output file (.jsonl; .parquet for {', '.join(k for k, f in FORMATS.items() if f.parquet)}); "
-        "a folder with --hub; required unless --otlp",
+        "a folder with --hub; for atif, a folder of <session-id>.json files unless PATH ends in .jsonl; "
+        "required unless --otlp",
     )
     parser.add_argument(
         "--otlp",
