@@ -101,6 +101,12 @@ class Settings:
     # folder itself, which `teachback acp` otherwise refuses as a session's folder. Only the user's config
     # and the environment count: a workspace's own teachback.toml cannot widen itself.
     broad_workspaces: tuple[str, ...] = ()
+    # Sessions sent live as OpenTelemetry GenAI spans to this OTLP/HTTP base URL (as
+    # OTEL_EXPORTER_OTLP_ENDPOINT gives one, e.g. http://localhost:4318); None: not sent. The other
+    # OTEL_EXPORTER_OTLP_* variables (headers, compression, timeout) apply. Messages, arguments and
+    # results go with the spans only when otlp_content is on (redacted as in exports).
+    otlp_endpoint: str | None = None
+    otlp_content: bool = False
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"
@@ -225,7 +231,20 @@ def _validated(settings: Settings, source: str) -> Settings:
             raise ConfigError(f"{source}: {f.name} {problem}")
     if not settings.model.strip():
         raise ConfigError(f"{source}: model must not be empty (e.g. anthropic/claude-sonnet-4-5).")
+    problem = otlp_endpoint_problem(settings.otlp_endpoint) if settings.otlp_endpoint else None
+    if problem:
+        raise ConfigError(f"{source}: otlp_endpoint {problem}")
     return settings
+
+
+def otlp_endpoint_problem(url: str) -> str | None:
+    """What is wrong with an OTLP/HTTP base URL (the setting, or `teachback export --otlp`), or None."""
+    if not url.startswith(("http://", "https://")):
+        return f"must be an http:// or https:// base URL (e.g. http://localhost:4318), got {url!r}."
+    if url.rstrip("/").endswith(("/v1/traces", "/v1/logs")):
+        base = url.rstrip("/").rsplit("/v1/", 1)[0]
+        return f"is a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT: spans go to it + /v1/traces. Give {base!r}."
+    return None
 
 
 def _problem(f: dataclasses.Field, value: Any) -> str | None:

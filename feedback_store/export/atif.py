@@ -68,7 +68,7 @@ def export_atif(
         scrub = unrooted(redactor, stores)  # the workspace folders as the placeholder root, then redaction
         for store in stores:
             shares = resolve(store.query) if shared_only else {}
-            for session_id in _sessions(store, include_flagged, model, since):
+            for session_id in exported_sessions(store, include_flagged, model, since):
                 if shared_only and not shares[session_id].shared:
                     left[shares[session_id].reason] += 1
                     continue
@@ -108,7 +108,7 @@ def export_atif(
     return count, dict(left), out, card
 
 
-def _sessions(store: Store, include_flagged: bool, model: str | None, since: float | str | None) -> list[str]:
+def exported_sessions(store: Store, include_flagged: bool, model: str | None, since: float | str | None) -> list[str]:
     where, params = ["1 = 1"], []
     if not include_flagged:
         where.append("NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = s.id)")
