@@ -47,7 +47,9 @@ COMMANDS = {
         "stop sharing sessions, a repository or a workspace", "cli.team", "add_share_arguments", "unshare_main"
     ),
     "merge": Command("merge feedback stores into one team store", "cli.team", "add_merge_arguments", "merge_main"),
-    "mcp": Command("allow or revoke the MCP servers a workspace defines", "cli.mcp", "add_mcp_arguments", "mcp_main"),
+    "mcp": Command(
+        "allow or revoke the MCP servers and hooks a workspace defines", "cli.mcp", "add_mcp_arguments", "mcp_main"
+    ),
     "lsp": Command("run the language server (stdio unless --tcp)", "cli.doors", "add_lsp_arguments", "lsp_main"),
     "acp": Command(
         "run the Agent Client Protocol agent on stdio (an editor's agent panel)",
