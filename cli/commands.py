@@ -21,7 +21,7 @@ COMMANDS = {
         "restore the working tree to the last checkpoint", "cli.workspace", "add_undo_arguments", "undo_main"
     ),
     "doctor": Command(
-        "check git, the model, the database, the configuration and MCP servers",
+        "check git, the model, the database, the configuration, MCP servers and hooks",
         "cli.workspace",
         "add_doctor_arguments",
         "doctor_main",

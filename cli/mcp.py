@@ -69,11 +69,6 @@ def mcp_main(args: argparse.Namespace) -> int:
 
 def hooks_lines(root: Path) -> list[str]:
     """One line per hook: what it runs on, where it comes from, and whether it runs."""
-    from agent.hooks.config import load_hooks
+    from agent.hooks.config import hook_checks
 
-    found = load_hooks(root)
-    lines = [f"hook {h.describe()}  [{h.source}] runs" for h in found.hooks]
-    lines += [f"hook {h.describe()}  [{h.source}] not allowed yet" for h in found.withheld]
-    lines += [f"hook {h.describe()}  [{h.source}] skipped: it runs teachback capture" for h in found.skipped]
-    lines += [f"hook {h.describe()}  [{h.source}] {h.problem}" for h in found.broken]
-    return lines or [f"No hooks are configured for {root}."]
+    return [f"{name}: {detail}" for name, _, detail in hook_checks(root)]

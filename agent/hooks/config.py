@@ -124,7 +124,7 @@ def load_hooks(workspace: Path) -> HookSet:
     return HookSet(
         hooks=tuple(h for h in usable if not CAPTURE.search(h.command)),
         broken=tuple(h for h in everything if h.problem is not None),
-        skipped=tuple(h for h in usable if CAPTURE.search(h.command)),
+        skipped=tuple(h for h in [*user, *own] if h.problem is None and CAPTURE.search(h.command)),
         withheld=() if trusted else tuple(h for h in own if h.problem is None and not CAPTURE.search(h.command)),
         changed=not trusted and allowed is not None,
     )
@@ -232,3 +232,18 @@ def _hook(event: str, matcher: str, entry: Any, source: str, claude: bool) -> Ho
 def _broken(event: str, source: str, problem: str, command: Any = None) -> HookConfig:
     shown = command if isinstance(command, str) else ""
     return HookConfig(event, shown, source, problem=f"this hook cannot be used: {problem}")
+
+
+def hook_checks(workspace: Path) -> list[tuple[str, bool, str]]:
+    """`teachback doctor`'s lines about hooks (name, ok, detail): each hook, where it comes from,
+    and whether it runs; an entry that cannot be used fails."""
+    found = load_hooks(workspace)
+    if not (found.hooks or found.withheld or found.skipped or found.broken):
+        return [("hooks", True, "none configured")]
+    checks = [(f"hook {h.describe()}", True, f"runs [{h.source}]") for h in found.hooks]
+    checks += [(f"hook {h.describe()}", True, f"not allowed yet [{h.source}]") for h in found.withheld]
+    checks += [(f"hook {h.describe()}", True, f"skipped: it runs teachback capture [{h.source}]") for h in found.skipped]
+    checks += [(f"hook {h.describe()}", False, f"{h.problem} [{h.source}]") for h in found.broken]
+    if found.withheld:
+        checks.append(("hooks of this workspace", True, found.notice(Path(workspace).resolve()) or ""))
+    return checks
