@@ -242,7 +242,9 @@ def hook_checks(workspace: Path) -> list[tuple[str, bool, str]]:
         return [("hooks", True, "none configured")]
     checks = [(f"hook {h.describe()}", True, f"runs [{h.source}]") for h in found.hooks]
     checks += [(f"hook {h.describe()}", True, f"not allowed yet [{h.source}]") for h in found.withheld]
-    checks += [(f"hook {h.describe()}", True, f"skipped: it runs teachback capture [{h.source}]") for h in found.skipped]
+    checks += [
+        (f"hook {h.describe()}", True, f"skipped: it runs teachback capture [{h.source}]") for h in found.skipped
+    ]
     checks += [(f"hook {h.describe()}", False, f"{h.problem} [{h.source}]") for h in found.broken]
     if found.withheld:
         checks.append(("hooks of this workspace", True, found.notice(Path(workspace).resolve()) or ""))

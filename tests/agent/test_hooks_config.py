@@ -17,7 +17,8 @@ from tests.agent.hooks_helpers import claude_settings, toml_hooks
 def test_teachback_toml_and_claude_settings_use_the_same_keys(tmp_path, teachback_home):
     toml_hooks(teachback_home / "teachback.toml", "PreToolUse", "edit_file|run_command", "./check.sh", timeout=5)
     claude_settings(
-        tmp_path, {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./c.sh", "timeout": 7}]}]}
+        tmp_path,
+        {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./c.sh", "timeout": 7}]}]},
     )
     assert load_settings(tmp_path).model  # a [hooks] table is not an unknown setting
     mine = load_hooks(tmp_path)
@@ -122,7 +123,9 @@ def test_json_output_and_what_cannot_be_read():
         body = {"hookSpecificOutput": {"hookEventName": "PreToolUse", **specific}, **top}
         return read_verdict("PreToolUse", ran(0, json.dumps(body)), 1)
 
-    assert pre({"permissionDecision": "deny", "permissionDecisionReason": "no"}) == Verdict(decision="deny", reason="no")
+    assert pre({"permissionDecision": "deny", "permissionDecisionReason": "no"}) == Verdict(
+        decision="deny", reason="no"
+    )
     assert pre({"permissionDecision": "ask"}).decision == "ask"
     assert pre({"updatedInput": {"path": "b"}, "additionalContext": "note"}).updated_input == {"path": "b"}
     assert pre({"permissionDecision": "maybe"}).problem and pre({"permissionDecision": "maybe"}).decision is None
@@ -130,13 +133,19 @@ def test_json_output_and_what_cannot_be_read():
     assert read_verdict("PreToolUse", ran(0, json.dumps({"decision": "block", "reason": "old"})), 1).decision == "deny"
     allow = {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}}
     assert read_verdict("PermissionRequest", ran(0, json.dumps(allow)), 1).decision == "allow"
-    assert read_verdict("PreToolUse", ran(0, "[1]"), 1).problem == "printed text that is not a JSON object; it was ignored"
+    assert (
+        read_verdict("PreToolUse", ran(0, "[1]"), 1).problem == "printed text that is not a JSON object; it was ignored"
+    )
     assert "not a JSON object" in (read_verdict("PreToolUse", ran(0, "{" * 200_000), 1).problem or "")
     assert read_verdict("UserPromptSubmit", ran(0, "plain context"), 1) == Verdict(context="plain context")
 
 
 def test_deny_wins_over_ask_and_ask_over_allow():
-    allow, ask, deny = Verdict(decision="allow"), Verdict(decision="ask", reason="?"), Verdict(decision="deny", reason="x")
+    allow, ask, deny = (
+        Verdict(decision="allow"),
+        Verdict(decision="ask", reason="?"),
+        Verdict(decision="deny", reason="x"),
+    )
     assert combine([allow, ask, deny]).decision == "deny" and combine([allow, ask]).decision == "ask"
     assert combine([allow, Verdict(updated_input={"a": 1})]) == Verdict(decision="allow", updated_input={"a": 1})
     assert combine([deny, Verdict(updated_input={"a": 1})]).updated_input is None

@@ -26,7 +26,9 @@ if "fetch" in event["tool_input"]["command"]:
 async def test_a_blocked_call_and_the_next_that_worked_are_a_hook_pair_in_every_format(
     git_repo, script, teachback_home, tmp_path
 ):
-    toml_hooks(teachback_home / "teachback.toml", "PreToolUse", "Bash|run_command", hook_script(tmp_path, "h", NO_FETCH))
+    toml_hooks(
+        teachback_home / "teachback.toml", "PreToolUse", "Bash|run_command", hook_script(tmp_path, "h", NO_FETCH)
+    )
     db = tmp_path / "feedback.db"
     blocked = call("run_command", {"command": "sh fetch-lib.sh lib.py"}, "c1")
     worked = call("run_command", {"command": "cp util.py lib.py"}, "c2")
