@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.hooks.command import run_hook
+from agent.hooks.command import Ran, run_hook
 from agent.hooks.config import HookConfig
 from agent.hooks.verdicts import Verdict, combine, read_verdict
 from agent.protocol import ErrorEvent, Event, HookRan
@@ -95,7 +95,11 @@ class Hooks:
     async def _one(
         self, config: HookConfig, sent: dict[str, Any], call_id: str | None, cause: str | None, out
     ) -> Verdict:
-        ran = await run_hook(config.command, sent, timeout=config.timeout, root=self.root)
+        try:
+            ran = await run_hook(config.command, sent, timeout=config.timeout, root=self.root)
+        except (OSError, ValueError, RuntimeError) as exc:  # a hook must never end the turn: it is skipped
+            log.exception("running the %s hook %r failed", config.event, config.command)
+            ran = Ran(None, start_error=f"{type(exc).__name__}: {exc}")
         verdict = read_verdict(config.event, ran, config.timeout)
         out(self._ran(config.event, config.command, config.source, verdict, call_id, cause, ran.exit_code, ran.ms))
         if verdict.problem is not None:

@@ -220,3 +220,25 @@ async def test_a_stop_hook_keeps_the_turn_going_once(git_repo, script, teachback
     assert ran.finished.reason == "answered" and (git_repo / "tested").exists()
     said = [m for m in ran.session.messages if m["role"] == "user"]
     assert said[-1]["content"].endswith("run the tests first")
+
+
+async def test_permission_request_hooks_answer_before_the_user_is_asked(git_repo, script, teachback_home, tmp_path):
+    answer = hook_script(
+        tmp_path,
+        "permission",
+        """
+behavior = "allow" if event["tool_name"] == "run_command" else "deny"
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                  "decision": {"behavior": behavior, "message": "edits wait for review"}}}))
+""",
+    )
+    toml_hooks(user_toml(teachback_home), "PermissionRequest", "", answer)
+    edit = call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Howdy"})
+    ran = await run_session(
+        git_repo, script(turn(call("run_command", {"command": "touch ok"})), turn(edit)), approval="ask"
+    )
+    command, edited = ran.of(ToolCallFinished)
+    assert not ran.of(ApprovalRequested)  # nobody was asked
+    assert command.ok and (git_repo / "ok").exists()
+    assert edited.error_kind == "denied" and "edits wait for review" in edited.result
+    assert "Hello" in (git_repo / "app.py").read_text()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from agent.config import load_settings
-from agent.hooks.command import Ran
+from agent.hooks.command import Ran, run_hook
 from agent.hooks.config import HookConfig, load_hooks
 from agent.hooks.verdicts import Verdict, combine, read_verdict
 from cli.entry import main
@@ -149,3 +149,14 @@ def test_deny_wins_over_ask_and_ask_over_allow():
     assert combine([allow, ask, deny]).decision == "deny" and combine([allow, ask]).decision == "ask"
     assert combine([allow, Verdict(updated_input={"a": 1})]) == Verdict(decision="allow", updated_input={"a": 1})
     assert combine([deny, Verdict(updated_input={"a": 1})]).updated_input is None
+
+
+async def test_a_flood_of_output_is_cut_and_a_hook_that_never_reads_its_input_does_not_stall(tmp_path):
+    flood = "python3 -c \"import sys; sys.stdout.write('x' * 5_000_000); sys.stderr.write('y' * 5_000_000)\""
+    done = await run_hook(flood, {"n": 1}, timeout=60, root=tmp_path)
+    assert done.exit_code == 0 and len(done.stdout) < 70_000 and done.stdout.endswith("more bytes dropped]")
+    assert len(done.stderr) < 70_000
+    deaf = await run_hook("true", {"tool_input": {"content": "z" * 3_000_000}}, timeout=60, root=tmp_path)
+    assert deaf.exit_code == 0 and not deaf.timed_out
+    missing = await run_hook("/no/such/hook", {}, timeout=60, root=tmp_path)
+    assert missing.exit_code == 127  # the shell's "not found": a non-blocking error, reported
