@@ -12,6 +12,7 @@ import pytest
 
 from agent.protocol import ApprovalRequested, ErrorEvent, HookRan, SessionStarted, ToolCallFinished, ToolCallStarted
 from cli.entry import main
+from feedback_store import open_store
 from tests.agent.hooks_helpers import claude_settings, hook_script, run_session, toml_hooks
 from tests.conftest import call, turn
 
@@ -216,10 +217,13 @@ async def test_a_stop_hook_keeps_the_turn_going_once(git_repo, script, teachback
     model = script(
         turn(content="done"), turn(call("run_command", {"command": "touch tested"})), turn(content="now done")
     )
-    ran = await run_session(git_repo, model)
+    ran = await run_session(git_repo, model, db=tmp_path / "f.db")
     assert ran.finished.reason == "answered" and (git_repo / "tested").exists()
     said = [m for m in ran.session.messages if m["role"] == "user"]
     assert said[-1]["content"].endswith("run the tests first")
+    store = open_store(tmp_path / "f.db")
+    assert store.conversation(ran.session.id) == ran.session.messages  # the hook's message is recorded in place
+    store.close()
 
 
 async def test_permission_request_hooks_answer_before_the_user_is_asked(git_repo, script, teachback_home, tmp_path):
