@@ -66,6 +66,7 @@ STOP_REASONS = {
     "interrupted": "cancelled",
     "max_tokens": "max_tokens",
     "refusal": "refusal",
+    "blocked": "refusal",
 }
 
 

@@ -14,6 +14,7 @@ from agent.approval import ApprovalPolicy
 from agent.call_path import CallPath, declined, prepare
 from agent.checkpoint import Checkpoint
 from agent.exits import LoopExit
+from agent.hooks.runner import Hooks
 from agent.instructions import Found, ProjectInstructions, paths_named
 from agent.lesson_feed import LessonFeed
 from agent.loop_guard import LoopGuard
@@ -50,6 +51,7 @@ class CallRunner:
         guard: LoopGuard,
         feed: LessonFeed,
         instructions: ProjectInstructions,
+        hooks: Hooks,
         emit: Callable[[Event], Event],
         interruptible: Callable[[Awaitable[Any], float], Awaitable[Any]],
     ) -> None:
@@ -64,7 +66,7 @@ class CallRunner:
         self.turn = 0
         self._pending: dict[str, asyncio.Future[ApprovalDecision]] = {}
         self._checkpoint: Checkpoint | None = None
-        self.path = CallPath(context, policy, guard, known_failure=feed.known_failure, interruptible=interruptible)
+        self.path = CallPath(context, policy, guard, hooks=hooks, interruptible=interruptible)
 
     def start_turn(self, turn: int) -> None:
         self.turn = turn
@@ -104,7 +106,7 @@ class CallRunner:
             )
         )
         try:
-            result = await self.path.result(prepared, _Recorded(self, call_id, started.id), deadline)
+            result = await self.path.result(prepared, _Recorded(self, call_id, started.id), deadline, call_id)
         except LoopExit as exit_:  # stopped mid-call: the call still gets its result message
             stopped = error(f"Stopped before this call completed: {exit_.summary}", "interrupted")
             self.finish(call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000)

@@ -27,6 +27,7 @@ EMBEDDED_MODEL = "local/smollm2"
 # repeat one sentence) until a much larger cap.
 REPLY_TOKENS = 256
 SERVERS_TABLE = "mcp_servers"  # [mcp_servers.NAME] in a config file: read by agent.mcp.config
+HOOKS_TABLE = "hooks"  # [[hooks.EVENT]] in a config file: read by agent.hooks.config
 
 
 class ConfigError(Exception):
@@ -157,8 +158,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: 'teachback' must be a table (a [teachback] header with the settings under it), got {data!r}."
         )
-    # MCP servers are tables of their own, read by agent.mcp.config, not settings.
-    return {k.replace("-", "_"): v for k, v in data.items() if k.replace("-", "_") != SERVERS_TABLE}
+    # MCP servers and hooks are tables of their own, read by agent.mcp.config and agent.hooks.config.
+    return {k.replace("-", "_"): v for k, v in data.items() if k.replace("-", "_") not in (SERVERS_TABLE, HOOKS_TABLE)}
 
 
 def _merge(settings: Settings, values: dict[str, Any], source: str) -> Settings:

@@ -1,5 +1,5 @@
-"""`teachback doctor`: check what teachback needs (MCP servers included), and say how to fix what is
-missing."""
+"""`teachback doctor`: check what teachback needs (MCP servers and hooks included), and say how to fix
+what is missing."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def run_checks(
         results.append(_check_model(settings))
         results.append(_check_instructions(workspace, settings))
         results.extend(_check_mcp(workspace, settings))
+        results.extend(_check_hooks(workspace))
     for name, ok, detail in results:
         out.write(f"{'ok ' if ok else 'FAIL'} {name}: {detail}\n")
     failed = [name for name, ok, _ in results if not ok]
@@ -119,6 +120,12 @@ def _check_mcp(workspace: Path, settings: Settings) -> list[Check]:
     from agent.mcp.doctor import server_checks  # starts each configured server, as a session would
 
     return server_checks(workspace, settings)
+
+
+def _check_hooks(workspace: Path) -> list[Check]:
+    from agent.hooks.config import hook_checks  # each hook, where it comes from, and whether it runs
+
+    return hook_checks(workspace)
 
 
 def _check_scripted(model: str) -> Check:

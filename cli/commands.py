@@ -21,7 +21,7 @@ COMMANDS = {
         "restore the working tree to the last checkpoint", "cli.workspace", "add_undo_arguments", "undo_main"
     ),
     "doctor": Command(
-        "check git, the model, the database, the configuration and MCP servers",
+        "check git, the model, the database, the configuration, MCP servers and hooks",
         "cli.workspace",
         "add_doctor_arguments",
         "doctor_main",
@@ -59,7 +59,9 @@ COMMANDS = {
         "stop sharing sessions, a repository or a workspace", "cli.team", "add_share_arguments", "unshare_main"
     ),
     "merge": Command("merge feedback stores into one team store", "cli.team", "add_merge_arguments", "merge_main"),
-    "mcp": Command("allow or revoke the MCP servers a workspace defines", "cli.mcp", "add_mcp_arguments", "mcp_main"),
+    "mcp": Command(
+        "allow or revoke the MCP servers and hooks a workspace defines", "cli.mcp", "add_mcp_arguments", "mcp_main"
+    ),
     "lsp": Command("run the language server (stdio unless --tcp)", "cli.doors", "add_lsp_arguments", "lsp_main"),
     "acp": Command(
         "run the Agent Client Protocol agent on stdio (an editor's agent panel)",

@@ -66,7 +66,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         "as datasets.load_dataset and a dataset hub read it",
     )
     parser.add_argument("--license", default="other", help="the license the --hub card declares (default: other)")
-    parser.add_argument("--source", help="only pairs from this source: schema, tool, lint, test, user, monitor")
+    parser.add_argument("--source", help="only pairs from this source: schema, tool, lint, test, user, hook, monitor")
     parser.add_argument("--since", help="only pairs recorded on or after this date/time (ISO, e.g. 2025-06-01)")
     parser.add_argument("--model", help="only pairs from sessions with this model string")
     parser.add_argument(

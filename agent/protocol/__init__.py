@@ -133,6 +133,7 @@ FinishReason = Literal[
     "interrupted",
     "stuck",  # the model kept re-sending the same call (or cycle of calls) after being told it changes nothing
     "error",  # the model could not be reached or failed for good
+    "blocked",  # a hook blocked the prompt, or stopped the turn (`continue: false`)
 ]
 
 ErrorKind = Literal[
@@ -461,6 +462,29 @@ class LessonsShown(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class HookRan(Event):
+    """A hook ran for one of the session's events (agent.hooks): a command hook from the user's or the
+    workspace's configuration, or a built-in one (the lessons guard). `updated_input` is a call as a
+    hook rewrote it (the call as sent is its ToolCallStarted's `arguments`). `message` is what the
+    event's hooks put into the conversation (a Stop hook's reason, sent to the model as a user
+    message): carried by the one HookRan that sums up those hooks, with `hook` naming the event."""
+
+    hook_event: str  # SessionStart, UserPromptSubmit, PreToolUse, PermissionRequest, PostToolUse, ...
+    hook: str  # the command line, or the built-in hook's name
+    source: str  # the file that defined it, or "built-in"
+    call_id: str | None = None
+    decision: str | None = None  # allow | deny | ask | block
+    reason: str = ""
+    updated_input: dict[str, Any] | None = None
+    context: str = ""
+    exit_code: int | None = None
+    duration_ms: float = 0.0
+    problem: str | None = None  # it crashed, hung or printed what cannot be read
+    message: dict[str, Any] | None = None
+    type: ClassVar[str] = "hook_ran"
+
+
+@dataclass(frozen=True, kw_only=True)
 class ErrorEvent(Event):
     message: str
     kind: str = "error"
@@ -485,6 +509,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TurnFinished,
         ErrorEvent,
         LessonsShown,
+        HookRan,
     )
 }
 
@@ -529,7 +554,7 @@ def conversation_from_events(events: list[Event]) -> tuple[list[dict[str, Any]],
             tools = event.tools
         elif isinstance(event, (TurnStarted, AssistantMessage)):
             messages.append(event.message)
-        elif isinstance(event, ToolCallFinished) and event.message is not None:
+        elif isinstance(event, (ToolCallFinished, HookRan)) and event.message is not None:
             messages.append(event.message)
     return messages, tools
 

@@ -36,6 +36,7 @@ from agent.protocol import (
     EditApplied,
     EditReviewed,
     Event,
+    HookRan,
     ModelUsage,
     SessionStarted,
     ToolCallFinished,
@@ -642,6 +643,11 @@ def _turn_finished(conn: sqlite3.Connection, event: TurnFinished, row: dict[str,
     )
 
 
+def _hook_ran(conn: sqlite3.Connection, event: HookRan, row: dict[str, Any]) -> None:
+    if event.message is not None:  # a Stop hook's reason, sent to the model: part of the conversation
+        _add_message(conn, event.session_id, event.id, event.message)
+
+
 # Each handler writes an event's table rows, given its events row (large values as blob markers).
 HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event, dict[str, Any]], None]] = {
     SessionStarted: _session_started,  # type: ignore[dict-item]
@@ -654,4 +660,5 @@ HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event, dict[str, Any]]
     ApprovalResolved: _approval_resolved,  # type: ignore[dict-item]
     EditReviewed: _edit_reviewed,  # type: ignore[dict-item]
     TurnFinished: _turn_finished,  # type: ignore[dict-item]
+    HookRan: _hook_ran,  # type: ignore[dict-item]
 }
