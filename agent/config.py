@@ -16,7 +16,9 @@ from typing import Any
 
 from agent.paths import CONFIG_FILE, teachback_home, user_config_path
 
-APPROVAL_MODES = ("read-only", "ask", "auto-edit", "full-auto")
+# plan: reads and searches only, edits and commands refused when they are called, and each turn ends
+# with a plan for the user to approve (agent.plan_mode).
+APPROVAL_MODES = ("read-only", "plan", "ask", "auto-edit", "full-auto")
 # grammar: a JSON-schema response_format (OpenAI json_schema form); json_object: the same schema in the
 # {"type": "json_object", "schema": ...} form that llama-cpp-python's server takes.
 TOOL_MODES = ("native", "text", "grammar", "json_object")

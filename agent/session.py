@@ -4,13 +4,14 @@ repeat until the model answers without a call or calls `finish`, or a limit stop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.approval import ApprovalPolicy
 from agent.call_runner import CallRunner
-from agent.config import settings_dict, teachback_home
+from agent.config import APPROVAL_MODES, settings_dict, teachback_home
 from agent.exits import Answered, Blocked, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
 from agent.hooks.config import HookSet
 from agent.hooks.runner import Hooks
@@ -21,6 +22,7 @@ from agent.limits import TurnLimits
 from agent.listeners import Listeners
 from agent.loop_guard import LoopGuard
 from agent.model import ModelError, ModelReply
+from agent.plan_mode import PLAN, Planning
 from agent.protocol import (
     ApprovalDecision,
     AssistantDelta,
@@ -30,11 +32,14 @@ from agent.protocol import (
     Event,
     HookRan,
     Interrupt,
+    ModeChanged,
     ModelUsage,
     Op,
     ReviewEdit,
     ReviewFile,
+    ReviewPlan,
     SessionStarted,
+    SetMode,
     TurnFinished,
     TurnStarted,
     Undo,
@@ -85,6 +90,8 @@ class Session:
         self.limits = TurnLimits(self.settings)
         self.guard = LoopGuard()
         self._running = False
+        self.plans = Planning(self.id, self.emit)
+        self._said: str | None = None  # the last AssistantMessage: the one a plan-mode turn ends with
         self.lessons = lessons
         self.feed = LessonFeed(
             lessons,
@@ -129,6 +136,8 @@ class Session:
             ReviewFile: self.review.review_file,
             CorrectEdit: self.review.record_correction,
             Undo: self.review.undo,
+            SetMode: self._set_mode,
+            ReviewPlan: self._review_plan,
         }
 
     # -- the protocol: Ops in, Events out ---------------------------------------------------------
@@ -158,6 +167,26 @@ class Session:
 
     async def _interrupted(self, op: Interrupt) -> None:
         self.interrupt()
+
+    async def _set_mode(self, op: SetMode) -> ModeChanged:
+        """Judge the calls from the next one on by `op.mode`; leaving plan mode approves a waiting plan."""
+        if op.mode not in APPROVAL_MODES:
+            raise ValueError(f"unknown approval mode {op.mode!r}; known: {', '.join(APPROVAL_MODES)}")
+        previous = self.policy.mode
+        if previous == PLAN and op.mode != PLAN:
+            self.plans.reviewed(True, None, op.mode)
+        self.policy = dataclasses.replace(self.policy, mode=op.mode)
+        self.calls.path.policy = self.policy
+        return self.emit(ModeChanged(session_id=self.id, cause_id=op.id, mode=op.mode, previous=previous))  # type: ignore[return-value]
+
+    async def _review_plan(self, op: ReviewPlan) -> TurnFinished:
+        """Approve the waiting plan (and implement it in the chosen mode) or send it back (and plan again)."""
+        if self._running:
+            raise RuntimeError("a turn is running in this session; review the plan once it has ended")
+        mode, instruction = self.plans.verdict(op)
+        if mode != self.policy.mode:
+            await self._set_mode(SetMode(mode=mode))
+        return await self.run(UserInput(text=instruction))
 
     def last_turn_changes(self) -> list[FileChange]:
         return self.review.last_turn_changes()
@@ -195,6 +224,7 @@ class Session:
             self.emit(ErrorEvent(session_id=self.id, cause_id=started.id, kind="internal", message=summary))
         finally:
             self._running = False
+        self.plans.turn_ended(reason, summary, self.turn, self.policy.mode, self._said)
         return self.emit(
             TurnFinished(
                 session_id=self.id,
@@ -222,6 +252,7 @@ class Session:
         said = self.emit(
             AssistantMessage(session_id=self.id, cause_id=cause, step=step, message=reply.message, text=reply.text)
         )
+        self._said = said.id
         self.emit(ModelUsage.from_reply(reply, session_id=self.id, cause_id=said.id, model=self.model.name, step=step))
         self.limits.spend(reply)
         return reply, said.id
@@ -314,6 +345,8 @@ class Session:
         blocked, context = await self._prompt_blocked(op)
         if blocked is not None:
             return blocked
+        self.plans.turn_starting(op.text, self.policy.mode)
+        self._said = None
         self.turn += 1
         self._continued = 0
         self.limits.start_turn()
@@ -322,10 +355,8 @@ class Session:
         self.context.changes.start_turn()
         # The instructions of the folders of the files the user points at come with the message.
         found = self.instructions.for_paths(ref.path for ref in op.context)
-        message = {
-            "role": "user",
-            "content": _user_content(op) + found.text(start=False) + (f"\n\n{context}" if context else ""),
-        }
+        content = _user_content(op) + found.text(start=False) + (f"\n\n{context}" if context else "")
+        message = {"role": "user", "content": self.plans.turn_text(content, self.policy.mode)}
         self.messages.append(message)
         started = self.emit(
             TurnStarted(

@@ -119,6 +119,27 @@ class Undo(Op):
     type: ClassVar[str] = "undo"
 
 
+@dataclass(frozen=True, kw_only=True)
+class SetMode(Op):
+    """Switch the approval mode (agent.config.APPROVAL_MODES) from the next call on; leaving plan mode
+    while a plan waits approves it. Answered by a ModeChanged."""
+
+    mode: str
+    type: ClassVar[str] = "set_mode"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewPlan(Op):
+    """The user's verdict on the plan waiting for review: approved, the session switches to `mode`
+    and implements it; sent back, `comment` is the reason and it plans again. Answered by the
+    TurnFinished of the turn that follows."""
+
+    approved: bool
+    comment: str | None = None
+    mode: str = "auto-edit"
+    type: ClassVar[str] = "review_plan"
+
+
 # ---------------------------------------------------------------------------------------------
 # Events: what a session tells its subscribers
 
@@ -413,6 +434,38 @@ class TurnUndone(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModeChanged(Event):
+    """The approval mode changed (a SetMode, or an approved plan's chosen mode)."""
+
+    mode: str
+    previous: str
+    type: ClassVar[str] = "mode_changed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanProposed(Event):
+    """A plan-mode turn ended with a plan (its final answer), waiting for the user's ReviewPlan.
+    `message_id` is the AssistantMessage that holds it."""
+
+    plan: str
+    turn: int
+    message_id: str | None = None
+    type: ClassVar[str] = "plan_proposed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanReviewed(Event):
+    """The user's verdict on the plan `plan_id`: approved (the session goes on in `mode`), or sent
+    back with `comment` as the reason (recorded as a `user` feedback pair)."""
+
+    plan_id: str
+    approved: bool
+    mode: str
+    comment: str | None = None
+    type: ClassVar[str] = "plan_reviewed"
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(Event):
     turn: int
     reason: FinishReason
@@ -510,6 +563,9 @@ EVENT_TYPES: dict[str, type[Event]] = {
         ErrorEvent,
         LessonsShown,
         HookRan,
+        ModeChanged,
+        PlanProposed,
+        PlanReviewed,
     )
 }
 
@@ -528,7 +584,8 @@ def event_from_json(text: str) -> Event:
 
 
 OP_TYPES: dict[str, type[Op]] = {
-    cls.type: cls for cls in (UserInput, ApprovalDecision, Interrupt, ReviewEdit, ReviewFile, CorrectEdit, Undo)
+    cls.type: cls
+    for cls in (UserInput, ApprovalDecision, Interrupt, ReviewEdit, ReviewFile, CorrectEdit, Undo, SetMode, ReviewPlan)
 }
 
 

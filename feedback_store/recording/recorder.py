@@ -38,6 +38,8 @@ from agent.protocol import (
     Event,
     HookRan,
     ModelUsage,
+    PlanProposed,
+    PlanReviewed,
     SessionStarted,
     ToolCallFinished,
     ToolCallStarted,
@@ -49,7 +51,7 @@ from feedback_store import event_blobs, provenance
 from feedback_store.errors import StoreError
 from feedback_store.event_blobs import JSON, TEXT
 from feedback_store.hashing import canonical_json, content_hash, message_json, ordered_json, row_json
-from feedback_store.recording import monitor, pairs, renders
+from feedback_store.recording import monitor, pairs, plans, renders
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
@@ -532,6 +534,7 @@ def _edit_applied(conn: sqlite3.Connection, event: EditApplied, row: dict[str, A
         ),
     )
     _step(conn, event, "pairs", lambda: pairs.on_edit(conn, event, seq))
+    _step(conn, event, "plans", lambda: plans.on_edit(conn, event, seq))
     if seq is not None:
         _step(conn, event, "monitor", lambda: _check_edit(conn, event, seq))
 
@@ -661,4 +664,6 @@ HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event, dict[str, Any]]
     EditReviewed: _edit_reviewed,  # type: ignore[dict-item]
     TurnFinished: _turn_finished,  # type: ignore[dict-item]
     HookRan: _hook_ran,  # type: ignore[dict-item]
+    PlanProposed: lambda conn, event, row: plans.on_plan_proposed(conn, event),  # type: ignore[dict-item]
+    PlanReviewed: lambda conn, event, row: plans.on_plan_reviewed(conn, event),  # type: ignore[dict-item]
 }
