@@ -29,6 +29,7 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    SetSessionModeResponse,
 )
 
 from acp_server.prompting import mcp_entries, user_input
@@ -86,7 +87,7 @@ class TeachbackAgent:
         session = self._session_for(cwd, new_id(), mcp_servers)
         self.sessions[session.id] = session
         self._spawn(session.open(self._take_spare()))  # its worker opens while the editor waits for a prompt
-        return NewSessionResponse(session_id=session.id)
+        return NewSessionResponse(session_id=session.id, modes=session.modes())
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -105,7 +106,7 @@ class TeachbackAgent:
             raise
         self.sessions[session_id] = session
         self._spawn(session.open(self._take_spare()))
-        return LoadSessionResponse()
+        return LoadSessionResponse(modes=session.modes())
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         session = self._session(session_id)
@@ -113,6 +114,10 @@ class TeachbackAgent:
         if not op.text and not op.context:
             raise RequestError.invalid_params({"details": "the prompt holds no text; type an instruction"})
         return PromptResponse(stop_reason=await session.prompt(op))
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        await self._session(session_id).set_mode(mode_id)
+        return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)
