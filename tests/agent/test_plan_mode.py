@@ -4,6 +4,7 @@ refused when it is called, a plan sent back is a `user` pair, and approval imple
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
@@ -25,6 +26,7 @@ from agent.protocol import (
 )
 from agent.runtime import open_session
 from feedback_store import attach, open_store
+from feedback_store.export.export import export
 from tests.conftest import call, git, turn
 
 EDIT = call("edit_file", {"path": "app.py", "old_text": "Hello", "new_text": "Hi"})
@@ -123,6 +125,14 @@ def test_a_plan_sent_back_is_a_user_pair_and_approval_implements_it(git_repo, sc
     assert "Use Howdy, and old.txt must go" in pair.feedback
     assert pair.correction is not None and pair.correction["content"] == PLAN_TWO
     store.close()
+    # the next plan is what the plan should have been: every format that trains on a correction has it
+    for fmt in ("sdpo", "dpo", "sft"):
+        export([tmp_path / "f.db"], fmt, tmp_path / f"{fmt}.jsonl", source="user", tokenizer="estimate")
+    (sdpo,) = [json.loads(line) for line in (tmp_path / "sdpo.jsonl").read_text().splitlines()]
+    assert sdpo["error_kind"] == "plan_sent_back" and sdpo["correction"]["content"] == PLAN_TWO
+    (dpo,) = [json.loads(line) for line in (tmp_path / "dpo.jsonl").read_text().splitlines()]
+    assert dpo["chosen"] == [{"role": "assistant", "content": PLAN_TWO}]
+    assert dpo["rejected"] == [{"role": "assistant", "content": PLAN_ONE}]
 
 
 def test_a_message_in_plan_mode_sends_the_plan_back_and_set_mode_approves_it(git_repo, script, tmp_path):
