@@ -222,3 +222,12 @@ def test_the_cli_plans_takes_the_reason_then_approval_and_the_edits_land(git_rep
         ("user", None, "plan_sent_back"),
     }
     store.close()
+
+
+def test_the_language_server_takes_plan_as_its_approval_option(git_repo):
+    from lsp_server.options import resolve_options
+
+    resolved = resolve_options({"approval": "plan"}, git_repo)
+    assert resolved.problems == () and resolved.options.settings.approval == "plan"
+    wrong = resolve_options({"approval": 3}, git_repo)
+    assert '"plan"' in wrong.problems[0] and wrong.options.settings.approval == "ask"
