@@ -7,6 +7,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+from acp import RequestError
+
+from acp_server.session import AcpSession, ClientOffers
+from acp_server.updates import plan_entries
+from agent.config import Settings
 from feedback_store import open_store
 from tests.acp.conftest import of_kind, said
 
@@ -54,3 +60,14 @@ def test_a_plan_is_refused_nothing_sent_back_with_a_reason_then_approved_and_imp
     assert sent_back.error_kind == "plan_sent_back" and "say Howdy instead" in sent_back.feedback
     assert sent_back.completion["content"].startswith("1. Change the greeting in app.py to Hi.")
     assert sent_back.correction["content"] == "1. Change the greeting in app.py to Howdy."
+
+
+async def test_an_unknown_mode_is_a_clear_error_and_a_plan_reads_as_its_steps(tmp_path: Path) -> None:
+    session = AcpSession(None, "s1", tmp_path, Settings(), ClientOffers(), [])
+    with pytest.raises(RequestError) as refused:
+        await session.set_mode("yolo")  # refused before any agent process starts
+    assert "unknown mode 'yolo'" in str(refused.value.data) and "plan" in str(refused.value.data)
+    await session.close()
+    steps = plan_entries("Intro.\n1. Read app.py\n2) Edit it\n- Run the tests\nDone.")
+    assert [e.content for e in steps] == ["Read app.py", "Edit it", "Run the tests"]
+    assert [e.content for e in plan_entries("  Just change the greeting.  ")] == ["Just change the greeting."]
