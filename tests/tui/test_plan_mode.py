@@ -12,6 +12,7 @@ from feedback_store import open_store
 from tests.conftest import call, git, turn
 from tests.tui.helpers import make_app, send, session_ready, wait_for
 from tui.screens.modals import PlanModal
+from tui.screens.review import ReviewScreen
 from tui.widgets.status_bar import StatusBar
 
 PLAN_ONE = "1. Greet with Hi in app.py."
@@ -53,9 +54,9 @@ async def test_plan_mode_from_the_key_to_the_approved_edit(git_repo: Path, scrip
         )
         await pilot.press("ctrl+y")
         await wait_for(pilot, lambda: "Howdy" in (git_repo / "app.py").read_text(), what="the edit")
-        await wait_for(pilot, lambda: not app.main_screen.turn_running, what="the turn to end")
+        # the turn's end is shown: its edit opens the review
+        await wait_for(pilot, lambda: isinstance(app.screen, ReviewScreen), what="the review of the edit")
         assert status.approval == "auto-edit"
-        await app.action_quit()
 
     store = open_store(db)
     pairs = store.pairs()
