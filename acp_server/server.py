@@ -34,6 +34,7 @@ from acp.schema import (
     SessionCapabilities,
     SessionListCapabilities,
     SessionResumeCapabilities,
+    SetSessionModeResponse,
 )
 
 from acp_server.commands import command_in
@@ -97,7 +98,7 @@ class TeachbackAgent:
         self.sessions[session.id] = session
         self._spawn(session.open(self._take_spare()))  # its worker opens while the editor waits for a prompt
         session.advertise()
-        return NewSessionResponse(session_id=session.id)
+        return NewSessionResponse(session_id=session.id, modes=session.modes())
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -117,7 +118,7 @@ class TeachbackAgent:
         self.sessions[session_id] = session
         self._spawn(session.open(self._take_spare()))
         session.advertise()
-        return LoadSessionResponse()
+        return LoadSessionResponse(modes=session.modes())
 
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None, **kwargs: Any
@@ -135,7 +136,7 @@ class TeachbackAgent:
         self.sessions[session_id] = session
         self._spawn(session.open(self._take_spare()))
         session.advertise()
-        return ResumeSessionResponse()
+        return ResumeSessionResponse(modes=session.modes())
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -161,6 +162,10 @@ class TeachbackAgent:
         if command is not None:
             return PromptResponse(stop_reason=await session.command(command))
         return PromptResponse(stop_reason=await session.prompt(op))
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        await self._session(session_id).set_mode(mode_id)
+        return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)

@@ -18,16 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acp import RequestError, update_agent_message_text
-from acp.schema import PermissionOption, ToolCallUpdate
+from acp import RequestError, text_block, tool_content, update_agent_message_text
+from acp.schema import PermissionOption, SessionMode, SessionModeState, ToolCallUpdate
 
 from acp_server import commands
 from acp_server.terminals import EditorTerminals
 from acp_server.updates import STOP_REASONS, Translator, approval_content, describe, tool_call_id
 from acp_server.worker import READ, WORKER_ARGV, WRITE, open_params
 from acp_server.worker_terminal import RUN
-from agent.config import Settings
-from agent.protocol import ApprovalDecision, ApprovalRequested, Event, TurnFinished, UserInput
+from agent.config import APPROVAL_MODES, Settings
+from agent.protocol import (
+    ApprovalDecision,
+    ApprovalRequested,
+    Event,
+    ModeChanged,
+    PlanProposed,
+    ReviewPlan,
+    SetMode,
+    TurnFinished,
+    UserInput,
+)
 from agent.remote import RemoteError, RemoteSession, WorkerStopped
 
 log = logging.getLogger(__name__)
@@ -37,6 +47,14 @@ OPTIONS = [
     PermissionOption(option_id="allow_always", name="Always allow in this session", kind="allow_always"),
     PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
     PermissionOption(option_id="reject_always", name="Always reject in this session", kind="reject_always"),
+]
+
+# A plan asked about when a plan-mode turn ends: the option id is the approval mode it goes on in.
+# "Keep planning" leaves it waiting: the next prompt, still in plan mode, sends it back as its reason.
+PLAN_OPTIONS = [
+    PermissionOption(option_id="auto-edit", name="Yes, and edit without asking", kind="allow_once"),
+    PermissionOption(option_id="ask", name="Yes, and ask before each edit", kind="allow_once"),
+    PermissionOption(option_id="plan", name="No, keep planning", kind="reject_once"),
 ]
 
 
@@ -85,6 +103,8 @@ class AcpSession:
         self.translator = Translator(root)
         self.recorded = False  # the session has a history in the store (a load, or a worker that died)
         self.warnings: list[str] = []
+        self.mode = settings.approval  # the session's approval mode, as its ModeChanged events say
+        self.plan: PlanProposed | None = None  # the plan the running prompt's turn ended with
         self.terminals = EditorTerminals(client, session_id, self._show_terminal)
         self._remote: RemoteSession | None = None
         self._open_lock = asyncio.Lock()
@@ -156,7 +176,11 @@ class AcpSession:
                 self._queue.put_nowait(("text", f"teachback: {warning}\n\n"))
             self.warnings.clear()
             try:
+                self.plan = None
                 finished: TurnFinished = await remote.run(op)
+                if self.plan is not None and self.mode == "plan" and (verdict := await self._ask_plan(self.plan)):
+                    await self._queue.join()
+                    finished = await remote.submit(verdict)  # type: ignore[assignment]
             except WorkerStopped as exc:
                 self.recorded = True  # the next prompt resumes the recorded conversation
                 await self._queue.join()
@@ -172,6 +196,33 @@ class AcpSession:
         if finished.reason == "error":
             raise RequestError.internal_error({"details": finished.summary})
         return STOP_REASONS[finished.reason]
+
+    def modes(self) -> SessionModeState:
+        return SessionModeState(
+            current_mode_id=self.mode, available_modes=[SessionMode(id=mode, name=mode) for mode in APPROVAL_MODES]
+        )
+
+    async def set_mode(self, mode: str) -> None:
+        if mode not in APPROVAL_MODES:
+            raise RequestError.invalid_params({"details": f"unknown mode {mode!r}; one of {', '.join(APPROVAL_MODES)}"})
+        await (await self.open()).submit(SetMode(mode=mode))
+
+    async def _ask_plan(self, plan: PlanProposed) -> ReviewPlan | None:
+        """Approve the plan in a mode, or keep planning (None)."""
+        call = ToolCallUpdate(
+            tool_call_id=tool_call_id(self.translator.turn, "plan"),
+            title="Ready to implement the plan?",
+            kind="switch_mode",
+            status="pending",
+            content=[tool_content(text_block(plan.plan))],
+        )
+        try:
+            response = await self.client.request_permission(session_id=self.id, tool_call=call, options=PLAN_OPTIONS)
+        except (ConnectionError, RequestError) as exc:
+            log.warning("could not ask about the plan: %s", exc)
+            return None
+        chose = getattr(response.outcome, "option_id", "plan")
+        return ReviewPlan(approved=True, mode=chose) if chose in ("auto-edit", "ask") else None
 
     async def command(self, name: str) -> str:
         """Run the slash command `name` (acp_server.commands) instead of a turn; its stop reason."""
@@ -211,6 +262,10 @@ class AcpSession:
 
     def _on_event(self, event: Event) -> None:
         self.terminals.note(event)
+        if isinstance(event, ModeChanged):
+            self.mode = event.mode
+        elif isinstance(event, PlanProposed):
+            self.plan = event
         for update in self.translator.updates(event):
             self._queue.put_nowait(("update", update))
         if isinstance(event, ApprovalRequested):

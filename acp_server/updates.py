@@ -8,20 +8,24 @@ Tool calls are named `t<turn>:<call id>` (models reuse ids across turns; the edi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from acp import (
+    plan_entry,
     start_tool_call,
     text_block,
     tool_content,
     tool_diff_content,
     update_agent_message_text,
     update_agent_thought_text,
+    update_plan,
     update_tool_call,
     update_user_message_text,
 )
+from acp.helpers import update_current_mode
 from acp.schema import Cost, TerminalToolCallContent, ToolCallLocation, UsageUpdate
 
 from agent.protocol import (
@@ -33,7 +37,9 @@ from agent.protocol import (
     ErrorEvent,
     Event,
     LessonsShown,
+    ModeChanged,
     ModelUsage,
+    PlanProposed,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -66,6 +72,7 @@ STOP_REASONS = {
     "interrupted": "cancelled",
     "max_tokens": "max_tokens",
     "refusal": "refusal",
+    "blocked": "refusal",
 }
 
 
@@ -193,6 +200,12 @@ class Translator:
         return found or None
 
 
+def plan_entries(plan: str) -> list[Any]:
+    """A plan's steps as ACP plan entries: its list items, or the whole text as one entry."""
+    steps = [m.group(1) for m in re.finditer(r"^\s*(?:[-*+]|\d+[.)])\s+(.+)$", plan, re.MULTILINE)]
+    return [plan_entry(step.strip()) for step in steps or [plan.strip()]]
+
+
 def describe(name: str, args: dict[str, Any], raw: str) -> tuple[str, str]:
     """A tool call's title and ACP kind."""
     kind = KINDS.get(name, "other")
@@ -243,4 +256,6 @@ _HANDLERS = {
     TurnFinished: Translator._turn_finished,
     ErrorEvent: Translator._error,
     LessonsShown: Translator._lessons,
+    ModeChanged: lambda self, event: [update_current_mode(event.mode)],
+    PlanProposed: lambda self, event: [update_plan(plan_entries(event.plan))],
 }

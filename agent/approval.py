@@ -11,6 +11,8 @@ from typing import Literal
 from agent.config import Settings
 
 Verdict = Literal["allow", "ask", "deny"]
+LOOK_ONLY = ("read-only", "plan")  # modes that refuse edits (and MCP tools no allow_tools rule names)
+PLANNED_ACTIONS = {"edit": "edits (writing, deleting or moving files)", "command": "commands", "call": "MCP tools"}
 Rules = tuple[str, ...]
 # Why a request was declined when nobody answered it (a headless run at the end of its input).
 UNANSWERED = (
@@ -20,9 +22,10 @@ UNANSWERED = (
 
 @dataclass(frozen=True)
 class ApprovalPolicy:
-    """Modes: read-only (no edits, no commands or MCP tool calls unless allowed by a rule), ask (ask
-    before edits, commands and MCP tool calls), auto-edit (ask before commands and MCP tool calls),
-    full-auto (never ask). Command rules are shell-style globs on the command line, tool rules globs
+    """Modes: read-only (no edits, no commands or MCP tool calls unless allowed by a rule), plan (no
+    edits and no commands whatever the rules say, MCP tool calls as in read-only: the agent looks and
+    plans), ask (ask before edits, commands and MCP tool calls), auto-edit (ask before commands and
+    MCP tool calls), full-auto (never ask). Command rules are shell-style globs on the command line, tool rules globs
     on an MCP tool's name (mcp__github__*); deny wins over ask, ask over allow."""
 
     mode: str = "ask"
@@ -49,8 +52,8 @@ class ApprovalPolicy:
         """The verdict on a call of `action`; `command` is a command's line, `tool` an MCP call's tool."""
         if action in ("read", "finish"):
             return "allow"
-        if action == "edit":
-            if self.mode == "read-only":
+        if action == "edit" or (action == "command" and self.mode == "plan"):
+            if self.mode in LOOK_ONLY:
                 return "deny"
             return "ask" if self.mode == "ask" else "allow"
         if action == "call":
@@ -66,7 +69,7 @@ class ApprovalPolicy:
             return "ask"
         if matches(subject, allow):
             return "allow"
-        if self.mode == "read-only":
+        if self.mode in LOOK_ONLY:
             return "deny"
         return "allow" if self.mode == "full-auto" else "ask"
 
@@ -75,6 +78,13 @@ class ApprovalPolicy:
             return (
                 f"A deny_tools rule in the approval policy refuses {tool}. Do not call it again; reach the goal "
                 "another way."
+            )
+        if self.mode == "plan":
+            return (
+                f"Refused: this session is in plan mode, where {PLANNED_ACTIONS.get(action, action + 's')} are "
+                "not allowed until the user approves a plan; nothing was changed. Read and search as you need, "
+                "then reply with your plan (the steps, the files and the changes) as your final answer, without "
+                "a tool call."
             )
         if action == "call":
             return (

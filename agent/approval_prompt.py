@@ -7,7 +7,11 @@ import sys
 from typing import TextIO
 
 from agent.approval import UNANSWERED
-from agent.protocol import ApprovalDecision, ApprovalRequested, Event
+from agent.protocol import ApprovalDecision, ApprovalRequested, Event, ReviewPlan
+
+# What each answer to the plan prompt approves the plan to go on in.
+PLAN_ANSWERS = {"a": "auto-edit", "s": "ask", "f": "full-auto"}
+PLAN_QUESTION = "Approve the plan? [a] yes, auto-edit / [s] yes, ask before each edit / [f] yes, full-auto / [r] revise / [q] stop: "
 
 
 class TerminalApprover:
@@ -61,3 +65,24 @@ class NobodyAnswers:
             task = asyncio.get_running_loop().create_task(self.session.submit(decision))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+
+def ask_plan(stdin: TextIO = sys.stdin, stderr: TextIO = sys.stderr) -> ReviewPlan | None:
+    """The user's verdict on the plan a plan-mode turn ended with, asked on the terminal (a pipe works
+    too): approved in the mode they choose, or sent back with their reason. None: stop here (q, or
+    the end of input), the plan left unreviewed."""
+    while True:
+        stderr.write(PLAN_QUESTION)
+        stderr.flush()
+        line = stdin.readline()
+        answer = line.strip().lower()[:1]
+        if not line or answer == "q":
+            return None
+        if answer in PLAN_ANSWERS:
+            return ReviewPlan(approved=True, mode=PLAN_ANSWERS[answer])
+        if answer == "r":
+            stderr.write("Why does it go back? (the agent revises the plan by it): ")
+            stderr.flush()
+            reason = stdin.readline().strip()
+            if reason:
+                return ReviewPlan(approved=False, comment=reason)

@@ -2,10 +2,12 @@
 a replayed sample is labelled by the code that ran the recorded call.
 
 A call is prepared (its tool exists, its arguments match the schema), answered unrun where its
-result is already known (the repeated-call and cycle guards, a known failure), judged by the
-approval policy, run, and its changes written to the workspace. What happens around that differs:
-a session asks its user, keeps a checkpoint and records each edit (`CallHooks`); a replay runs
-unattended (`UNATTENDED`), as a headless session that nobody answers."""
+result is already known (the repeated-call and cycle guards), put to the PreToolUse hooks (the
+built-in lessons guard answers a known failure; a command hook may allow, deny, ask or rewrite it),
+judged by the approval policy (PermissionRequest hooks answer before the user is asked), run, its
+changes written to the workspace, and shown to the PostToolUse (or PostToolUseFailure) hooks. What
+happens around that differs: a session asks its user, keeps a checkpoint and records each edit
+(`CallHooks`); a replay runs unattended (`UNATTENDED`), as a headless session that nobody answers."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.approval import UNANSWERED, ApprovalPolicy
-from agent.exits import LoopExit
+from agent.exits import Blocked, LoopExit
+from agent.hooks.runner import Hooks
+from agent.hooks.verdicts import Verdict
 from agent.loop_guard import LoopGuard, call_key
-from agent.protocol import Lesson
 from agent.protocol.arguments import Arguments
 from agent.syntax import syntax_error
 from agent.toolkit import ModelTool, Toolbox, ToolResult, error
@@ -111,48 +114,80 @@ class CallPath:
         policy: ApprovalPolicy,
         guard: LoopGuard,
         *,
-        known_failure: Callable[[str, str | None], Lesson | None] | None = None,
+        hooks: Hooks | None = None,
         interruptible: Callable[[Awaitable[Any], float], Awaitable[Any]] | None = None,
     ) -> None:
         self.context = context
         self.policy = policy
         self.guard = guard
-        self.known_failure = known_failure
+        self.hooks = hooks
         self.interruptible = interruptible
 
     async def result(
-        self, prepared: PreparedCall | ToolResult, hooks: CallHooks, deadline: float = float("inf")
+        self, prepared: PreparedCall | ToolResult, hooks: CallHooks, deadline: float = float("inf"), call_id: str = ""
     ) -> ToolResult:
         """The result of a prepared call (a schema error is its own result). A LoopExit raised while
-        it runs (the turn was stopped) passes through."""
+        it runs (the turn was stopped, by the user or a hook) passes through."""
         edits = self.guard.edits
         if isinstance(prepared, ToolResult):
             result, key, target = prepared, None, None
         else:
             key, target = prepared.key, prepared.target
-            answer = self._answer_unrun(prepared)
-            result = answer if answer is not None else await self._run(prepared, hooks, deadline)
+            answer = self.guard.check(prepared.tool.name, prepared.kwargs, target)
+            result = answer if answer is not None else await self._hooked(prepared, hooks, deadline, call_id)
         self.guard.cycles.note(key, not result.ok, edits)
         result.target = result.target or target  # a tool may give its target's resolved form (a relative path)
         return result
 
-    def _answer_unrun(self, call: PreparedCall) -> ToolResult | None:
-        """The answer to a call whose result is known without running it (a loop guard's, or a known
-        failure's), or None: run it."""
-        name, target = call.tool.name, call.target
-        answer = self.guard.check(name, call.kwargs, target)
-        if answer is None and self.known_failure is not None and (known := self.known_failure(name, target)):
-            answer = error(
-                f"Not run: {name} on {target} failed before in this repository because it does not exist, "
-                f"and it still does not. {known.text}",
-                "not_found",
-                target=target,
-            )
-        return answer
+    async def _hooked(self, call: PreparedCall, hooks: CallHooks, deadline: float, call_id: str) -> ToolResult:
+        """The call put to its PreToolUse hooks, run as they decide, and its result to the PostToolUse
+        (or PostToolUseFailure) hooks."""
+        before = await self._tool_hooks("PreToolUse", call, call_id)
+        if before.decision == "deny":
+            text = before.reason if before.error_kind != "denied" else blocked(call.tool.name, before.reason)
+            return error(text, before.error_kind, target=call.target)
+        if before.updated_input is not None:
+            rewritten = rewrite(call, before.updated_input)
+            if isinstance(rewritten, ToolResult):
+                return rewritten
+            call = rewritten
+        result = await self._run(call, hooks, deadline, before.decision, call_id)
+        after = await self._tool_hooks(
+            "PostToolUse" if result.ok else "PostToolUseFailure", call, call_id, _response(result)
+        )
+        said = "\n".join(t for t in (before.context, after.context) if t)
+        if said:
+            result.output += f"\n\nHooks add:\n{said}"
+        return result
 
-    async def _run(self, call: PreparedCall, hooks: CallHooks, deadline: float) -> ToolResult:
+    async def _tool_hooks(
+        self, event: str, call: PreparedCall, call_id: str, more: dict[str, Any] | None = None
+    ) -> Verdict:
+        if self.hooks is None or not self.hooks.wants(event, call.tool.name):
+            return Verdict()
+        payload = {"tool_name": call.tool.name, "tool_input": call.kwargs, "tool_use_id": call_id, **(more or {})}
+        verdict = await self.hooks.run(event, payload, subject=call.tool.name, target=call.target, call_id=call_id)
+        if verdict.stop is not None:
+            raise Blocked(verdict.stop)
+        return verdict
+
+    async def _ask(
+        self, call: PreparedCall, hooks: CallHooks, call_id: str, action: str, summary: str, detail: str
+    ) -> str | None:
+        """Ask about a call (None: approved, else the refusal the model reads): the PermissionRequest
+        hooks answer first, and the user is asked only when none of them decides."""
+        verdict = await self._tool_hooks("PermissionRequest", call, call_id)
+        if verdict.decision == "deny":
+            return blocked(call.tool.name, verdict.reason)
+        if verdict.decision == "allow":
+            return None
+        return await hooks.ask(action, summary, detail)
+
+    async def _run(
+        self, call: PreparedCall, hooks: CallHooks, deadline: float, decided: str | None, call_id: str
+    ) -> ToolResult:
         try:
-            return await self._execute(call, hooks, deadline)
+            return await self._execute(call, hooks, deadline, decided, call_id)
         except LoopExit:
             raise
         except Exception as exc:  # no input may end the turn: the model reads what went wrong
@@ -166,19 +201,25 @@ class CallPath:
                 "failed",
             )
 
-    async def _execute(self, call: PreparedCall, hooks: CallHooks, deadline: float) -> ToolResult:
+    async def _execute(
+        self, call: PreparedCall, hooks: CallHooks, deadline: float, decided: str | None, call_id: str
+    ) -> ToolResult:
+        """Run a call the approval policy allows. A PreToolUse hook's allow skips asking (the policy's
+        deny still refuses); its ask asks even where the policy would not."""
         tool, kwargs, target = call.tool, call.kwargs, call.target
         command = tool.roles.command_of(kwargs) or ""
         verdict = self.policy.decide(tool.action, command, tool.name)
         if verdict == "deny":
             return error(self.policy.refusal(tool.action, tool.name), "denied", target=target)
-        if verdict == "ask" and tool.action in ("command", "call"):
+        if decided in ("allow", "ask"):
+            verdict = decided
+        if verdict == "ask" and tool.action != "edit":
             asked = (
                 ("command", f"Run `{command}`", command)
                 if tool.action == "command"
                 else _call_approval(tool.name, kwargs)
             )
-            refusal = await hooks.ask(*asked)
+            refusal = await self._ask(call, hooks, call_id, *asked)
             if refusal is not None:
                 return error(refusal, "denied", target=target)
         if tool.is_async and self.interruptible is not None:
@@ -191,7 +232,7 @@ class CallPath:
             if verdict == "ask":
                 diff = "".join(unified_diff(c.path, c.before, c.after, new_rel=c.new_path) for c in result.changes)
                 summary = ", ".join(f"{c.kind} {c.path}" for c in result.changes)
-                refusal = await hooks.ask("edit", summary, diff)
+                refusal = await self._ask(call, hooks, call_id, "edit", summary, diff)
                 if refusal is not None:
                     return error(refusal, "denied", target=result.target)
             await self._apply(result, hooks)
@@ -227,6 +268,33 @@ class CallPath:
     def _write(self, change: FileChange) -> None:
         self.context.changes.note(change)
         self.context.workspace.write(change)
+
+
+def blocked(name: str, reason: str) -> str:
+    """The refusal the model reads when a hook blocked its call: the hook's own reason is the feedback."""
+    why = reason.strip() or "(it gave no reason)"
+    return f"A hook blocked this {name} call; nothing was run. The hook's reason: {why}"
+
+
+def rewrite(call: PreparedCall, arguments: Any) -> PreparedCall | ToolResult:
+    """The call with the arguments a hook rewrote it to, checked against the tool's schema like any
+    call; a rewrite that does not fit is a tool error (nothing runs)."""
+    problems = call.tool.check(arguments) if isinstance(arguments, dict) else ["they are not a JSON object"]
+    if problems:
+        return error(
+            f"A hook rewrote this {call.tool.name} call to arguments that do not match its schema, so nothing "
+            "was run:\n" + "\n".join(f"- {p}" for p in problems) + f"\nExpected: {call.tool.signature_text()}",
+            "bad_arguments",
+            target=call.target,
+        )
+    return PreparedCall(call.tool, arguments, call.tool.roles.target_of(arguments))
+
+
+def _response(result: ToolResult) -> dict[str, Any]:
+    """A call's result as its PostToolUse (or PostToolUseFailure) hooks are sent it."""
+    if result.ok:
+        return {"tool_response": {"output": result.output, "exit_code": result.exit_code}}
+    return {"error": result.output, "error_kind": result.error_kind, "is_interrupt": result.error_kind == "interrupted"}
 
 
 def _call_approval(name: str, kwargs: dict[str, Any]) -> tuple[str, str, str]:

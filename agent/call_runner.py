@@ -14,6 +14,8 @@ from agent.approval import ApprovalPolicy
 from agent.call_path import CallPath, declined, prepare
 from agent.checkpoint import Checkpoint
 from agent.exits import LoopExit
+from agent.hooks.runner import Hooks
+from agent.instructions import Found, ProjectInstructions, paths_named
 from agent.lesson_feed import LessonFeed
 from agent.loop_guard import LoopGuard
 from agent.protocol import (
@@ -48,6 +50,8 @@ class CallRunner:
         messages: list[dict[str, Any]],
         guard: LoopGuard,
         feed: LessonFeed,
+        instructions: ProjectInstructions,
+        hooks: Hooks,
         emit: Callable[[Event], Event],
         interruptible: Callable[[Awaitable[Any], float], Awaitable[Any]],
     ) -> None:
@@ -56,12 +60,13 @@ class CallRunner:
         self.workspace = context.workspace
         self.messages = messages
         self.feed = feed
+        self.instructions = instructions
         self.emit = emit
         self.interruptible = interruptible
         self.turn = 0
         self._pending: dict[str, asyncio.Future[ApprovalDecision]] = {}
         self._checkpoint: Checkpoint | None = None
-        self.path = CallPath(context, policy, guard, known_failure=feed.known_failure, interruptible=interruptible)
+        self.path = CallPath(context, policy, guard, hooks=hooks, interruptible=interruptible)
 
     def start_turn(self, turn: int) -> None:
         self.turn = turn
@@ -101,12 +106,14 @@ class CallRunner:
             )
         )
         try:
-            result = await self.path.result(prepared, _Recorded(self, call_id, started.id), deadline)
+            result = await self.path.result(prepared, _Recorded(self, call_id, started.id), deadline, call_id)
         except LoopExit as exit_:  # stopped mid-call: the call still gets its result message
             stopped = error(f"Stopped before this call completed: {exit_.summary}", "interrupted")
             self.finish(call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000)
             raise
-        self.finish(call_id, name, result, step, started.id, (time.perf_counter() - clock) * 1000, arguments)
+        named = paths_named(toolbox.roles(name), read.value)
+        ms = (time.perf_counter() - clock) * 1000
+        self.finish(call_id, name, result, step, started.id, ms, arguments, named)
         return result
 
     async def _ask(self, call_id: str, cause: str, action: str, summary: str, detail: str) -> str | None:
@@ -180,11 +187,23 @@ class CallRunner:
         self.context.changes.edits.append(edit)  # type: ignore[arg-type]
 
     def finish(
-        self, call_id: str, name: str, result: ToolResult, step: int, cause: str, ms: float, arguments: str = ""
+        self,
+        call_id: str,
+        name: str,
+        result: ToolResult,
+        step: int,
+        cause: str,
+        ms: float,
+        arguments: str = "",
+        paths: list[str] | None = None,
     ) -> None:
+        """End a call with the message the model reads; `paths` (those the call named) bring the
+        project instructions of their folders not shown yet."""
         lessons = self.feed.for_failure(name, arguments, result)
-        # The message carries the lessons; `result` stays the tool's own text (the pair's feedback).
-        content = result.output + lessons.text if lessons else result.output
+        found = self.instructions.for_paths(paths or ())
+        # The message carries the lessons and instructions; `result` stays the tool's own text (the
+        # pair's feedback).
+        content = result.output + (lessons.text if lessons else "") + found.text(start=False)
         message = {"role": "tool", "tool_call_id": call_id, "content": content}
         self.messages.append(message)
         finished = self.emit(
@@ -200,6 +219,12 @@ class CallRunner:
             )
         )
         self.feed.show(lessons, "tool_result", finished.id, call_id)
+        self.notify(found, finished.id)
+
+    def notify(self, found: Found, cause: str) -> None:
+        """Tell the user about each instructions file left out (the model is not told)."""
+        for notice in found.notices:
+            self.emit(ErrorEvent(session_id=self.id, cause_id=cause, kind="instructions", message=notice))
 
     def skip(self, calls: list[dict[str, Any]], step: int, cause: str) -> None:
         # Every tool call needs a result, or the next request is malformed for most providers.

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-APPROVAL_MODES = ("read-only", "ask", "auto-edit", "full-auto")
+from agent.paths import CONFIG_FILE, teachback_home, user_config_path
+
+# plan: reads and searches only, edits and commands refused when they are called, and each turn ends
+# with a plan for the user to approve (agent.plan_mode).
+APPROVAL_MODES = ("read-only", "plan", "ask", "auto-edit", "full-auto")
 # grammar: a JSON-schema response_format (OpenAI json_schema form); json_object: the same schema in the
 # {"type": "json_object", "schema": ...} form that llama-cpp-python's server takes.
 TOOL_MODES = ("native", "text", "grammar", "json_object")
@@ -24,8 +28,8 @@ EMBEDDED_MODEL = "local/smollm2"
 # replay sample: a tool call needs a few dozen, and a small model that loses its way can ramble (or
 # repeat one sentence) until a much larger cap.
 REPLY_TOKENS = 256
-CONFIG_FILE = "teachback.toml"
 SERVERS_TABLE = "mcp_servers"  # [mcp_servers.NAME] in a config file: read by agent.mcp.config
+HOOKS_TABLE = "hooks"  # [[hooks.EVENT]] in a config file: read by agent.hooks.config
 
 
 class ConfigError(Exception):
@@ -76,6 +80,9 @@ class Settings:
     mcp_startup_timeout: float = _number(30.0, above=True)  # seconds for a server to start and list its tools
     mcp_call_timeout: float = _number(120.0, above=True)  # seconds for one MCP tool call
     repo_map_tokens: int = _number(1024)
+    # Project instructions (AGENTS.md, CLAUDE.md: agent/instructions.py): bytes a session shows in all
+    # (each file at most 32 KiB); 0 reads none.
+    instructions_bytes: int = _number(64 * 1024)
     # Lessons from recorded failures and their fixes (feedback_store/lessons/lessons.py): a block of at most
     # lessons_tokens in the system prompt, and a few lessons after a failing tool call. lessons_scope:
     # this workspace's only, the user's whole store, or that and the team stores named in lessons_db.
@@ -100,6 +107,12 @@ class Settings:
     # folder itself, which `teachback acp` otherwise refuses as a session's folder. Only the user's config
     # and the environment count: a workspace's own teachback.toml cannot widen itself.
     broad_workspaces: tuple[str, ...] = ()
+    # Sessions sent live as OpenTelemetry GenAI spans to this OTLP/HTTP base URL (as
+    # OTEL_EXPORTER_OTLP_ENDPOINT gives one, e.g. http://localhost:4318); None: not sent. The other
+    # OTEL_EXPORTER_OTLP_* variables (headers, compression, timeout) apply. Messages, arguments and
+    # results go with the spans only when otlp_content is on (redacted as in exports).
+    otlp_endpoint: str | None = None
+    otlp_content: bool = False
 
     def db_path(self) -> Path:
         return Path(self.db).expanduser() if self.db else teachback_home() / "feedback.db"
@@ -109,21 +122,6 @@ class Settings:
         known = {f.name: f for f in dataclasses.fields(Settings)}
         given = {k: _coerce(known[k], v, "arguments") for k, v in changes.items() if v is not None}
         return _validated(dataclasses.replace(self, **given), "arguments")
-
-
-def teachback_home() -> Path:
-    env = os.environ.get("TEACHBACK_HOME")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "teachback"
-
-
-def user_config_path() -> Path:
-    if os.environ.get("TEACHBACK_HOME"):
-        return teachback_home() / CONFIG_FILE
-    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(base) / "teachback" / CONFIG_FILE
 
 
 def load_settings(workspace: Path | None = None, env: dict[str, str] | None = None) -> Settings:
@@ -165,8 +163,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"{path}: 'teachback' must be a table (a [teachback] header with the settings under it), got {data!r}."
         )
-    # MCP servers are tables of their own, read by agent.mcp.config, not settings.
-    return {k.replace("-", "_"): v for k, v in data.items() if k.replace("-", "_") != SERVERS_TABLE}
+    # MCP servers and hooks are tables of their own, read by agent.mcp.config and agent.hooks.config.
+    return {k.replace("-", "_"): v for k, v in data.items() if k.replace("-", "_") not in (SERVERS_TABLE, HOOKS_TABLE)}
 
 
 def _merge(settings: Settings, values: dict[str, Any], source: str) -> Settings:
@@ -239,7 +237,20 @@ def _validated(settings: Settings, source: str) -> Settings:
             raise ConfigError(f"{source}: {f.name} {problem}")
     if not settings.model.strip():
         raise ConfigError(f"{source}: model must not be empty (e.g. anthropic/claude-sonnet-4-5).")
+    problem = otlp_endpoint_problem(settings.otlp_endpoint) if settings.otlp_endpoint else None
+    if problem:
+        raise ConfigError(f"{source}: otlp_endpoint {problem}")
     return settings
+
+
+def otlp_endpoint_problem(url: str) -> str | None:
+    """What is wrong with an OTLP/HTTP base URL (the setting, or `teachback export --otlp`), or None."""
+    if not url.startswith(("http://", "https://")):
+        return f"must be an http:// or https:// base URL (e.g. http://localhost:4318), got {url!r}."
+    if url.rstrip("/").endswith(("/v1/traces", "/v1/logs")):
+        base = url.rstrip("/").rsplit("/v1/", 1)[0]
+        return f"is a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT: spans go to it + /v1/traces. Give {base!r}."
+    return None
 
 
 def _problem(f: dataclasses.Field, value: Any) -> str | None:

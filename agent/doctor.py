@@ -1,5 +1,5 @@
-"""`teachback doctor`: check what teachback needs (MCP servers included), and say how to fix what is
-missing."""
+"""`teachback doctor`: check what teachback needs (MCP servers and hooks included), and say how to fix
+what is missing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.config import ConfigError, Settings, config_sources
+from agent.config import ConfigError, Settings, config_sources, teachback_home
 
 Check = tuple[str, bool, str]  # name, ok, detail (how to fix when not ok)
 
@@ -32,7 +32,9 @@ def run_checks(
     if settings is not None:
         results.append(_check_database(settings, open_database))
         results.append(_check_model(settings))
+        results.append(_check_instructions(workspace, settings))
         results.extend(_check_mcp(workspace, settings))
+        results.extend(_check_hooks(workspace))
     for name, ok, detail in results:
         out.write(f"{'ok ' if ok else 'FAIL'} {name}: {detail}\n")
     failed = [name for name, ok, _ in results if not ok]
@@ -97,10 +99,33 @@ def _check_model(settings: Settings) -> Check:
     return ("model", True, f"{model}: credentials present (not called)")
 
 
+def _check_instructions(workspace: Path, settings: Settings) -> Check:
+    """The AGENTS.md / CLAUDE.md files a session reads and when; one it would leave out fails."""
+    from agent.instructions import survey
+    from agent.workspace import Workspace, WorkspaceError
+
+    try:
+        shown, problems = survey(Workspace(workspace), teachback_home(), settings.instructions_bytes)
+    except WorkspaceError as exc:
+        return ("instructions", False, str(exc))
+    detail = "; ".join(shown) or "no AGENTS.md or CLAUDE.md in the workspace or TEACHBACK_HOME"
+    if not problems:
+        return ("instructions", True, detail)
+    left_out = "; ".join(problems)
+    fix = "make each a UTF-8 text file inside the workspace, or remove it"
+    return ("instructions", False, f"left out of what the model sees: {left_out} ({fix}). Read: {detail}")
+
+
 def _check_mcp(workspace: Path, settings: Settings) -> list[Check]:
     from agent.mcp.doctor import server_checks  # starts each configured server, as a session would
 
     return server_checks(workspace, settings)
+
+
+def _check_hooks(workspace: Path) -> list[Check]:
+    from agent.hooks.config import hook_checks  # each hook, where it comes from, and whether it runs
+
+    return hook_checks(workspace)
 
 
 def _check_scripted(model: str) -> Check:

@@ -34,6 +34,12 @@ class Refused(LoopExit):
     reason = "refusal"
 
 
+class Blocked(LoopExit):
+    """A hook blocked the prompt or stopped the turn (`continue: false`)."""
+
+    reason = "blocked"
+
+
 class Interrupted(LoopExit):
     reason = "interrupted"
 

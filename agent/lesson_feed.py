@@ -8,6 +8,8 @@ import logging
 from collections.abc import Callable
 
 from agent.config import Settings
+from agent.hooks.runner import BuiltinHook
+from agent.hooks.verdicts import Verdict
 from agent.interfaces import LessonSource
 from agent.protocol import REPEAT_ERRORS, Event, Lesson, Lessons, LessonsShown, UserInput
 from agent.toolkit import ToolResult
@@ -68,6 +70,21 @@ class LessonFeed:
         if known is not None:
             self.shown.add(known.id)  # its text is in the answer: not shown again after it
         return known
+
+    def guard_hook(self) -> BuiltinHook:
+        """The known-failure guard as a built-in PreToolUse hook: a call this repository's lessons
+        say fails is answered with the lesson before it runs."""
+        return BuiltinHook("lessons", self._known_failure_verdict)
+
+    def _known_failure_verdict(self, name: str, target: str | None) -> Verdict | None:
+        known = self.known_failure(name, target)
+        if known is None:
+            return None
+        reason = (
+            f"Not run: {name} on {target} failed before in this repository because it does not exist, "
+            f"and it still does not. {known.text}"
+        )
+        return Verdict(decision="deny", reason=reason, error_kind="not_found")
 
     def for_failure(self, name: str, arguments: str, result: ToolResult) -> Lessons | None:
         if result.ok or self.source is None or not self.settings.lessons or result.error_kind in NO_LESSONS:

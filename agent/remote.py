@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.listeners import Listeners
-from agent.protocol import Event, Interrupt, Op, TurnFinished, UserInput, event_from_dict
+from agent.protocol import Event, Interrupt, Op, ReviewPlan, TurnFinished, UserInput, event_from_dict
 from agent.workspace import FileChange, Workspace
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class RemoteSession:
 
     async def submit(self, op: Op) -> Event | None:
         """Serve `op` in the child's session; its reply event (see agent.session.Session.submit)."""
-        if isinstance(op, UserInput):
+        if isinstance(op, (UserInput, ReviewPlan)):
             self._changes = []  # a turn that fails leaves no stale changes behind
         answer = await self._request("submit", {"op": op.to_dict()})
         if "changes" in answer:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import Settings
+from agent.hooks.config import load_hooks
 from agent.interfaces import CommandTerminal, LessonSource
 from agent.mcp.config import ServerConfig
 from agent.mcp.servers import session_servers
@@ -34,7 +35,8 @@ def open_session(
 ) -> Session:
     """A session on `workspace` with the configured model. Nothing slow happens here: litellm is
     imported at the first model call, the system prompt (with its repo map) is built at start, and
-    the MCP servers (configured ones, and `mcp_servers` a client names) start with the first turn.
+    the MCP servers (configured ones, and `mcp_servers` a client names) start with the first turn;
+    the configured hooks (agent.hooks) run around its turns and calls.
     `lessons` (from the feedback store, wired by the frontend) adds lessons from earlier sessions;
     `terminal` (an editor's) is where run_command runs its commands."""
     space = Workspace(workspace)
@@ -61,6 +63,7 @@ def open_session(
         repository=repository_identity(space.root),
         lessons=lessons,
         tool_servers=session_servers(space.root, settings, mcp_servers),
+        hooks=load_hooks(space.root),
     )
 
 

@@ -4,20 +4,25 @@ repeat until the model answers without a call or calls `finish`, or a limit stop
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.approval import ApprovalPolicy
 from agent.call_runner import CallRunner
-from agent.config import settings_dict
-from agent.exits import Answered, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
+from agent.config import APPROVAL_MODES, settings_dict, teachback_home
+from agent.exits import Answered, Blocked, Finished, Interrupted, LimitExceeded, LoopExit, ModelFailed
+from agent.hooks.config import HookSet
+from agent.hooks.runner import Hooks
+from agent.instructions import Found, ProjectInstructions
 from agent.interfaces import LessonSource, Model
 from agent.lesson_feed import LessonFeed
 from agent.limits import TurnLimits
 from agent.listeners import Listeners
 from agent.loop_guard import LoopGuard
 from agent.model import ModelError, ModelReply
+from agent.plan_mode import PLAN, Planning
 from agent.protocol import (
     ApprovalDecision,
     AssistantDelta,
@@ -25,12 +30,16 @@ from agent.protocol import (
     CorrectEdit,
     ErrorEvent,
     Event,
+    HookRan,
     Interrupt,
+    ModeChanged,
     ModelUsage,
     Op,
     ReviewEdit,
     ReviewFile,
+    ReviewPlan,
     SessionStarted,
+    SetMode,
     TurnFinished,
     TurnStarted,
     Undo,
@@ -43,6 +52,7 @@ from agent.tools.context import ToolContext
 from agent.workspace import FileChange
 
 log = logging.getLogger(__name__)
+MAX_STOP_CONTINUATIONS = 3  # a turn a Stop hook keeps going, at most this many times
 
 
 class Session:
@@ -60,6 +70,7 @@ class Session:
         repository: str | None = None,
         lessons: LessonSource | None = None,
         tool_servers: ToolServers | None = None,
+        hooks: HookSet | None = None,
     ) -> None:
         self.id = session_id or new_id()
         self.model = model
@@ -79,6 +90,8 @@ class Session:
         self.limits = TurnLimits(self.settings)
         self.guard = LoopGuard()
         self._running = False
+        self.plans = Planning(self.id, self.emit)
+        self._said: str | None = None  # the last AssistantMessage: the one a plan-mode turn ends with
         self.lessons = lessons
         self.feed = LessonFeed(
             lessons,
@@ -89,6 +102,18 @@ class Session:
             repository=repository,
             emit=self.emit,
         )
+        self.instructions = ProjectInstructions(self.workspace, teachback_home(), self.settings.instructions_bytes)
+        self.instructions.resume(self.messages)
+        self.hook_set = hooks or HookSet()
+        self.hooks = Hooks(
+            self.hook_set.hooks,
+            root=self.workspace.root,
+            session_id=self.id,
+            emit=self.emit,
+            builtins=(self.feed.guard_hook(),),
+            permission_mode=self.settings.approval,
+        )
+        self._continued = 0  # times a Stop hook kept this turn going
         self.calls = CallRunner(
             session_id=self.id,
             context=context,
@@ -96,6 +121,8 @@ class Session:
             messages=self.messages,
             guard=self.guard,
             feed=self.feed,
+            instructions=self.instructions,
+            hooks=self.hooks,
             emit=self.emit,
             interruptible=self.limits.interruptible,
         )
@@ -109,6 +136,8 @@ class Session:
             ReviewFile: self.review.review_file,
             CorrectEdit: self.review.record_correction,
             Undo: self.review.undo,
+            SetMode: self._set_mode,
+            ReviewPlan: self._review_plan,
         }
 
     # -- the protocol: Ops in, Events out ---------------------------------------------------------
@@ -139,6 +168,26 @@ class Session:
     async def _interrupted(self, op: Interrupt) -> None:
         self.interrupt()
 
+    async def _set_mode(self, op: SetMode) -> ModeChanged:
+        """Judge the calls from the next one on by `op.mode`; leaving plan mode approves a waiting plan."""
+        if op.mode not in APPROVAL_MODES:
+            raise ValueError(f"unknown approval mode {op.mode!r}; known: {', '.join(APPROVAL_MODES)}")
+        previous = self.policy.mode
+        if previous == PLAN and op.mode != PLAN:
+            self.plans.reviewed(True, None, op.mode)
+        self.policy = dataclasses.replace(self.policy, mode=op.mode)
+        self.calls.path.policy = self.policy
+        return self.emit(ModeChanged(session_id=self.id, cause_id=op.id, mode=op.mode, previous=previous))  # type: ignore[return-value]
+
+    async def _review_plan(self, op: ReviewPlan) -> TurnFinished:
+        """Approve the waiting plan (and implement it in the chosen mode) or send it back (and plan again)."""
+        if self._running:
+            raise RuntimeError("a turn is running in this session; review the plan once it has ended")
+        mode, instruction = self.plans.verdict(op)
+        if mode != self.policy.mode:
+            await self._set_mode(SetMode(mode=mode))
+        return await self.run(UserInput(text=instruction))
+
     def last_turn_changes(self) -> list[FileChange]:
         return self.review.last_turn_changes()
 
@@ -156,11 +205,17 @@ class Session:
     async def run(self, op: UserInput) -> TurnFinished:
         """One turn: ask the model, run its calls, repeat until it is done or a limit stops it."""
         started = await self._start_turn(op)
+        if isinstance(started, TurnFinished):  # a UserPromptSubmit hook blocked the prompt
+            return started
         try:
             while True:
                 step = self.limits.next_step()
                 reply, said = await self._query(step, started.id)
-                await self._act(reply, step, said)
+                try:
+                    await self._act(reply, step, said)
+                except (Answered, Finished) as done:
+                    if not await self._stop_hooks_continue(done, said):
+                        raise
         except LoopExit as exit_:
             reason, summary = exit_.reason, exit_.summary
         except Exception as exc:  # a bug must still end the turn visibly, with the log to look at
@@ -169,6 +224,7 @@ class Session:
             self.emit(ErrorEvent(session_id=self.id, cause_id=started.id, kind="internal", message=summary))
         finally:
             self._running = False
+        self.plans.turn_ended(reason, summary, self.turn, self.policy.mode, self._said)
         return self.emit(
             TurnFinished(
                 session_id=self.id,
@@ -196,6 +252,7 @@ class Session:
         said = self.emit(
             AssistantMessage(session_id=self.id, cause_id=cause, step=step, message=reply.message, text=reply.text)
         )
+        self._said = said.id
         self.emit(ModelUsage.from_reply(reply, session_id=self.id, cause_id=said.id, model=self.model.name, step=step))
         self.limits.spend(reply)
         return reply, said.id
@@ -226,8 +283,52 @@ class Session:
         if finished is not None:
             raise Finished(finished)
 
-    async def _start_turn(self, op: UserInput) -> TurnStarted:
-        """Start the session (on its first turn) and the turn: the user's message, appended and emitted."""
+    async def _stop_hooks_continue(self, done: LoopExit, cause: str) -> bool:
+        """Whether the Stop hooks keep the turn going (a block, with its reason sent to the model as a
+        user message), at most MAX_STOP_CONTINUATIONS times a turn."""
+        if not self.hooks.wants("Stop") or self._continued >= MAX_STOP_CONTINUATIONS:
+            return False
+        payload = {"stop_hook_active": self._continued > 0, "last_assistant_message": done.summary}
+        verdict = await self.hooks.run("Stop", payload, cause=cause)
+        if verdict.stop is not None:
+            raise Blocked(verdict.stop)
+        if verdict.decision != "block":
+            return False
+        self._continued += 1
+        message = {"role": "user", "content": f"A Stop hook asks you to go on before you finish: {verdict.reason}"}
+        self.messages.append(message)
+        self.emit(
+            HookRan(
+                session_id=self.id,
+                cause_id=cause,
+                hook_event="Stop",
+                hook="Stop",
+                source="",
+                decision="block",
+                reason=verdict.reason,
+                message=message,
+            )
+        )
+        return True
+
+    async def _prompt_blocked(self, op: UserInput) -> tuple[TurnFinished | None, str]:
+        """The UserPromptSubmit hooks' answer: the blocked turn's end (nothing reaches the model), or
+        None and the context they add to the prompt."""
+        if not self.hooks.wants("UserPromptSubmit"):
+            return None, ""
+        verdict = await self.hooks.run("UserPromptSubmit", {"prompt": op.text}, cause=op.id)
+        if verdict.stop is None and verdict.decision != "block":
+            return None, verdict.context
+        why = verdict.stop or verdict.reason
+        summary = f"A UserPromptSubmit hook blocked this prompt: {why}"
+        self.emit(ErrorEvent(session_id=self.id, cause_id=op.id, kind="hook", message=summary))
+        self._running = False
+        finished = TurnFinished(session_id=self.id, cause_id=op.id, turn=self.turn, reason="blocked", summary=summary)
+        return self.emit(finished), ""  # type: ignore[return-value]
+
+    async def _start_turn(self, op: UserInput) -> TurnStarted | TurnFinished:
+        """Start the session (on its first turn) and the turn: the user's message, appended and
+        emitted; or the turn's end, when a hook blocked the prompt."""
         if self._running:
             raise RuntimeError("a turn is already running in this session; interrupt it or wait for it to end")
         self._running = True
@@ -239,14 +340,25 @@ class Session:
             raise
         for notice in notices:
             self.emit(ErrorEvent(session_id=self.id, kind="mcp", message=notice))
+        if self.turn == 0 and (withheld := self.hook_set.notice(self.workspace.root)):
+            self.emit(ErrorEvent(session_id=self.id, kind="hook", message=withheld))
+        blocked, context = await self._prompt_blocked(op)
+        if blocked is not None:
+            return blocked
+        self.plans.turn_starting(op.text, self.policy.mode)
+        self._said = None
         self.turn += 1
+        self._continued = 0
         self.limits.start_turn()
         self.calls.start_turn(self.turn)
         self.guard.start_turn()
         self.context.changes.start_turn()
-        message = {"role": "user", "content": _user_content(op)}
+        # The instructions of the folders of the files the user points at come with the message.
+        found = self.instructions.for_paths(ref.path for ref in op.context)
+        content = _user_content(op) + found.text(start=False) + (f"\n\n{context}" if context else "")
+        message = {"role": "user", "content": self.plans.turn_text(content, self.policy.mode)}
         self.messages.append(message)
-        return self.emit(  # type: ignore[return-value]
+        started = self.emit(
             TurnStarted(
                 session_id=self.id,
                 cause_id=op.id,
@@ -256,6 +368,8 @@ class Session:
                 context=[ref.to_dict() for ref in op.context],
             )
         )
+        self.calls.notify(found, started.id)
+        return started  # type: ignore[return-value]
 
     async def _start_servers(self) -> tuple[str, ...]:
         """Start the tool servers (once, in parallel, each within its start-up timeout) and add their
@@ -272,8 +386,13 @@ class Session:
         if self.messages:
             return
         prompt = await asyncio.to_thread(self._system_prompt, first)
+        instructions: Found = await asyncio.to_thread(self.instructions.at_start)
         block = await asyncio.to_thread(self.feed.session_block, first)
-        prompt += block.text if block else ""
+        prompt += instructions.text(start=True) + (block.text if block else "")
+        held: list[Event] = []  # the hooks' events follow SessionStarted, the session's first
+        if self.hooks.wants("SessionStart", "startup"):
+            verdict = await self.hooks.run("SessionStart", {"source": "startup"}, subject="startup", held=held)
+            prompt += f"\n\n{verdict.context}" if verdict.context else ""
         self.messages.append({"role": "system", "content": prompt})
         started = self.emit(
             SessionStarted(
@@ -289,6 +408,9 @@ class Session:
             )
         )
         self.feed.show(block, "session_start", started.id)
+        self.calls.notify(instructions, started.id)
+        for event in held:
+            self.emit(event)
 
 
 def _user_content(op: UserInput) -> str:

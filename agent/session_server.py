@@ -5,7 +5,7 @@ process that speaks this protocol on its stdin and stdout, one JSON object per l
 
 - parent -> child requests `{"id", "method", "params"}`: `open` (the opener's parameters), `submit`
   (`{"op"}`: any Op of agent.protocol; answers `{"reply"}`, the event the session's `submit`
-  returned or null, and for a UserInput also `"changes"`, the turn's net file changes) and `close`;
+  returned or null, and for an op that runs a turn also `"changes"`, the turn's net file changes) and `close`;
 - parent -> child notifications `{"method", "params"}`: `submit` (an Op whose answer nobody waits
   for: an interrupt), and `overlay_set` / `overlay_remove` (the editor's unsaved buffers, which the
   turn's tools read);
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Protocol
 
 from agent.interfaces import SessionClient
-from agent.protocol import UserInput, op_from_dict
+from agent.protocol import ReviewPlan, UserInput, op_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class SessionServer:
         op = op_from_dict(params["op"])
         reply = await session.submit(op)
         answer: dict[str, Any] = {"reply": reply.to_dict() if reply is not None else None}
-        if isinstance(op, UserInput):
+        if isinstance(op, (UserInput, ReviewPlan)):  # each runs a turn
             answer["changes"] = [dataclasses.asdict(c) for c in session.last_turn_changes()]
         return answer
 

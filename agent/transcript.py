@@ -12,6 +12,9 @@ from agent.protocol import (
     EditApplied,
     ErrorEvent,
     Event,
+    ModeChanged,
+    PlanProposed,
+    PlanReviewed,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -74,6 +77,13 @@ class Transcript:
         elif isinstance(event, ApprovalRequested):
             self._line(self._paint("yellow", f"? approve {event.action}: {event.summary}"))
             self._line(_preview(event.detail, 40))
+        elif isinstance(event, PlanProposed):
+            self._line(self._paint("yellow", "? plan ready for review: approve it or send it back with a reason"))
+        elif isinstance(event, PlanReviewed):
+            verdict = f"approved (continuing in {event.mode})" if event.approved else f"sent back: {event.comment}"
+            self._line(self._paint("yellow", f"plan {verdict}"))
+        elif isinstance(event, ModeChanged):
+            self._line(self._paint("dim", f"approval mode: {event.previous} → {event.mode}"))
         elif isinstance(event, ErrorEvent):
             self._line(self._paint("red", f"error ({event.kind}): {event.message}"))
         elif isinstance(event, TurnFinished):

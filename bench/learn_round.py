@@ -58,6 +58,7 @@ FULL = {
     "branch_samples": 4,
     "hint_samples": 2,  # at a training state with no success: replies drawn with the feedback in context
     "no_tool_samples": 2,  # at each training session's first state: a training no-tool question
+    "forward_samples": 2,  # one step after a training state's first verified success: replies drawn there
     "eval_states_per_session": 3,
     "eval_samples": 2,  # seeds per held-out state and arm
     "probes": 24,  # no-tool questions, 2 samples each (eval_samples)
@@ -77,6 +78,7 @@ QUICK = {
     "branch_samples": 2,
     "hint_samples": 1,
     "no_tool_samples": 1,
+    "forward_samples": 1,
     "eval_states_per_session": 1,
     "eval_samples": 1,
     "probes": 2,
@@ -323,6 +325,7 @@ def branch(db: Path, task_file: Path, out: Path, sizes: dict):
                 max_per_session=sizes["states_per_session"],
                 hint_samples=sizes["hint_samples"],
                 no_tool_samples=sizes["no_tool_samples"],
+                forward_samples=sizes["forward_samples"],
             ),
             say,
         )

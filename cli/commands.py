@@ -21,7 +21,7 @@ COMMANDS = {
         "restore the working tree to the last checkpoint", "cli.workspace", "add_undo_arguments", "undo_main"
     ),
     "doctor": Command(
-        "check git, the model, the database, the configuration and MCP servers",
+        "check git, the model, the database, the configuration, MCP servers and hooks",
         "cli.workspace",
         "add_doctor_arguments",
         "doctor_main",
@@ -35,10 +35,22 @@ COMMANDS = {
         "lessons_main",
     ),
     "import": Command(
-        "import Claude Code or Codex CLI sessions (and their feedback pairs)",
+        "import Claude Code or Codex CLI sessions, or any agent's ATIF trajectories (and their feedback pairs)",
         "cli.team",
         "add_import_arguments",
         "import_main",
+    ),
+    "hooks": Command(
+        "install teachback in Claude Code's or Codex's hooks, to record their sessions live",
+        "cli.hooks",
+        "add_hooks_arguments",
+        "hooks_main",
+    ),
+    "capture": Command(
+        "the command those hooks run (a hook payload on stdin); --drain records what they sent",
+        "cli.capture",
+        "add_capture_arguments",
+        "capture_main",
     ),
     "share": Command(
         "share sessions, a repository or a workspace with your team", "cli.team", "add_share_arguments", "share_main"
@@ -47,7 +59,9 @@ COMMANDS = {
         "stop sharing sessions, a repository or a workspace", "cli.team", "add_share_arguments", "unshare_main"
     ),
     "merge": Command("merge feedback stores into one team store", "cli.team", "add_merge_arguments", "merge_main"),
-    "mcp": Command("allow or revoke the MCP servers a workspace defines", "cli.mcp", "add_mcp_arguments", "mcp_main"),
+    "mcp": Command(
+        "allow or revoke the MCP servers and hooks a workspace defines", "cli.mcp", "add_mcp_arguments", "mcp_main"
+    ),
     "lsp": Command("run the language server (stdio unless --tcp)", "cli.doors", "add_lsp_arguments", "lsp_main"),
     "acp": Command(
         "run the Agent Client Protocol agent on stdio (an editor's agent panel)",
@@ -97,5 +111,6 @@ GROUPS = {
     "in your editor": ("lsp", "acp"),
     "the workspace": ("undo", "doctor", "mcp", "map"),
     "the feedback store": ("lessons", "import", "share", "unshare", "merge"),
+    "other agents": ("hooks", "capture"),
     "learning from it": ("tasks", "bench", "train", "eval", "learn"),
 }

@@ -4,17 +4,23 @@ start fast."""
 
 from __future__ import annotations
 
-import argparse
-import io
-import logging
 import sys
-from importlib import import_module
-
-from cli.commands import COMMANDS, GROUPS
-from cli.options import EXIT_OK, EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
+    line = sys.argv[1:] if argv is None else argv
+    if line[:1] == ["capture"] and "--drain" not in line and not {"-h", "--help"} & set(line):
+        from cli.capture import hook_main  # another agent's hook: nothing else may load (cli.capture)
+
+        return hook_main(line[1:])
+    import argparse
+    import io
+    import logging
+    from importlib import import_module
+
+    from cli.commands import COMMANDS
+    from cli.options import EXIT_OK
+
     top = _parser()
     args = top.parse_args(argv)
     if args.command is None:  # a bare `teachback` is someone looking for where to start
@@ -35,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     return _run(getattr(module, command.main), options)
 
 
-def _run(entry, options: argparse.Namespace) -> int:
+def _run(entry, options) -> int:
     from agent.config import ConfigError
+    from cli.options import EXIT_USAGE
     from feedback_store.errors import StoreError
 
     try:
@@ -52,9 +59,13 @@ def _run(entry, options: argparse.Namespace) -> int:
         return 130
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser():
     """The command names; the rest of the line is parsed by the named command's own parser, built
     once its module is imported (prefix_chars keeps argparse from reading its options here)."""
+    import argparse
+
+    from cli.commands import COMMANDS
+
     parser = argparse.ArgumentParser(
         prog="teachback",
         usage="teachback [-v] COMMAND [ARGUMENTS ...]",
@@ -73,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def command_list() -> str:
     """The commands by group (cli.commands.GROUPS), each with its summary."""
+    from cli.commands import COMMANDS, GROUPS
+
     width = max(map(len, COMMANDS)) + 2
     blocks = []
     for title, names in GROUPS.items():

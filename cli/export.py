@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from cli.options import configured_db
+from cli.options import EXIT_USAGE, configured_db
 from feedback_store.export.format_table import FORMATS, TRAJECTORIES
 
 TEMPLATES = ("auto", "native", "text")  # feedback_store.export.views.TEMPLATES
@@ -30,16 +30,29 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        required=True,
         metavar="FORMAT",
-        help=f"output format: {', '.join(FORMATS)}, or {TRAJECTORIES.kind} (whole sessions as ATIF trajectories)",
+        help=f"output format: {', '.join(FORMATS)}, or {TRAJECTORIES.kind} (whole sessions as ATIF trajectories); "
+        "required unless --otlp",
     )
     parser.add_argument(
         "--out",
-        required=True,
         metavar="PATH",
         help=f"output file (.jsonl; .parquet for {', '.join(k for k, f in FORMATS.items() if f.parquet)}); "
-        "a folder with --hub",
+        "a folder with --hub; for atif, a folder of <session-id>.json files unless PATH ends in .jsonl; "
+        "required unless --otlp",
+    )
+    parser.add_argument(
+        "--otlp",
+        metavar="ENDPOINT",
+        help="send the sessions as OpenTelemetry GenAI spans over OTLP/HTTP to ENDPOINT, a base URL as in "
+        "OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://localhost:4318; spans go to ENDPOINT/v1/traces), "
+        "instead of writing a file; the other OTEL_EXPORTER_OTLP_* variables apply",
+    )
+    parser.add_argument(
+        "--otlp-content",
+        action="store_true",
+        help="with --otlp: send messages, tool arguments and results too (redacted); off by default, so no "
+        "prompt or argument text leaves the machine",
     )
     parser.add_argument(
         "--shared-only",
@@ -53,7 +66,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
         "as datasets.load_dataset and a dataset hub read it",
     )
     parser.add_argument("--license", default="other", help="the license the --hub card declares (default: other)")
-    parser.add_argument("--source", help="only pairs from this source: schema, tool, lint, test, user, monitor")
+    parser.add_argument("--source", help="only pairs from this source: schema, tool, lint, test, user, hook, monitor")
     parser.add_argument("--since", help="only pairs recorded on or after this date/time (ISO, e.g. 2025-06-01)")
     parser.add_argument("--model", help="only pairs from sessions with this model string")
     parser.add_argument(
@@ -109,6 +122,17 @@ def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
 def export_command(args: argparse.Namespace) -> int:
     """`teachback export`, with the tokenizer --tokenizer names (or the embedded model's when
     --max-tokens needs exact counts) built here, where the model providers are."""
+    if args.otlp is not None:
+        from cli.export_otlp import export_otlp_main
+
+        return export_otlp_main(args)
+    missing = [flag for flag, value in (("--format", args.format), ("--out", args.out)) if value is None]
+    if missing:
+        print(
+            f"teachback export: {' and '.join(missing)} required (or --otlp ENDPOINT to send OpenTelemetry spans).",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     from agent.providers.llama_engine import LocalModelError, token_counter
 
     try:

@@ -1,4 +1,4 @@
-"""`teachback lessons list|show|pin|unpin|edit|delete`: see and steer what sessions are told.
+"""`teachback lessons list|show|pin|unpin|edit|delete|export`: see and steer what sessions are told.
 
 The store loads inside the functions, when a command runs.
 """
@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from cli.lessons_export import add_export_arguments, export_lessons
 from cli.options import configured_db
 from common.text import clip
 
@@ -57,6 +58,9 @@ def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
     edit.add_argument("--text", required=True, help="the new text")
     delete = sub.add_parser("delete", parents=[common], help="never show a lesson again")
     delete.add_argument("id")
+    add_export_arguments(
+        sub.add_parser("export", parents=[common], help="write this repository's lessons for other agents")
+    )
 
 
 def lessons_main(args: argparse.Namespace) -> int:
@@ -197,4 +201,12 @@ def _date(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
 
 
-ACTIONS = {"list": _list, "show": _show, "pin": _pin, "unpin": _unpin, "edit": _edit, "delete": _delete}
+ACTIONS = {
+    "list": _list,
+    "show": _show,
+    "pin": _pin,
+    "unpin": _unpin,
+    "edit": _edit,
+    "delete": _delete,
+    "export": export_lessons,
+}

@@ -119,7 +119,7 @@ def _exit_interrupted(signum: int, frame: object) -> None:
 
 def _drive(session, op):
     loop = asyncio.new_event_loop()
-    task = loop.create_task(session.run(op))
+    task = loop.create_task(_turns(session, op))
     while True:
         try:
             finished = loop.run_until_complete(task)
@@ -136,6 +136,20 @@ def _drive(session, op):
     loop.run_until_complete(session.close())  # stops its MCP servers
     _settle(loop)
     loop.close()
+    return finished
+
+
+async def _turns(session, op):
+    """The turn of `op`, then, while a plan-mode turn leaves a plan waiting, the user's verdict on
+    it asked on the terminal and the turn that follows it; the last TurnFinished."""
+    from agent.approval_prompt import ask_plan
+
+    finished = await session.run(op)
+    while session.plans.pending is not None and finished.reason != "interrupted":
+        verdict = await asyncio.to_thread(ask_plan)
+        if verdict is None:
+            break
+        finished = await session.submit(verdict)
     return finished
 
 

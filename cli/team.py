@@ -28,6 +28,15 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
         agent = agents.add_parser(name, help=f"import {name} sessions (default: every log under {where})")
         agent.add_argument("path", nargs="?", type=Path, help=f"a session log or a folder of them (default: {where})")
         _db(agent)
+    atif = agents.add_parser("atif", help="import any agent's ATIF trajectories (v1.0 to v1.8), Harbor jobs included")
+    atif.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a trajectory (.json), a file of one per line (.jsonl), or a folder of them (a Harbor jobs folder)",
+    )
+    _db(atif)
 
 
 def add_share_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +74,8 @@ def import_main(args: argparse.Namespace) -> int:
     from feedback_store.recording.imports import import_logs
     from feedback_store.store import open_store
 
+    if args.agent == "atif":
+        return _import_atif(args)
     module = import_module(AGENTS[args.agent][0])
     root = (args.path or module.default_root()).expanduser()
     unreadable = _unreadable_folder(root)
@@ -83,6 +94,35 @@ def import_main(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"teachback import {args.agent}: could not read {problem}", file=sys.stderr)
     return EXIT_USAGE if report.nothing_read else EXIT_OK
+
+
+def _import_atif(args: argparse.Namespace) -> int:
+    """Exit 0 when at least one trajectory was imported (now, or before from a file unchanged since);
+    2 when none was: every path is missing or unreadable, or holds no trajectory teachback can read."""
+    from feedback_store.recording.import_atif import find_files, import_trajectories
+    from feedback_store.store import open_store
+
+    files: list[Path] = []
+    for path in args.paths:
+        root = path.expanduser()
+        unreadable = _unreadable_folder(root)
+        if unreadable is not None:
+            print(f"teachback import atif: {unreadable}; it is left out.", file=sys.stderr)
+            continue
+        files += [f for f in find_files(root) if f not in files]
+    if not files:
+        print(
+            "teachback import atif: no file to read. Give ATIF trajectories: a .json file, a .jsonl file with "
+            "one per line, or a folder of them (a Harbor jobs folder): teachback import atif PATH...",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    with open_store(args.db or configured_db()) as store:
+        report = import_trajectories(store, files)
+    print(report.summary("ATIF", units="trajectories and files"))
+    for problem in report.problems:
+        print(f"teachback import atif: could not read {problem}", file=sys.stderr)
+    return EXIT_OK if report.sessions_read or report.unchanged else EXIT_USAGE
 
 
 def _unreadable_folder(root: Path) -> str | None:

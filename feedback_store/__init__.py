@@ -6,9 +6,6 @@ The public names load on first use, so importing one of its modules stays fast.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
-
 _EXPORTS = {
     "StoreError": "feedback_store.errors",
     "Recorder": "feedback_store.recording.recorder",
@@ -23,8 +20,10 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'feedback_store' has no attribute {name!r}")
+    from importlib import import_module  # here: a hook process imports this package and must stay lean
+
     return getattr(import_module(module), name)

@@ -438,3 +438,27 @@ def m008_pair_correction_call(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS.append(("m008_pair_correction_call", m008_pair_correction_call))
+
+
+def m009_hook_inbox(db: sqlite_utils.Database) -> None:
+    # What other agents' hooks sent (feedback_store/capture): each payload as it arrived, written by
+    # a hook process that imports nothing of the store, then turned into a session's events. Kept
+    # after that, so a session is rebuilt from all of its payloads with the same ids every time;
+    # `key` keeps what was added from the agent's own transcript from being added twice.
+    db.execute(
+        """CREATE TABLE hook_inbox (
+            id INTEGER PRIMARY KEY,
+            agent TEXT NOT NULL,
+            session TEXT NOT NULL,
+            source TEXT NOT NULL,
+            ts REAL NOT NULL,
+            payload TEXT NOT NULL,
+            key TEXT UNIQUE,
+            processed INTEGER NOT NULL DEFAULT 0
+        )"""
+    )
+    db.execute("CREATE INDEX hook_inbox_session ON hook_inbox (agent, session, ts)")
+    db.execute("CREATE INDEX hook_inbox_pending ON hook_inbox (processed) WHERE processed = 0")
+
+
+MIGRATIONS.append(("m009_hook_inbox", m009_hook_inbox))

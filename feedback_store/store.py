@@ -23,6 +23,7 @@ from typing import Any
 import sqlite_utils
 
 from common.sqlite import is_busy, use_wal
+from feedback_store.capture import inbox
 from feedback_store.errors import StoreError
 from feedback_store.event_blobs import expand
 from feedback_store.migrations import migrate
@@ -79,7 +80,9 @@ def open_store(path: str | Path, *, timeout: float = DEFAULT_TIMEOUT) -> Store:
     except sqlite3.Error as exc:
         conn.close()
         raise explain(exc, path) from exc
-    return Store(db, path, wait=timeout)
+    store = Store(db, path, wait=timeout)
+    store.take_hook_queue()
+    return store
 
 
 def not_ours(path: Path) -> StoreError:
@@ -169,6 +172,23 @@ class Store:
         if ms != self._busy_ms:
             conn.execute(f"PRAGMA busy_timeout = {ms}")
             self._busy_ms = ms
+
+    def take_hook_queue(self) -> int:
+        """Move the hook payloads queued while this database was locked into its inbox
+        (feedback_store.capture.inbox); how many rows. A database locked now keeps the queue for
+        the next opener."""
+        taken = inbox.take_queue(self.path)
+        if not taken:
+            return 0
+        try:
+            with self.write(wait=0) as conn:
+                inbox.insert(conn, [row for _, rows in taken for row in rows])
+        except StoreError as exc:
+            log.info("hook payloads stay queued: %s", exc)
+            return 0
+        for path, _ in taken:
+            path.unlink(missing_ok=True)
+        return sum(len(rows) for _, rows in taken)
 
     def check_writable(self) -> None:
         """Raise StoreError at once if the file takes no writes (a read-only or immutable file or

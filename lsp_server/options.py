@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import APPROVAL_MODES, ConfigError, Settings, load_settings
 
 # initialization option key -> Settings field
 SETTING_KEYS = {
@@ -104,7 +104,7 @@ def effective_options(options: ServerOptions) -> dict[str, Any]:
 def _expected(key: str) -> str:
     names = {
         "model": 'a litellm model string such as "anthropic/claude-sonnet-4-5"',
-        "approval": 'one of "read-only", "ask", "auto-edit", "full-auto"',
+        "approval": "one of " + ", ".join(f'"{mode}"' for mode in APPROVAL_MODES),
         "db": "a file path",
         "maxSteps": "a whole number of at least 1",
         "maxCost": "a number of US dollars per turn",

@@ -15,8 +15,10 @@ token alike for every completion).
 
 Beyond the K samples (tasks.sources), each checked by running it: failures with a wrong path repaired
 to the nearest existing one; where no sample succeeded, replies drawn with the failure's feedback in
-context and kept for the student's prompt only where they succeed without it; and, at each session's
-first state, no-tool counter-examples (`finish` chosen, a call rejected). Every record names its source.
+context and kept for the student's prompt only where they succeed without it; at each session's
+first state, no-tool counter-examples (`finish` chosen, a call rejected); and replies drawn one step
+after a state's first verified success (`forward`), a later state than the recording may reach. Every
+record names its source.
 
 A reply that stopped at the token cap is neither, whatever its label (a malformed call when cut
 off mid-JSON, an answer when it began none): it did not end its turn, so as a completion it would end with an
@@ -40,6 +42,7 @@ from typing import IO, Any
 from tasks import sources
 from tasks.sources import Branch
 from tasks.states import (
+    OK,
     PREMATURE,
     Label,
     Sampler,
@@ -48,6 +51,7 @@ from tasks.states import (
     StateError,
     label_reply,
     load_states,
+    next_state,
     recorded_cap,
     replayable,
 )
@@ -57,6 +61,7 @@ Say = Callable[[str], None]
 KINDS = ("sft", "dpo", "sdpo")
 FORMATS = {kind: f"teachback-branch-{kind}-1" for kind in KINDS}
 DEFAULT_MODEL = "local/smollm2@none"
+DRAWN = frozenset({"sampled", "forward"})  # replies drawn at a state as they are (not repaired, not hinted)
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class At:
     session_id: str
     step: int
     task_id: str
+    ahead: bool = False  # a state one step after a verified success, not one the session recorded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,7 +119,7 @@ def _assistant(branch: Branch) -> list[Message]:
 def _head(kind: str, at: At, *seeds: int) -> dict[str, Any]:
     return {
         "format": FORMATS[kind],
-        "id": f"{at.session_id}:{at.step}:{':'.join(map(str, seeds))}",
+        "id": f"{at.session_id}:{at.step}{'+' if at.ahead else ''}:{':'.join(map(str, seeds))}",
         "session_id": at.session_id,
         "step": at.step,
         "task_id": at.task_id,
@@ -197,6 +203,7 @@ class BranchConfig:
     repairs: bool = True  # failures with a wrong path, repaired to the nearest existing one and run (tasks.sources)
     hint_samples: int = 0  # at a state with no success: replies drawn with the failure's feedback in context
     no_tool_samples: int = 0  # at each session's first state: replies to one of training's no-tool questions
+    forward_samples: int = 0  # at the state one step after a state's first verified success: replies drawn there
 
 
 @dataclass
@@ -246,8 +253,9 @@ class RecordWriter:
         from feedback_store.export.export_io import redact_record
         from feedback_store.export.views import Memo
 
-        self.result.samples += sum(b.source == "sampled" for b in branches)
-        self.result.labels.update(b.label.kind for b in branches if b.source == "sampled")
+        drawn = [b for b in branches if b.source in DRAWN]
+        self.result.samples += len(drawn)
+        self.result.labels.update(b.label.kind for b in drawn)
         self.result.sources.update(b.source for b in branches if b.success)
         memo = Memo()  # a state's records share their prompt: it is redacted once
         for kind, records in build_records(at, branches).items():
@@ -309,9 +317,13 @@ async def _branch_all(
         try:
             branches = await branch_state(state, sampler, config.samples, scratch, task, config.task_file, decode)
             branches += await more_branches(config, state, branches, sampler, scratch, task, decode)
+            ahead = await forward_branches(config, state, branches, sampler, scratch, task, decode)
         finally:
             scratch.close()
         writer.add(At(state.session_id, state.step, state.task_id), branches)
+        if ahead is not None:
+            writer.add(At(state.session_id, ahead[0].step, state.task_id, ahead=True), ahead[1])
+            say(f"state {number}/{len(states)}, one step on: {', '.join(b.label.kind + _mark(b) for b in ahead[1])}")
         if config.no_tool_samples and state.session_id not in asked:
             asked.add(state.session_id)
             questions = await sources.no_tool(state, sampler, config.no_tool_samples, decode)
@@ -336,6 +348,35 @@ async def more_branches(
         said = feedback(failures[0].label)
         found += await sources.hinted(state, sampler, said, seeds, scratch, task, config.task_file, decode)
     return found
+
+
+async def forward_branches(
+    config: BranchConfig, state: State, branches: list[Branch], sampler: Sampler, scratch: Scratch, task: Any, decode
+) -> tuple[State, list[Branch]] | None:
+    """The state one step after the first verified success at `state` that did not end the attempt,
+    and replies drawn there (`config.forward_samples`, with repairs and hints as at any state), each
+    labelled by running it on that state's files; None when there is no such success."""
+    if not config.forward_samples:
+        return None
+    success = next((b for b in branches if b.success and b.label.kind == OK), None)
+    reply = None if success is None else sources.reply_of(success.text, state)
+    if reply is None:
+        return None
+    copy = scratch.copy("forward")
+    try:
+        after = await next_state(state, reply, copy, task, config.task_file)
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+    if after is None:
+        return None
+    ahead = Scratch(after, task, config.task_file)
+    try:
+        found = await branch_state(after, sampler, config.forward_samples, ahead, task, config.task_file, decode)
+        found = [replace(b, source="forward") for b in found]
+        found += await more_branches(config, after, found, sampler, ahead, task, decode)
+    finally:
+        ahead.close()
+    return after, found
 
 
 def _mark(branch: Branch) -> str:

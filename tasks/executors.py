@@ -117,8 +117,10 @@ def _local_results(specs: list[AttemptSpec], parallel: int) -> Iterator[dict[str
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     yield _outcome(future.result, futures[future])
+            # All done: the workers are reaped now, so their CPU time is counted among this process's children.
+            pool.shutdown(wait=True)
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False, cancel_futures=True)  # stopped early: running attempts are not waited for
 
 
 def _ray_results(specs: list[AttemptSpec], address: str | None, parallel: int) -> Iterator[dict[str, Any]]:

@@ -8,7 +8,10 @@ the state (tasks.states.label_reply), so that a chosen reply is always one that 
   succeed, as chosen replies for the student's prompt (which never held the hint);
 - no-tool: at a session's first state with its instruction replaced by one of training's no-tool
   questions (tasks/no_tool_training.txt, disjoint from the held-out probes), `finish` or an answer
-  chosen, a tool call rejected.
+  chosen, a tool call rejected;
+- forward: the state one step after a verified success (tasks.states.next_state: the success run,
+  its results and edits in the conversation and the files), sampled and labelled like a recorded
+  one (tasks.branches.forward_branches) - later states than the recording reached.
 
 Each returns Branches marked with their source; tasks.branches builds records from them as from
 sampled ones.
@@ -48,7 +51,7 @@ class Branch:
     prompt_ids: list[int] | None = None
     completion_ids: list[int] | None = None
     ended: bool = True  # the model ended its turn (it did not stop at the token cap)
-    source: str = "sampled"  # or repaired, hinted, no_tool (tasks.sources)
+    source: str = "sampled"  # or repaired, hinted, no_tool, forward (tasks.sources)
 
     @property
     def success(self) -> bool:
@@ -85,9 +88,6 @@ def nearest_path(wrong: str, root: Path) -> str | None:
 async def repaired(state: State, failed: Branch, scratch: Scratch, task: Any, task_file: Path) -> Branch | None:
     """`failed` with its wrong path replaced by the nearest existing one, if that reply
     succeeds when run at the state; else None."""
-    from agent.model import ModelReply
-    from agent.protocol.textcalls import parse_reply
-
     wrong = [target for _, kind, target in failed.label.failures if kind in WRONG_PATH and target]
     if not failed.ended or not wrong:
         return None
@@ -96,10 +96,9 @@ async def repaired(state: State, failed: Branch, scratch: Scratch, task: Any, ta
     if right is None or quoted not in failed.text:
         return None
     text = failed.text.replace(quoted, json.dumps(right)[1:-1])
-    parsed = parse_reply(text, [t["function"]["name"] for t in state.tools])
-    if parsed.error or not parsed.tool_calls:
+    reply = reply_of(text, state)
+    if reply is None:
         return None
-    reply = ModelReply(message={"role": "assistant", "content": None, "tool_calls": parsed.tool_calls})
     label = await _run(state, reply, scratch, task, task_file, "repair")
     if label.kind not in ("ok", "finished"):
         return None
@@ -159,6 +158,19 @@ async def no_tool(state: State, sampler: Sampler, samples: int, decode) -> list[
             )
         )
     return found
+
+
+def reply_of(text: str, state: State) -> Any | None:
+    """What the model wrote at `state`, read back as the session reads a text-mode reply (the same
+    message, the same call ids), or None when it holds no readable call."""
+    from agent.model import ModelReply
+    from agent.protocol.textcalls import parse_reply
+
+    names = [t["function"]["name"] for t in state.tools]
+    parsed = parse_reply(text, names, id_prefix=f"call_{len(state.messages)}")
+    if parsed.error or not parsed.tool_calls:
+        return None
+    return ModelReply(message={"role": "assistant", "content": text or None, "tool_calls": parsed.tool_calls})
 
 
 def text_of(reply: Any, decode) -> str:

@@ -253,8 +253,76 @@ async def label_reply(
 ) -> Label:
     """Run `reply`'s calls at `state` on `workspace` (a scratch copy) through the session's own call
     path (agent.call_path), unattended, and say what it did. `reply` is an agent.model.ModelReply."""
+    return (await _run_reply(state, reply, workspace, task, task_file, cap)).label
+
+
+async def next_state(state: State, reply: Any, workspace: Path, task: Any, task_file: Path) -> State | None:
+    """The state one step after `state` had `reply` succeed there, as a session would have recorded
+    it (the reply and its calls' results in the conversation, its edits among the state's edits, the
+    loop guards' memory moved on), or None when the reply did not succeed or ended the attempt. Its
+    calls run on `workspace` (a scratch copy of `state`'s files)."""
+    run = await _run_reply(state, reply, workspace, task, task_file)
+    if run.label.kind != OK:
+        return None
+    messages = [*state.messages, reply.message]
+    messages += [
+        {"role": "tool", "tool_call_id": call.get("id"), "content": result.output}
+        for call, result in zip(reply.tool_calls, run.results)
+    ]
+    edits = [*state.edits, *run.edits]
+    return replace(
+        state,
+        step=state.step + 1,
+        messages=messages,
+        reply={},
+        prompt_ids=None,
+        reply_ids=None,
+        calls=[],
+        edits=edits,
+        previous_step={key: before for key, _, before in run.turn_calls if key is not None},
+        turn_calls=[*state.turn_calls, *run.turn_calls],
+        edit_count=len(edits),
+    )
+
+
+@dataclass
+class _Run:
+    label: Label
+    results: list[ToolResult]
+    edits: list[dict[str, Any]]  # as the EditApplied events record them
+    turn_calls: list[tuple[tuple[str, str] | None, bool, int]]  # key, failed, edits before
+
+
+class _Collect:
+    """An unattended run that keeps the changes it wrote, as a session's EditApplied events hold them."""
+
+    def __init__(self) -> None:
+        from agent.call_path import UNATTENDED
+
+        self.unattended = UNATTENDED
+        self.edits: list[dict[str, Any]] = []
+
+    async def ask(self, action: str, summary: str, detail: str) -> str | None:
+        return await self.unattended.ask(action, summary, detail)
+
+    async def write(self, change: Any, write: Any) -> None:
+        await self.unattended.write(change, write)
+
+    def written(self, change: Any, broken: str | None) -> None:
+        self.edits.append(
+            {"path": change.path, "kind": change.kind, "before": change.before, "after": change.after}
+            | ({"new_path": change.new_path} if change.new_path else {})
+        )
+
+    def crashed(self, name: str, detail: str) -> None:
+        return None
+
+
+async def _run_reply(
+    state: State, reply: Any, workspace: Path, task: Any, task_file: Path, cap: int | None = None
+) -> _Run:
     from agent.approval import ApprovalPolicy
-    from agent.call_path import UNATTENDED, CallPath, prepare
+    from agent.call_path import CallPath, prepare
     from agent.loop_guard import LoopGuard
     from agent.runtime import default_toolbox
     from agent.tools.context import ToolContext
@@ -263,28 +331,35 @@ async def label_reply(
     calls = reply.tool_calls
     cut = not calls and cap is not None and reply.completion_tokens >= cap  # stopped before a whole call
     if reply.format_error:  # recorded as a call of no tool (no name, no target)
-        return Label("malformed_call", cut_off=cut, failures=(("", "malformed_call", None),))
+        return _Run(Label("malformed_call", cut_off=cut, failures=(("", "malformed_call", None),)), [], [], [])
     if not calls:
-        return Label(ANSWER, cut_off=cut)
+        return _Run(Label(ANSWER, cut_off=cut), [], [], [])
     settings = recorded_settings(state.config).replace(command_timeout=COMMAND_TIMEOUT)
     toolbox = default_toolbox()
     context = ToolContext(workspace=Workspace(workspace), settings=settings)
     guard = LoopGuard.resumed(state.previous_step, state.turn_calls, state.edit_count)
     path = CallPath(context, ApprovalPolicy.from_settings(settings), guard)
+    hooks = _Collect()
     found: list[Label] = []
+    results: list[ToolResult] = []
+    turn_calls: list[tuple[tuple[str, str] | None, bool, int]] = []
     sealed = not state.edits  # the copy holds the sealed files: a recorded command's changes are not replayed
     for call in calls:
         name = call["function"]["name"]
         prepared = prepare(toolbox, name, read_arguments(call["function"].get("arguments") or ""))
-        result = await path.result(prepared, UNATTENDED)
+        before = state.edit_count + len(hooks.edits)
+        result = await path.result(prepared, hooks)
         this = _result_label(name, result.ok, result.error_kind, result.exit_code, result.target)
         if this.kind == FINISHED:
             this = Label(_finish_label(task, task_file, workspace, sealed), this.tools)
         sealed = sealed and (isinstance(prepared, ToolResult) or prepared.tool.action in ("read", "finish"))
         found.append(this)
+        results.append(result)
+        unkeyed = isinstance(prepared, ToolResult) or result.error_kind in SCHEMA_ERRORS  # as a session keys it
+        turn_calls.append((None if unkeyed else prepared.key, not result.ok, before))
         if name == "finish" and result.ok:
             break
-    return reply_label(found)
+    return _Run(reply_label(found), results, hooks.edits, turn_calls)
 
 
 def _finish_label(task: Any, task_file: Path, workspace: Path, sealed: bool) -> str:

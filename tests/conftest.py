@@ -48,6 +48,17 @@ def git_repo(tmp_path: Path) -> Path:
     return root
 
 
+def require_installed(path: Path, what: str, install: str) -> None:
+    """An optional tool a test drives: skipped, saying how to install it, when `path` is absent here;
+    under CI (`CI` set), where `make test` installs it, its absence fails the test instead."""
+    if path.exists():
+        return
+    message = f"{what} is not installed ({path} is missing): {install}"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def call(name: str, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
     """One scripted tool call; `arguments` may be a dict (dumped) or a raw string (sent as is)."""
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments)

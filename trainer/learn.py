@@ -332,6 +332,7 @@ def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: P
                 sessions=sessions,
                 hint_samples=config.branch_samples // 2,
                 no_tool_samples=2,
+                forward_samples=config.branch_samples // 2,
             ),
             say,
         )

@@ -99,6 +99,9 @@ class TeachbackApp(App[int]):
                 "Interrupt", "Stop the running turn after its current step (esc)", screen.action_interrupt
             )
             yield SystemCommand("New session", "Start a fresh session (ctrl+n)", screen.action_new_session)
+            yield SystemCommand(
+                "Plan mode", "Toggle plan mode: look and plan, no edits or commands (ctrl+t)", screen.action_toggle_plan
+            )
 
     async def action_quit(self) -> None:
         await self.main_screen.close_session()

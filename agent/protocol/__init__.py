@@ -119,6 +119,27 @@ class Undo(Op):
     type: ClassVar[str] = "undo"
 
 
+@dataclass(frozen=True, kw_only=True)
+class SetMode(Op):
+    """Switch the approval mode (agent.config.APPROVAL_MODES) from the next call on; leaving plan mode
+    while a plan waits approves it. Answered by a ModeChanged."""
+
+    mode: str
+    type: ClassVar[str] = "set_mode"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewPlan(Op):
+    """The user's verdict on the plan waiting for review: approved, the session switches to `mode`
+    and implements it; sent back, `comment` is the reason and it plans again. Answered by the
+    TurnFinished of the turn that follows."""
+
+    approved: bool
+    comment: str | None = None
+    mode: str = "auto-edit"
+    type: ClassVar[str] = "review_plan"
+
+
 # ---------------------------------------------------------------------------------------------
 # Events: what a session tells its subscribers
 
@@ -133,6 +154,7 @@ FinishReason = Literal[
     "interrupted",
     "stuck",  # the model kept re-sending the same call (or cycle of calls) after being told it changes nothing
     "error",  # the model could not be reached or failed for good
+    "blocked",  # a hook blocked the prompt, or stopped the turn (`continue: false`)
 ]
 
 ErrorKind = Literal[
@@ -412,6 +434,38 @@ class TurnUndone(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ModeChanged(Event):
+    """The approval mode changed (a SetMode, or an approved plan's chosen mode)."""
+
+    mode: str
+    previous: str
+    type: ClassVar[str] = "mode_changed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanProposed(Event):
+    """A plan-mode turn ended with a plan (its final answer), waiting for the user's ReviewPlan.
+    `message_id` is the AssistantMessage that holds it."""
+
+    plan: str
+    turn: int
+    message_id: str | None = None
+    type: ClassVar[str] = "plan_proposed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanReviewed(Event):
+    """The user's verdict on the plan `plan_id`: approved (the session goes on in `mode`), or sent
+    back with `comment` as the reason (recorded as a `user` feedback pair)."""
+
+    plan_id: str
+    approved: bool
+    mode: str
+    comment: str | None = None
+    type: ClassVar[str] = "plan_reviewed"
+
+
+@dataclass(frozen=True, kw_only=True)
 class TurnFinished(Event):
     turn: int
     reason: FinishReason
@@ -461,6 +515,29 @@ class LessonsShown(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class HookRan(Event):
+    """A hook ran for one of the session's events (agent.hooks): a command hook from the user's or the
+    workspace's configuration, or a built-in one (the lessons guard). `updated_input` is a call as a
+    hook rewrote it (the call as sent is its ToolCallStarted's `arguments`). `message` is what the
+    event's hooks put into the conversation (a Stop hook's reason, sent to the model as a user
+    message): carried by the one HookRan that sums up those hooks, with `hook` naming the event."""
+
+    hook_event: str  # SessionStart, UserPromptSubmit, PreToolUse, PermissionRequest, PostToolUse, ...
+    hook: str  # the command line, or the built-in hook's name
+    source: str  # the file that defined it, or "built-in"
+    call_id: str | None = None
+    decision: str | None = None  # allow | deny | ask | block
+    reason: str = ""
+    updated_input: dict[str, Any] | None = None
+    context: str = ""
+    exit_code: int | None = None
+    duration_ms: float = 0.0
+    problem: str | None = None  # it crashed, hung or printed what cannot be read
+    message: dict[str, Any] | None = None
+    type: ClassVar[str] = "hook_ran"
+
+
+@dataclass(frozen=True, kw_only=True)
 class ErrorEvent(Event):
     message: str
     kind: str = "error"
@@ -485,6 +562,10 @@ EVENT_TYPES: dict[str, type[Event]] = {
         TurnFinished,
         ErrorEvent,
         LessonsShown,
+        HookRan,
+        ModeChanged,
+        PlanProposed,
+        PlanReviewed,
     )
 }
 
@@ -503,7 +584,8 @@ def event_from_json(text: str) -> Event:
 
 
 OP_TYPES: dict[str, type[Op]] = {
-    cls.type: cls for cls in (UserInput, ApprovalDecision, Interrupt, ReviewEdit, ReviewFile, CorrectEdit, Undo)
+    cls.type: cls
+    for cls in (UserInput, ApprovalDecision, Interrupt, ReviewEdit, ReviewFile, CorrectEdit, Undo, SetMode, ReviewPlan)
 }
 
 
@@ -529,7 +611,7 @@ def conversation_from_events(events: list[Event]) -> tuple[list[dict[str, Any]],
             tools = event.tools
         elif isinstance(event, (TurnStarted, AssistantMessage)):
             messages.append(event.message)
-        elif isinstance(event, ToolCallFinished) and event.message is not None:
+        elif isinstance(event, (ToolCallFinished, HookRan)) and event.message is not None:
             messages.append(event.message)
     return messages, tools
 

@@ -47,7 +47,7 @@ async def run_command(ctx: ToolContext, command: str, timeout: int | None = None
     try:
         stdout, _ = await asyncio.wait_for(process.communicate(), timeout=limit)
     except (TimeoutError, asyncio.CancelledError) as exc:
-        _kill_group(process)
+        kill_group(process)
         stdout, _ = await process.communicate()
         if isinstance(exc, asyncio.CancelledError):
             raise
@@ -146,7 +146,7 @@ def cap_output(text: str) -> str:
     return f"{text[:HEAD_CHARS]}\n[... {cut:,} characters cut ...]\n{text[-TAIL_CHARS:]}"
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
+def kill_group(process: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:

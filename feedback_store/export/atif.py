@@ -1,13 +1,21 @@
 """`teachback export --format atif`: whole sessions in the Agent Trajectory Interchange Format
-(ATIF v1.6, Harbor's trajectory format, which NVIDIA's agent toolkit and VS Code Copilot Chat write).
+(ATIF v1.7, Harbor's trajectory format, which NVIDIA's agent toolkit and VS Code Copilot Chat write).
 
-One trajectory per line of the output (JSON lines). Steps follow the recorded conversation: the
-system prompt, each user message, and each assistant reply as an agent step with its tool calls and,
-as its observation, the results those calls got. Token counts, and the token ids and logprobs the
-embedded model sampled, are the step's metrics where they were recorded. ATIF keeps anything else
-in `extra`: a step's feedback pairs (what failed there, the feedback, the step that corrected it),
-and the trajectory's provenance and format name. Text is redacted like every export; token ids that
-would spell out a redacted secret are left out.
+`--out PATH` ending in `.jsonl` gets one trajectory per line; any other PATH is a folder with one
+`<session id>.json` per session, as Harbor keeps a trajectory per file. Steps follow the recorded
+conversation: the system prompt, each user message, and each assistant reply as an agent step (one
+model call: `llm_call_count` 1) with its tool calls and, as its observation, the results those calls
+got; each result's `extra` says whether the call failed, how (teachback's error kind) and the exit
+status of a command, so a reader need not guess it from the text. The session's tool schemas are the
+agent's `tool_definitions`. Token counts, and the token ids and logprobs the embedded model sampled,
+are the step's metrics where they were recorded. ATIF keeps anything else in `extra`: a step's
+feedback pairs (what failed there, the feedback, the step that corrected it), and the trajectory's
+provenance, format name and, for a graded task attempt, its task and reward. Text is redacted like
+every export; token ids that would spell out a redacted secret are left out.
+
+v1.7 against v1.6 (Harbor's RFC 0001 and its models): `extra` on tool calls and observation results,
+`llm_call_count` on steps, `trajectory_id` and embedded `subagent_trajectories` on the trajectory,
+`session_id` optional, and a subagent reference resolved by `trajectory_id` or `trajectory_path`.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from typing import Any
 from feedback_store.errors import StoreError
 from feedback_store.export.card import CardInfo, write_card
 from feedback_store.export.export_io import Sink
+from feedback_store.export.folder_sink import TrajectoryFolder
 from feedback_store.export.format_table import TRAJECTORIES
 from feedback_store.export.unroot import Unrooted, unrooted
 from feedback_store.hashing import canonical_json
@@ -34,7 +43,7 @@ from feedback_store.redact import Redactor
 from feedback_store.sharing import resolve
 from feedback_store.store import Store, parse_since
 
-SCHEMA_VERSION = "ATIF-v1.6"
+SCHEMA_VERSION = "ATIF-v1.7"
 
 
 def export_atif(
@@ -55,11 +64,11 @@ def export_atif(
     seen: set[str] = set()
     with ExitStack() as stack:
         stores = [stack.enter_context(open_read_only(p)) for p in db_paths]
-        sink = stack.enter_context(Sink(out, parquet=False))
+        sink = stack.enter_context(Sink(out, parquet=False) if out.suffix == ".jsonl" else TrajectoryFolder(out))
         scrub = unrooted(redactor, stores)  # the workspace folders as the placeholder root, then redaction
         for store in stores:
             shares = resolve(store.query) if shared_only else {}
-            for session_id in _sessions(store, include_flagged, model, since):
+            for session_id in exported_sessions(store, include_flagged, model, since):
                 if shared_only and not shares[session_id].shared:
                     left[shares[session_id].reason] += 1
                     continue
@@ -84,7 +93,7 @@ def export_atif(
             CardInfo(
                 fmt=TRAJECTORIES.kind,
                 format_name=f"{TRAJECTORIES.name} ({SCHEMA_VERSION})",
-                files={out.name: count},
+                files={out.name if out.suffix == ".jsonl" else f"{out.name}/": count},
                 test_fraction=0,
                 template="the recorded conversation",
                 compact_tools=False,
@@ -99,7 +108,7 @@ def export_atif(
     return count, dict(left), out, card
 
 
-def _sessions(store: Store, include_flagged: bool, model: str | None, since: float | str | None) -> list[str]:
+def exported_sessions(store: Store, include_flagged: bool, model: str | None, since: float | str | None) -> list[str]:
     where, params = ["1 = 1"], []
     if not include_flagged:
         where.append("NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = s.id)")
@@ -115,8 +124,9 @@ def _sessions(store: Store, include_flagged: bool, model: str | None, since: flo
 
 def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | None) -> dict[str, Any]:
     rows = store.query(
-        """SELECT m.seq, m.message, e.ts FROM messages m LEFT JOIN events e ON e.id = m.event_id
-           WHERE m.session_id = ? ORDER BY m.seq""",
+        """SELECT m.seq, m.message, e.ts, e.type, CASE WHEN e.type = 'tool_call_finished' AND json_valid(e.json)
+                  THEN json_extract(e.json, '$.call_id') END AS call_id
+           FROM messages m LEFT JOIN events e ON e.id = m.event_id WHERE m.session_id = ? ORDER BY m.seq""",
         (session_id,),
     )
     raw = [json.loads(r["message"]) for r in rows]
@@ -125,7 +135,8 @@ def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | No
     usage = _usage(store, session_id)
     renders = Renders(store)
     pairs = _pairs(store, session_id, redactor)
-    session = store.query("SELECT model, tools_hash FROM sessions WHERE id = ?", (session_id,))[0]
+    session = store.query("SELECT model, tools_hash, config FROM sessions WHERE id = ?", (session_id,))[0]
+    outcomes = _outcomes(store, session_id)
     steps: list[dict[str, Any]] = []
     redacted_before = False
     results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
@@ -138,6 +149,13 @@ def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | No
             continue
         if role == "system" and not text:
             continue
+        if role == "user" and row["type"] == "tool_call_finished" and steps and steps[-1]["source"] == "agent":
+            # a reply that could not be read as a call: the feedback is what the agent step got back
+            observed = steps[-1].setdefault("observation", {"results": []})["results"]
+            observed.append({"content": text, "extra": outcomes.get(row["call_id"], {"ok": False})})
+            step_of[row["seq"]] = steps[-1]["step_id"]
+            redacted_before = redacted_before or changed
+            continue
         step: dict[str, Any] = {"step_id": len(steps) + 1, "source": {"assistant": "agent"}.get(role, role)}
         if step["source"] not in ("system", "user", "agent"):
             step["source"] = "user"
@@ -145,7 +163,7 @@ def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | No
             step["timestamp"] = dt.datetime.fromtimestamp(row["ts"], dt.UTC).isoformat().replace("+00:00", "Z")
         step["message"] = text
         if step["source"] == "agent":
-            _agent_step(step, message, results, session["model"])
+            _agent_step(step, message, results, outcomes, session["model"])
             render = renders.at(session_id, row["seq"])
             metrics = _metrics(usage.get(row["seq"]), render, prompt_clean=not redacted_before, reply_clean=not changed)
             if metrics:
@@ -168,7 +186,7 @@ def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | No
             "name": origin["agent"],
             "version": origin["agent_version"] or "unknown",
             "model_name": session["model"],
-            "extra": {"tools": redactor.redact_value(tools) if redactor else tools},
+            "tool_definitions": redactor.redact_value(tools) if redactor else tools,
         },
         "steps": steps,
         "final_metrics": {
@@ -177,12 +195,19 @@ def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | No
             "total_cost_usd": sum(u["cost_usd"] or 0.0 for u in totals),
             "total_steps": len(steps),
         },
-        "extra": {"format": TRAJECTORIES.name, "provenance": origin},
+        "extra": {"format": TRAJECTORIES.name, "provenance": origin, **_task(session["config"])},
     }
 
 
-def _agent_step(step: dict[str, Any], message: dict[str, Any], results: dict[Any, Any], model: str | None) -> None:
+def _agent_step(
+    step: dict[str, Any],
+    message: dict[str, Any],
+    results: dict[Any, Any],
+    outcomes: dict[str, dict[str, Any]],
+    model: str | None,
+) -> None:
     calls = message.get("tool_calls") or []
+    step["llm_call_count"] = 1  # a recorded reply is one model call
     if model:
         step["model_name"] = model
     if not calls:
@@ -196,7 +221,11 @@ def _agent_step(step: dict[str, Any], message: dict[str, Any], results: dict[Any
         for index, call in enumerate(calls)
     ]
     observed = [
-        {"source_call_id": c["tool_call_id"], "content": _text(results[c["tool_call_id"]].get("content"))}
+        {
+            "source_call_id": c["tool_call_id"],
+            "content": _text(results[c["tool_call_id"]].get("content")),
+            **({"extra": outcomes[c["tool_call_id"]]} if c["tool_call_id"] in outcomes else {}),
+        }
         for c in step["tool_calls"]
         if c["tool_call_id"] in results
     ]
@@ -220,6 +249,32 @@ def _metrics(usage: dict[str, Any] | None, render: Any, *, prompt_clean: bool, r
             if render.logprobs:
                 metrics["logprobs"] = [float(p.get("logprob", 0.0)) for p in render.logprobs]
     return {k: v for k, v in metrics.items() if v is not None}
+
+
+def _outcomes(store: Store, session_id: str) -> dict[str, dict[str, Any]]:
+    """Each finished call's outcome by call id: ok, teachback's error kind, a command's exit status."""
+    rows = store.query(
+        """SELECT t.call_id, t.status, t.error_kind, json_extract(e.json, '$.exit_code') AS exit_code
+           FROM tool_calls t LEFT JOIN events e ON e.session_id = t.session_id AND e.type = 'tool_call_finished'
+             AND json_valid(e.json) AND json_extract(e.json, '$.call_id') = t.call_id
+           WHERE t.session_id = ? AND t.status IN ('ok', 'error') ORDER BY t.started_at""",
+        (session_id,),
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        outcome: dict[str, Any] = {"ok": row["status"] == "ok"}
+        if row["error_kind"]:
+            outcome["error_kind"] = row["error_kind"]
+        if row["exit_code"] is not None:
+            outcome["exit_code"] = row["exit_code"]
+        out[row["call_id"]] = outcome
+    return out
+
+
+def _task(config: str | None) -> dict[str, Any]:
+    """A graded task attempt's task and reward (`config.task`), as the trajectory's extra `task`."""
+    task = (json.loads(config) if config else {}).get("task")
+    return {"task": task} if isinstance(task, dict) else {}
 
 
 def _usage(store: Store, session_id: str) -> dict[int, dict[str, Any]]:

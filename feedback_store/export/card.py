@@ -20,7 +20,7 @@ MARK = "<!-- teachback dataset card -->"
 FIELDS = {
     "format": "teachback-<kind>-<version>",
     "id": "the feedback pair's id (kto: `-fix` for its correction)",
-    "session_id / source": "the recorded session, and what gave the feedback (schema, tool, lint, test, user, monitor)",
+    "session_id / source": "the recorded session, and what gave the feedback (schema, tool, lint, test, user, hook, monitor)",
     "prompt": "the conversation before the failed reply, in the record's view (native or text)",
     "tools": "the tool schemas as JSON text (native view; null in the text view, whose system prompt lists them)",
     "completion / chosen / rejected": "assistant replies; `chosen` and sft/kto-true completions are a call that "

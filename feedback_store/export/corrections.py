@@ -3,7 +3,8 @@ prefix, for the formats that train on it (dpo `chosen`, sft and kto completions,
 demonstration).
 
 A correction is always a call that succeeded when it was made (the recorder links no other, and
-a fix recorded before that rule whose call failed is refused here). It is the assistant message
+a fix recorded before that rule whose call failed is refused here), or, for a plan the user sent
+back, the next plan: a reply without a call, valid at the same prefix since plan mode changed nothing. It is the assistant message
 that made it, as the model wrote it (its own text, its own argument formatting), whenever that call
 applies unchanged at the failure's prefix: a call that reads, lists or runs, and an edit of a file
 no other edit touched in between.
@@ -29,6 +30,7 @@ from agent.protocol import REPEAT_ERRORS, SCHEMA_ERRORS, is_mcp_tool
 from agent.protocol.roles import roles_for
 from feedback_store.export.views import canonical_call, tool_names
 from feedback_store.recording.pairs import FIX_WINDOW, MCP_FAILURES, WRONG_TARGET
+from feedback_store.recording.plans import SENT_BACK
 from feedback_store.rows import Pair
 from feedback_store.store import Store
 
@@ -154,6 +156,11 @@ def fitting_correction(ws: Workspace, pair: Pair, canonical: Callable[[Message],
     seq = len(pair.prompt)
     if pair.source == "user" and pair.error_kind == "corrected":  # the user's version of the file is the fix
         return _net_change(ws, pair, pair.target or "", seq, None, pair.correction.get("content") or "")
+    if pair.error_kind == SENT_BACK and not pair.correction.get("tool_calls"):  # the next plan: a reply, no call
+        return Fit(
+            {"role": "assistant", "content": pair.correction.get("content") or ""},
+            seq=ws.fix(pair).get("correction_seq"),
+        )
     fix = ws.fix(pair)
     if fix.get("fixed_at") is None:
         return Fit(None, "fix not recorded")

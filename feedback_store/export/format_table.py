@@ -112,10 +112,13 @@ FORMATS: dict[str, Format] = {
     ),
 }
 # Whole sessions, written by feedback_store.export.atif rather than built pair by pair.
+# Version 2: ATIF v1.7, the tool schemas in the agent's `tool_definitions` (no longer `extra.tools`),
+# each result's outcome in its `extra`, and a folder of `<session id>.json` files unless --out ends in .jsonl.
 TRAJECTORIES = Format(
     "atif",
-    1,
-    "any ATIF reader (Harbor, NVIDIA NeMo Agent toolkit): whole sessions, one trajectory per line",
+    2,
+    "any ATIF reader (Harbor, NVIDIA NeMo Agent toolkit, `teachback import atif`): whole sessions, one "
+    "trajectory per line (.jsonl) or per file in a folder",
     ("schema_version", "session_id", "agent", "steps", "final_metrics", "extra"),
     None,
 )

@@ -29,6 +29,7 @@ from agent.protocol.roles import roles_for
 from common.text import clip
 from feedback_store.errors import StoreError
 from feedback_store.hashing import canonical_json, content_hash
+from feedback_store.lessons.enforced import ENFORCED, KNOWN_FAILURE, LEARNED_HERE, LESSON_COLUMNS, USABLE
 from feedback_store.redact import Redactor
 from feedback_store.store import Store, open_store
 
@@ -188,8 +189,6 @@ def _short_arguments(arguments: str, redactor: Redactor) -> str:
     return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
 
 
-# Failures a lesson of this repository answers before the call runs (the path still does not exist).
-ENFORCED = frozenset({"not_found"})
 # A wrong path the model guessed and then corrected: a habit of the model's, told at the start.
 PATH_HABITS = frozenset({"not_found", "outside_workspace"})
 # What to keep in mind with a fix, by the kind of failure it fixed (said as what to do).
@@ -262,16 +261,6 @@ class Shelf:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-
-LESSON_COLUMNS = (
-    "l.id, l.text, l.origin, l.pinned, l.tool, l.error_kind, l.target, l.occurrences, l.corrected, "
-    "l.source_session, l.created_at"
-)
-USABLE = """l.deleted = 0 AND (l.origin = 'user' OR (l.occurrences > 0
-    AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = l.source_session)))"""
-LEARNED_HERE = """SELECT lp.lesson_id FROM sessions s JOIN lesson_pairs lp ON lp.session_id = s.id
-    WHERE {here} AND lp.lesson_id IS NOT NULL"""
 
 
 class LessonBook:
@@ -470,13 +459,7 @@ class LessonBook:
         if not target or _names_command(tool) or not _plain_path(target) or _exists(Path(workspace), target):
             return None  # a command's target is no path: nothing to look up on every command
         for shelf in self.shelves:
-            rows = self._read(
-                shelf,
-                f"""SELECT {LESSON_COLUMNS} FROM lessons l WHERE l.tool = ? AND l.target = ?
-                AND l.error_kind IN ({",".join("?" * len(ENFORCED))}) AND l.origin = 'distilled'
-                AND l.corrected > 0 AND {USABLE} ORDER BY l.id""",
-                (tool, target, *sorted(ENFORCED)),
-            )
+            rows = self._read(shelf, KNOWN_FAILURE, (tool, target, *sorted(ENFORCED)))
             learned = self._learned_here(shelf, workspace, repository)
             for row in rows:
                 if row["id"] in learned:

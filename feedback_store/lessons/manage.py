@@ -81,3 +81,21 @@ def change_lesson(store: Store, ident: str, change: str, text: str | None = None
             f"UPDATE lessons SET {CHANGES[change]}, updated_at = ? WHERE id = ?", (*values, time.time(), row["id"])
         )
     return row
+
+
+def repository_lessons(store: Store, folder: str, repository: str | None) -> list[dict[str, Any]]:
+    """The lessons of one repository, in `listed_lessons`' order: those learned in sessions that ran
+    in `folder` or below it, or in any clone of `repository` (imported sessions included), and the
+    person's own pinned for `folder` or below it. Lessons pinned for every workspace are the person's
+    habits, not the repository's, and stay out."""
+    below = folder.rstrip("/") + "/"
+    return store.query(
+        """SELECT * FROM lessons l WHERE l.deleted = 0 AND (
+            (l.origin = 'user' AND (l.workspace = ? OR substr(l.workspace, 1, ?) = ?))
+            OR (l.origin != 'user' AND l.occurrences > 0
+                AND NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = l.source_session)
+                AND l.id IN (SELECT lp.lesson_id FROM lesson_pairs lp JOIN sessions s ON s.id = lp.session_id
+                    WHERE s.workspace = ? OR substr(s.workspace, 1, ?) = ? OR s.repository = ?)))
+        ORDER BY l.pinned DESC, l.origin = 'user' DESC, l.occurrences DESC, l.id""",
+        (folder, len(below), below, folder, len(below), below, repository),
+    )

@@ -20,6 +20,7 @@ named by file and line number, and skipped. Only regular files are read; anythin
 
 from __future__ import annotations
 
+import os
 import stat as stat_module
 import time
 from collections import Counter
@@ -42,6 +43,7 @@ class ImportReport:
     files: int = 0
     sessions_added: int = 0
     sessions_updated: int = 0
+    sessions_read: int = 0  # sessions found in the files read, whether or not they added anything
     unchanged: int = 0
     events: int = 0
     pairs: int = 0
@@ -55,13 +57,13 @@ class ImportReport:
         """Files were found and not one of them could be read."""
         return self.files > 0 and len(self.problems) == self.files
 
-    def summary(self, agent: str) -> str:
+    def summary(self, agent: str, units: str = "lines") -> str:
         text = (
             f"Imported {self.sessions_added} new and {self.sessions_updated} changed {agent} session(s) "
             f"from {self.files} file(s) ({self.unchanged} unchanged): {self.events} events, {self.pairs} feedback pairs."
         )
         if self.skipped:
-            text += " Skipped lines: " + ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) + "."
+            text += f" Skipped {units}: " + ", ".join(f"{n} {why}" for why, n in sorted(self.skipped.items())) + "."
         if self.problems:
             text += f" Skipped {len(self.problems)} file(s) that could not be read (listed on stderr)."
         shown = self.bad_lines[:MAX_NAMED]
@@ -80,18 +82,8 @@ def import_logs(
     """Import each log file not imported before, or changed since; count what was skipped."""
     report = ImportReport()
     for path in files:
-        report.files += 1
-        try:
-            stat = path.stat()
-        except OSError as exc:
-            report.problems.append(f"{path}: {exc.strerror}")
-            continue
-        if not stat_module.S_ISREG(stat.st_mode):  # a named pipe would block the read forever
-            report.problems.append(not_regular(path, stat.st_mode))
-            continue
-        known = store.query("SELECT size, mtime FROM imports WHERE path = ?", (str(path),))
-        if known and known[0]["size"] == stat.st_size and known[0]["mtime"] == stat.st_mtime:
-            report.unchanged += 1
+        stat = changed_file(store, path, report)
+        if stat is None:
             continue
         try:
             trail = read(path)
@@ -108,28 +100,48 @@ def import_logs(
         if trail is None or not trail.conversation:
             report.skipped["files with no session in them"] += 1
             continue
-        _record(store, trail, report)
-        with store.write() as conn:
-            conn.execute(
-                """INSERT OR REPLACE INTO imports (path, agent, session_id, size, mtime, lines, skipped, imported_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                (
-                    str(path),
-                    agent,
-                    trail.session_id,
-                    stat.st_size,
-                    stat.st_mtime,
-                    trail.lines,
-                    sum(trail.skipped.values()),
-                    time.time(),
-                ),
-            )
+        record_trail(store, trail, report)
+        remember_import(store, path, agent, trail.session_id, stat, trail.lines, sum(trail.skipped.values()))
     return report
 
 
-def _record(store: Store, trail: Trail, report: ImportReport) -> None:
+def changed_file(store: Store, path: Path, report: ImportReport) -> os.stat_result | None:
+    """The file's stat when it is to be read: a regular file not imported before, or changed since
+    (counted in `report`); None, with the reason in `report`, when it is not read."""
+    report.files += 1
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        report.problems.append(f"{path}: {exc.strerror}")
+        return None
+    if not stat_module.S_ISREG(stat.st_mode):  # a named pipe would block the read forever
+        report.problems.append(not_regular(path, stat.st_mode))
+        return None
+    known = store.query("SELECT size, mtime FROM imports WHERE path = ?", (str(path),))
+    if known and known[0]["size"] == stat.st_size and known[0]["mtime"] == stat.st_mtime:
+        report.unchanged += 1
+        return None
+    return stat
+
+
+def remember_import(
+    store: Store, path: Path, agent: str, session_id: str | None, stat: os.stat_result, lines: int, skipped: int
+) -> None:
+    """Note what the file held when it was read, so an unchanged file is not read again."""
+    with store.write() as conn:
+        conn.execute(
+            """INSERT OR REPLACE INTO imports (path, agent, session_id, size, mtime, lines, skipped, imported_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            (str(path), agent, session_id, stat.st_size, stat.st_mtime, lines, skipped, time.time()),
+        )
+
+
+def record_trail(store: Store, trail: Trail, report: ImportReport, *, finished: bool = True) -> None:
+    """Record the session's events (and the pairs only an imported log shows), counting what was new.
+    `finished=False`: a session still running (Trail.events)."""
+    report.sessions_read += 1
     existed = bool(store.query("SELECT 1 FROM sessions WHERE id = ?", (trail.session_id,)))
-    events = trail.events()
+    events = trail.events(finished=finished)
     before = _count(store, trail.session_id)
     refused = Recorder(store).record_many(events)
     if refused:

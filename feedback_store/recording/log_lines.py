@@ -55,6 +55,15 @@ TIME = Check(
     lambda v: isinstance(v, str) or (type(v) in (int, float) and math.isfinite(v) and abs(v) < MAX_COUNT),
 )
 
+
+def nullable(check: Check) -> Check:
+    """`check`, or null (a format whose optional fields may be written as null)."""
+    return Check(f"{check.what}, or null", lambda v: v is None or check.test(v))
+
+
+LIST = Check("a list", lambda v: isinstance(v, list))
+BOOL = Check("true or false", lambda v: isinstance(v, bool))
+
 # A dotted path ("message.usage.output_tokens"; "*" is every item of a list) -> what it must be when present.
 Shape = Mapping[str, Check]
 

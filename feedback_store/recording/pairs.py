@@ -39,7 +39,7 @@ FIX_WINDOW = 4
 
 # How an open pair gets its correction (always a call that succeeded, in a later message):
 NEXT_CALL = "next_call"  # schema / repeat: the next call that succeeded, any tool (same turn, FIX_WINDOW)
-SAME_TOOL = "same_tool"  # wrong target: the next success of the same tool, any target (same turn, FIX_WINDOW)
+SAME_TOOL = "same_tool"  # wrong target, or a hook said no: the next success of the same tool (same turn, FIX_WINDOW)
 SAME_CALL = "same_call"  # other tool errors / denied: the next success of the same tool on the same target
 SAME_FILE = "same_file"  # lint: the next edit of the same file that parses
 SAME_COMMAND = "same_command"  # test: the edits after which the same command passed
@@ -152,10 +152,24 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
             if refused[0] and refused[0] not in event.result:
                 common["feedback"] = f"{event.result}\n\nThe user's comment: {refused[0]}"
             open_pair(conn, source="user", closes_on=SAME_CALL, **common)
+        elif _hook_denied(conn, event):  # the fix is another call of the tool, one the hook lets through
+            open_pair(conn, source="hook", closes_on=SAME_TOOL, **common)
         else:
             open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
     else:
         open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
+
+
+def _hook_denied(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
+    """Whether a hook (agent.hooks) refused the call: a PreToolUse or PermissionRequest deny."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM events WHERE session_id = ? AND type = 'hook_ran' AND json_extract(json, '$.call_id') = ?"
+            " AND json_extract(json, '$.decision') = 'deny' LIMIT 1",
+            (event.session_id, event.call_id),
+        ).fetchone()
+        is not None
+    )
 
 
 def _command_not_runnable(event: ToolCallFinished) -> bool:

@@ -36,7 +36,10 @@ from agent.protocol import (
     EditApplied,
     EditReviewed,
     Event,
+    HookRan,
     ModelUsage,
+    PlanProposed,
+    PlanReviewed,
     SessionStarted,
     ToolCallFinished,
     ToolCallStarted,
@@ -48,7 +51,7 @@ from feedback_store import event_blobs, provenance
 from feedback_store.errors import StoreError
 from feedback_store.event_blobs import JSON, TEXT
 from feedback_store.hashing import canonical_json, content_hash, message_json, ordered_json, row_json
-from feedback_store.recording import monitor, pairs, renders
+from feedback_store.recording import monitor, pairs, plans, renders
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
@@ -531,6 +534,7 @@ def _edit_applied(conn: sqlite3.Connection, event: EditApplied, row: dict[str, A
         ),
     )
     _step(conn, event, "pairs", lambda: pairs.on_edit(conn, event, seq))
+    _step(conn, event, "plans", lambda: plans.on_edit(conn, event, seq))
     if seq is not None:
         _step(conn, event, "monitor", lambda: _check_edit(conn, event, seq))
 
@@ -642,6 +646,11 @@ def _turn_finished(conn: sqlite3.Connection, event: TurnFinished, row: dict[str,
     )
 
 
+def _hook_ran(conn: sqlite3.Connection, event: HookRan, row: dict[str, Any]) -> None:
+    if event.message is not None:  # a Stop hook's reason, sent to the model: part of the conversation
+        _add_message(conn, event.session_id, event.id, event.message)
+
+
 # Each handler writes an event's table rows, given its events row (large values as blob markers).
 HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event, dict[str, Any]], None]] = {
     SessionStarted: _session_started,  # type: ignore[dict-item]
@@ -654,4 +663,7 @@ HANDLERS: dict[type[Event], Callable[[sqlite3.Connection, Event, dict[str, Any]]
     ApprovalResolved: _approval_resolved,  # type: ignore[dict-item]
     EditReviewed: _edit_reviewed,  # type: ignore[dict-item]
     TurnFinished: _turn_finished,  # type: ignore[dict-item]
+    HookRan: _hook_ran,  # type: ignore[dict-item]
+    PlanProposed: lambda conn, event, row: plans.on_plan_proposed(conn, event),  # type: ignore[dict-item]
+    PlanReviewed: lambda conn, event, row: plans.on_plan_reviewed(conn, event),  # type: ignore[dict-item]
 }

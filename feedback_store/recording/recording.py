@@ -7,13 +7,16 @@ the same way:
 - what is still pending is retried at the end of every turn, and written by `close()` waiting
   the store's full `db_wait`;
 - `close()` says what could not be written, so a host can tell the person (the command line
-  exits 3).
+  exits 3);
+- when the session's settings name an `otlp_endpoint`, each event, once written, also goes to the
+  live OpenTelemetry exporter (feedback_store/otel/live.py), which `close()` closes.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from agent.protocol import Event, TurnFinished
 from feedback_store.errors import StoreError
@@ -37,12 +40,14 @@ class Recording:
         *,
         then: Callable[[Event], None] | None = None,
         warn: Callable[[str], None] = _log_warning,
+        settings: Any = None,
     ) -> None:
         self.store = store
         self.warn = warn
         self.troubled = False  # recording failed at some point (the person was told)
         self._behind = False  # events wait in memory now
         self.recorder = Recorder(store, then=then, on_error=self._failing)
+        self.traces = _live_traces(settings, store, warn)
         self._unsubscribe: Callable[[], None] | None = subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
@@ -50,6 +55,8 @@ class Recording:
         if isinstance(event, TurnFinished) and self.recorder.pending:
             self.recorder.flush(wait=0)
         self._caught_up()
+        if self.traces is not None:
+            self.traces(event)
 
     def _failing(self, error: StoreError) -> None:
         self.troubled = True
@@ -78,6 +85,9 @@ class Recording:
             self._unsubscribe()
             self._unsubscribe = None
         unrecorded = self.flush() + self.recorder.lost
+        if self.traces is not None:
+            self.traces.close()
+            self.traces = None
         if close_store:
             self.store.close()
         return unrecorded
@@ -92,4 +102,13 @@ def attach(
 ) -> Recording:
     """Record everything `session` emits into `store` from now on (see the module's docstring).
     `then` sees each event once it is committed (at once while recording is failing)."""
-    return Recording(session.subscribe, store, then=then, warn=warn)
+    return Recording(session.subscribe, store, then=then, warn=warn, settings=session.settings)
+
+
+def _live_traces(settings: Any, store: Store, warn: Callable[[str], None]) -> Any:
+    """The live OpenTelemetry exporter, loaded only when the settings ask for one."""
+    if settings is None or not settings.otlp_endpoint:
+        return None
+    from feedback_store.otel.live import live_traces
+
+    return live_traces(settings, store, warn)

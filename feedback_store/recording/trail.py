@@ -104,6 +104,7 @@ class Trail:
         self.last_reply: str | None = None  # the latest assistant message's event id
         self.interrupted: str | None = None  # the reply an interrupt stopped, until the user says why
         self.interruptions: list[tuple[str, str, str, float]] = []  # (marker id, reply id, words, ts)
+        self.task: dict[str, Any] | None = None  # a graded task attempt's task and reward (config `task`)
 
     def _id(self, tag: str) -> str:
         return f"{self.session_id}-{tag}"
@@ -205,7 +206,7 @@ class Trail:
                     arguments=call["function"]["arguments"],
                     step=self.step,
                     target=target,
-                    roles=known_roles(self.agent).get(name, NO_ROLES.to_dict()),
+                    roles=self.roles_of(name),
                 )
             )
 
@@ -219,9 +220,42 @@ class Trail:
             return
         self._finish(tag, call_id, outcome, ts)
 
+    def unparsed(self, tag: str, feedback: str, ts: float) -> None:
+        """The agent could not read the last reply as a call (a text-mode agent's parse error): a
+        schema failure of that reply, recorded as a live session records one (agent.call_runner)."""
+        self.seen(ts)
+        call_id = f"unparsed_{self.step}"
+        message = {"role": "user", "content": feedback}
+        common = dict(session_id=self.session_id, call_id=call_id, name="", step=self.step)
+        self.body.append(ToolCallStarted(**common, id=self._id(f"{tag}-unparsed"), ts=ts, arguments=""))
+        self.body.append(
+            ToolCallFinished(
+                **common,
+                id=self._id(f"{tag}-unparsed-done"),
+                ts=ts,
+                ok=False,
+                result=feedback,
+                error_kind="malformed_call",
+                message=message,
+            )
+        )
+
     def target_of(self, name: str, arguments: Any) -> str | None:
         """The path, command or pattern a call names (each importer knows its agent's arguments)."""
         return None
+
+    def roles_of(self, name: str) -> dict[str, Any]:
+        """What the arguments of the agent's tool `name` mean (agent.protocol.roles), as a dict."""
+        return known_roles(self.agent).get(name, NO_ROLES.to_dict())
+
+    def stop(self, tag: str, ts: float) -> None:
+        """The agent said its turn is over (a hook's Stop): calls it never answered get a result that
+        says so, refusals still waiting for the user's words are resolved without them, and the
+        turn ends."""
+        self.seen(ts)
+        self._close_calls(tag, ts)
+        self._flush_refusals(None, ts)
+        self._end_turn(tag, ts, "answered")
 
     # -- building ------------------------------------------------------------------------
 
@@ -297,12 +331,17 @@ class Trail:
             for name, keys in self.arguments.items()
         ]
 
-    def events(self) -> list[Event]:
+    def events(self, *, finished: bool = True) -> list[Event]:
+        """The session's events. `finished=False` (a session still running, recorded as it goes)
+        leaves open calls, waiting refusals and the current turn open for what comes next."""
         end = self.body[-1].ts if self.body else (self.started or 0.0)
-        self._close_calls("end", end)
-        self._flush_refusals(None, end)
-        self._end_turn("end", end, "interrupted" if self.interrupted else "answered")
-        config = {"agent": self.agent, "agent_version": self.version, "imported": True}
+        if finished:
+            self._close_calls("end", end)
+            self._flush_refusals(None, end)
+            self._end_turn("end", end, "interrupted" if self.interrupted else "answered")
+        config: dict[str, Any] = {"agent": self.agent, "agent_version": self.version, "imported": True}
+        if self.task is not None:
+            config["task"] = self.task
         start = SessionStarted(
             session_id=self.session_id,
             id=self._id("start"),

@@ -7,7 +7,7 @@ import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
 const plan = JSON.parse(readFileSync(0, "utf8"));
-const transcript = { loadUpdates: [], turns: [], permissions: [], reads: [], writes: [] };
+const transcript = { loadUpdates: [], turns: [], permissions: [], reads: [], writes: [], modeUpdates: [] };
 const answers = [...(plan.answers ?? [])];
 const buffers = { ...(plan.buffers ?? {}) };
 let sink = transcript.loadUpdates;
@@ -64,10 +64,17 @@ await editor.connectWith(stream, async (agent) => {
     await agent.request(acp.methods.agent.session.load, { cwd: plan.cwd, sessionId, mcpServers: [] });
   } else {
     const mcpServers = plan.mcpServers ?? [];
-    ({ sessionId } = await agent.request(acp.methods.agent.session.new, { cwd: plan.cwd, mcpServers }));
+    transcript.newSession = await agent.request(acp.methods.agent.session.new, { cwd: plan.cwd, mcpServers });
+    ({ sessionId } = transcript.newSession);
   }
   transcript.sessionId = sessionId;
   for (const text of plan.prompts) {
+    if (typeof text === "object") {
+      // a step that is not a prompt: the editor's mode picker sets a mode between turns
+      sink = transcript.modeUpdates;
+      await agent.request(acp.methods.agent.session.setMode, { sessionId, modeId: text.setMode });
+      continue;
+    }
     const turn = { updates: [] };
     sink = turn.updates;
     firstUpdate = null;

@@ -3,10 +3,12 @@ it saw (the same plan and transcript as driver.mjs, the TypeScript library's cli
 
 Plan: `command` (argv), `env`, `cwd`, `load` (a session id, or null for session/new), `prompts`,
 `answers` (option ids for the permission requests, in order), `buffers` (path -> unsaved text the
-editor serves on fs/read_text_file), `fs` (offer fs/*), `cancelAfterToolCalls` (send session/cancel
+editor serves on fs/read_text_file), `fs` (offer fs/*), a prompt may be {"setMode": id} instead (a
+session/set_mode between turns), `cancelAfterToolCalls` (send session/cancel
 once that many tool calls have started), `mcpServers` (the session's, as ACP writes them), `stderr`
 (a file for the agent's log).
-Transcript: `initialize`, `initializeMs`, `sessionId`, `loadUpdates`, `turns` ([{updates,
+Transcript: `initialize`, `initializeMs`, `sessionId`, `newSession`, `loadUpdates`, `modeUpdates` (those
+sent while a mode was set), `turns` ([{updates,
 stopReason, firstUpdateMs, ms}]), `permissions` ([{toolCall, options, chose}]), `reads`, `writes`.
 """
 
@@ -80,7 +82,14 @@ class Editor:
 
 
 async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
-    transcript: dict[str, Any] = {"loadUpdates": [], "turns": [], "permissions": [], "reads": [], "writes": []}
+    transcript: dict[str, Any] = {
+        "loadUpdates": [],
+        "turns": [],
+        "permissions": [],
+        "reads": [],
+        "writes": [],
+        "modeUpdates": [],
+    }
     editor = Editor(plan, transcript)
     with open(plan["stderr"], "ab") as stderr:
         spawned = spawn_agent_process(
@@ -105,9 +114,14 @@ async def run_plan(plan: dict[str, Any]) -> dict[str, Any]:
                 session_id = plan["load"]
             else:
                 servers = [McpServerStdio.model_validate(s) for s in plan.get("mcpServers", [])]
-                session_id = (await conn.new_session(cwd=plan["cwd"], mcp_servers=servers)).session_id
+                created = await conn.new_session(cwd=plan["cwd"], mcp_servers=servers)
+                transcript["newSession"], session_id = _plain(created), created.session_id
             transcript["sessionId"] = session_id
             for text in plan["prompts"]:
+                if isinstance(text, dict):  # the editor's mode picker, between turns
+                    editor.sink = transcript["modeUpdates"]
+                    await conn.set_session_mode(session_id=session_id, mode_id=text["setMode"])
+                    continue
                 transcript["turns"].append(await _turn(conn, editor, session_id, text))
     return transcript
 

@@ -157,7 +157,8 @@ def test_the_history_lists_an_earlier_session_and_resume_goes_on_with_it(git_rep
     [entry] = [s for s in listed if s["sessionId"] == earlier]
     assert entry["cwd"] == str(git_repo) and entry["title"] == "exclaim the greeting" and entry["updatedAt"]
     resumed = seen["steps"][1]
-    assert resumed["answer"] == {} and not of_kind(resumed["updates"], "user_message_chunk")  # no replay
+    assert resumed["answer"]["modes"]["currentModeId"] == "full-auto"
+    assert not of_kind(resumed["updates"], "user_message_chunk")  # no replay
     # the conversation came back: the scripted model answers with its fourth turn
     assert said(seen["steps"][2]["updates"]) == "Second answer, after the load."
 

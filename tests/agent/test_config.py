@@ -31,7 +31,7 @@ def test_precedence_user_then_workspace_then_env(teachback_home, tmp_path):
     ("content", "message"),
     [
         ("model = ", "not valid TOML"),
-        ('approval = "yolo"', "approval must be one of read-only, ask, auto-edit, full-auto"),
+        ('approval = "yolo"', "approval must be one of read-only, plan, ask, auto-edit, full-auto"),
         ('max_steps = "many"', "'max_steps' must be int"),
         ("colour = true", "unknown setting(s) colour"),
         ("max_steps = 0", "max_steps must be at least 1"),

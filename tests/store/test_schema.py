@@ -181,6 +181,7 @@ EXPECTED_COLUMNS = {
     "recording_notes": ["id", "session_id", "event_id", "stage", "problem", "ts"],
     "share_settings": ["scope", "key", "shared", "reason", "set_at"],
     "imports": ["path", "agent", "session_id", "size", "mtime", "lines", "skipped", "imported_at"],
+    "hook_inbox": ["id", "agent", "session", "source", "ts", "payload", "key", "processed"],
     "store_meta": ["key", "value"],
 }
 

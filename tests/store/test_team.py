@@ -23,7 +23,7 @@ from feedback_store.sharing import resolve, set_share
 from tests.store.test_import_agents import CC, CX, SECRETS
 
 DATA = Path(__file__).parent / "data"
-SCHEMA = json.loads((DATA / "atif" / "atif-v1.6.schema.json").read_text())
+SCHEMA = json.loads((DATA / "atif" / "atif-v1.7.schema.json").read_text())
 MERGED = ("sessions", "events", "messages", "turns", "model_calls", "tool_calls", "approvals", "pairs", "blobs")
 
 

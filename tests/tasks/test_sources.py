@@ -1,5 +1,6 @@
 """Each new source of training data yields only records whose chosen reply succeeded when run at
-its state: repaired wrong paths, replies drawn with a hint in context, no-tool counter-examples.
+its state: repaired wrong paths, replies drawn with a hint in context, no-tool counter-examples,
+replies drawn one step after a verified success (whose state is the one a session records).
 States come from a scripted attempt at the sample suite; hinted and no-tool replies from the scripted
 model, sampled as the embedded model would be."""
 
@@ -11,25 +12,32 @@ from pathlib import Path
 
 import pytest
 
-from tasks.branches import At, Branch, build_records
+from agent.protocol.textcalls import render_call as render
+from tasks.branches import At, Branch, BranchConfig, build_records, forward_branches
 from tasks.probes import TRAINING_QUESTIONS, questions
 from tasks.rollout import run_attempt
 from tasks.sample_suite import sample_suite_path
 from tasks.sources import hinted, nearest_path, no_tool, repaired
-from tasks.states import Sampler, Scratch, load_states
+from tasks.states import Sampler, Scratch, load_states, next_state
 from tests.conftest import call, turn
-from tests.tasks.test_rollout import SOLVES, sample_task, spec
+from tests.tasks.test_rollout import RESTORE, SOLVES, sample_task, spec
 from tests.tasks.test_states import labelled
 
 SUITE = sample_suite_path()
 
 
 @pytest.fixture
-def first_state(script, tmp_path: Path):
+def solved_states(script, tmp_path: Path):
+    """The states of a scripted attempt that reads words.py, restores word_count and finishes."""
     db = tmp_path / "feedback.db"
     record = run_attempt(spec(script(*SOLVES), db, work_dir=str(tmp_path / "w")))
     assert record["reward"] == 1.0
-    return load_states(db)[0]
+    return load_states(db)
+
+
+@pytest.fixture
+def first_state(solved_states):
+    return solved_states[0]
 
 
 def failed_branch(state, path: str, *, seed: int = 0) -> Branch:
@@ -105,3 +113,65 @@ def test_no_tool_counter_examples_choose_finish_and_reject_a_call(first_state, s
     assert records["dpo"][0]["labels"] == {"chosen": "finished", "rejected": "over_call"}
     assert not set(questions()) & set(questions(TRAINING_QUESTIONS))  # never a held-out probe
     assert asked is None or asked in questions(TRAINING_QUESTIONS)
+
+
+def _files(edits: list[dict]) -> list[tuple]:
+    return [(e["path"], e["kind"], e["before"], e["after"], e.get("new_path")) for e in edits]
+
+
+def test_the_state_one_step_after_a_success_is_the_one_a_session_records(solved_states) -> None:
+    """next_state from each recorded state and its recorded reply gives the session's own next state:
+    the same conversation, the same edits and the same loop-guard memory."""
+    from agent.model import ModelReply
+
+    task = sample_task(solved_states[0].task_id)
+    for here, there in zip(solved_states, solved_states[1:]):
+        scratch = Scratch(here, task, SUITE)
+        try:
+            after = asyncio.run(next_state(here, ModelReply(message=here.reply), scratch.copy("x"), task, SUITE))
+        finally:
+            scratch.close()
+        assert after is not None and after.step == there.step
+        assert after.messages == there.messages
+        assert _files(after.edits) == _files(there.edits) and after.edit_count == there.edit_count
+        assert after.previous_step == there.previous_step and after.turn_calls == there.turn_calls
+    last = solved_states[-1]  # its reply is `finish`: the attempt ends, no state follows
+    scratch = Scratch(last, task, SUITE)
+    try:
+        assert asyncio.run(next_state(last, ModelReply(message=last.reply), scratch.copy("x"), task, SUITE)) is None
+    finally:
+        scratch.close()
+
+
+def test_forward_branches_are_drawn_one_step_after_a_success_and_chosen_only_where_they_succeed(
+    first_state, script, tmp_path: Path
+) -> None:
+    task = sample_task(first_state.task_id)
+    read = call("read_file", {"path": "textkit/words.py"})
+    success = Branch(seed=0, label=labelled(first_state, read), prompt=None, text=render(read))
+    assert success.success
+    config = BranchConfig(db=tmp_path / "x.db", out=tmp_path, task_file=SUITE, forward_samples=1, repairs=False)
+    scratch = Scratch(first_state, task, SUITE)
+    found, after = [], None
+    try:
+        replies = [call("edit_file", RESTORE), call("read_file", {"path": "textkit/nope.py"})]
+        for number, one in enumerate(replies):
+            # The scripted model answers by the count of assistant messages: the state ahead has one.
+            sampler = Sampler(script(turn(read), turn(one), name=f"ahead{number}.json"))
+            after, drawn = asyncio.run(forward_branches(config, first_state, [success], sampler, scratch, task, str))
+            found += drawn
+        failed = Branch(seed=0, label=labelled(first_state, replies[1]), prompt=None, text="x")
+        assert asyncio.run(forward_branches(config, first_state, [failed], sampler, scratch, task, str)) is None
+    finally:
+        scratch.close()
+    assert after.step == first_state.step + 1 and after.messages[-1]["role"] == "tool"
+    assert "def word_count" in after.messages[-1]["content"]  # the success's result is in the conversation
+    assert [(b.label.kind, b.source) for b in found] == [("ok", "forward"), ("not_found", "forward")]
+    records = build_records(At("s", after.step, after.task_id, ahead=True), found)
+    assert [r["source"] for r in records["sft"]] == ["forward"] and len(records["dpo"]) == 1
+    chosen = [r["completion"][0]["content"] for r in records["sft"]] + [
+        r["chosen"][0]["content"] for r in records["dpo"]
+    ]
+    assert all(run_text(after, text).kind == "ok" for text in chosen)  # each succeeds when run at the state ahead
+    recorded = build_records(At("s", after.step, after.task_id), [success])["sft"]
+    assert records["sft"][0]["id"] != recorded[0]["id"]  # never the id of the recorded state's own record

@@ -18,7 +18,7 @@ from tui.formatting import format_time, message_text
 from tui.seams import FeedbackStore, Pair
 from tui.widgets.stats_panel import StatsPanel
 
-SOURCES = ("tool", "schema", "lint", "test", "user", "monitor")
+SOURCES = ("tool", "schema", "lint", "test", "user", "hook", "monitor")
 CONTEXT_TAIL = 4
 
 

@@ -23,8 +23,12 @@ from agent.protocol import (
     EditApplied,
     ErrorEvent,
     LessonsShown,
+    ModeChanged,
     ModelUsage,
+    Op,
+    PlanProposed,
     SessionStarted,
+    SetMode,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -33,7 +37,7 @@ from agent.protocol import (
 )
 from agent.workspace import WorkspaceError
 from tui.relay import AssistantText, SessionEvent
-from tui.screens.modals import ApprovalModal, Verdict
+from tui.screens.modals import ApprovalModal, PlanModal, Verdict
 from tui.screens.review import ReviewScreen
 from tui.seams import FeedbackStore
 from tui.session_host import SessionHost
@@ -52,6 +56,7 @@ class MainScreen(Screen[None]):
         Binding("escape", "interrupt", "Interrupt", priority=True),
         Binding("ctrl+r", "review", "Review"),
         Binding("ctrl+n", "new_session", "New session", show=False),
+        Binding("ctrl+t", "toggle_plan", "Plan mode", show=False),
     ]
 
     def __init__(self, workspace: Path, settings: Settings, store: FeedbackStore | None) -> None:
@@ -61,6 +66,8 @@ class MainScreen(Screen[None]):
         self.turn_running = False
         self.turn_summary = ""
         self.turn_verdicts: dict[str, str] = {}  # the user's review of the last turn, by path
+        # The mode plan mode hands back to when it is toggled off without a plan approved.
+        self.mode_before_plan = settings.approval if settings.approval != "plan" else "ask"
         # Text and grammar tool modes: the model writes its calls in its reply, so what streams in is
         # not the answer; the chat shows the reply's words once parsed (AssistantMessage.text).
         self.calls_in_text = resolved_tool_mode(settings.model, settings.tool_mode) != "native"
@@ -152,17 +159,18 @@ class MainScreen(Screen[None]):
             self.app.notify("A turn is running; Esc interrupts it.", severity="warning")
             return
         await self.query_one(ChatView).add_user(event.text)
-        self.run_turn(event.text)
+        self.run_turn(UserInput(text=event.text))
 
     @work(exclusive=True, group="turn")
-    async def run_turn(self, text: str) -> None:
+    async def run_turn(self, op: Op) -> None:
+        """A turn: the user's instruction, or the one a plan's verdict starts."""
         session = self.host.session
         assert session is not None  # _send checked it
         self.turn_running = True
         self.turn_verdicts = {}
         self.query_one(StatusBar).start_turn()
         try:
-            await session.run(UserInput(text=text))  # its TurnFinished opens the review (_turn_finished)
+            await session.submit(op)  # its TurnFinished opens the review (_turn_finished)
         except Exception as exc:  # the session reports failures as events; this is the backstop
             log.exception("turn failed")
             await self.report_error(f"The turn failed: {exc}")
@@ -179,6 +187,18 @@ class MainScreen(Screen[None]):
         session.interrupt()
         self.query_one(StatusBar).state = "interrupting"
         self.app.notify("Interrupting: the agent stops after the current step.")
+
+    @work(group="mode")
+    async def action_toggle_plan(self) -> None:
+        """Plan mode on (edits and commands refused, each turn ends with a plan) or back off."""
+        session = self.host.session
+        if session is None or self.turn_running:
+            self.app.notify("Switch modes between turns.", severity="warning")
+            return
+        current = self.query_one(StatusBar).approval
+        if current != "plan":
+            self.mode_before_plan = current
+        await session.submit(SetMode(mode="plan" if current != "plan" else self.mode_before_plan))
 
     def action_review(self) -> None:
         session = self.host.session
@@ -223,6 +243,11 @@ class MainScreen(Screen[None]):
             self.app.push_screen(ApprovalModal(event), lambda verdict: self._decide(event, verdict))
         elif isinstance(event, TurnFinished):
             await self._turn_finished(event)
+        elif isinstance(event, ModeChanged):
+            status.approval = event.mode
+            await self.query_one(ChatView).add_notice(f"Approval mode: {event.mode}.")
+        elif isinstance(event, PlanProposed):
+            self.app.push_screen(PlanModal(event), self._plan_verdict)
         elif isinstance(event, ErrorEvent):
             await self.report_error(event.message)
 
@@ -241,6 +266,12 @@ class MainScreen(Screen[None]):
         session = self.host.session
         if session is not None and session.id == event.session_id and session.last_turn_changes():
             self.action_review()
+
+    def _plan_verdict(self, verdict: Op | None) -> None:
+        if verdict is None:
+            self.app.notify("The plan waits: approve it with a mode switch (ctrl+t), or send it back with a message.")
+        elif self.host.session is not None:
+            self.run_turn(verdict)
 
     @work(group="approval")
     async def _decide(self, request: ApprovalRequested, verdict: Verdict | None) -> None:

@@ -1,4 +1,4 @@
-"""Small dialogs: approve or deny an action, and say why an edit is rejected."""
+"""Small dialogs: approve or deny an action, say why an edit is rejected, approve or send back a plan."""
 
 from __future__ import annotations
 
@@ -16,10 +16,14 @@ from textual.events import Key
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from agent.protocol import ApprovalRequested
+from agent.protocol import ApprovalRequested, PlanProposed, ReviewPlan
 
 APPROVE_KEY, DENY_KEY = "ctrl+y", "ctrl+n"  # keys no reason can contain
 APPROVAL_KEYS_HINT = f"{APPROVE_KEY} approves · {DENY_KEY}, Esc or Enter in the reason denies"
+PLAN_KEYS_HINT = (
+    f"{APPROVE_KEY} approves (edits then run without asking) · {DENY_KEY} or Enter in the reason sends it back · "
+    "Esc keeps it waiting (a message in plan mode sends it back)"
+)
 
 
 @dataclass(frozen=True)
@@ -121,3 +125,55 @@ class ReasonModal(ModalScreen[str | None]):
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class PlanModal(ModalScreen[ReviewPlan | None]):
+    """A plan-mode turn ended with a plan: approve it (the session goes on in the chosen mode and
+    implements it) or send it back with a reason (the agent plans again; the reason is recorded as
+    feedback). Dismisses with the verdict, or None when the user leaves the plan waiting."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(APPROVE_KEY, "approve('auto-edit')", "Approve", priority=True),
+        Binding(DENY_KEY, "send_back", "Send back", priority=True),
+        Binding("escape", "dismiss(None)", "Later", show=False, priority=True),
+    ]
+
+    def __init__(self, plan: PlanProposed) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="plan-dialog") as dialog:
+            dialog.border_title = "Approve the plan?"
+            with VerticalScroll(id="plan-text"):
+                yield Static(Text(self.plan.plan))
+            yield Input(placeholder="Reason to send it back", id="plan-reason", select_on_focus=False)
+            yield Label(Text(PLAN_KEYS_HINT), id="plan-keys")
+            with Horizontal(classes="buttons"):
+                yield Button(Content(f"Approve [{APPROVE_KEY}]"), variant="success", id="plan-approve")
+                yield Button("Approve, ask before each edit", id="plan-approve-ask")
+                yield Button(Content(f"Send back [{DENY_KEY}]"), variant="error", id="plan-send-back")
+
+    def on_mount(self) -> None:
+        self.query_one("#plan-reason", Input).focus()
+
+    def action_approve(self, mode: str) -> None:
+        self.dismiss(ReviewPlan(approved=True, mode=mode))
+
+    @on(Button.Pressed, "#plan-send-back")
+    @on(Input.Submitted, "#plan-reason")
+    def action_send_back(self) -> None:
+        reason = self.query_one("#plan-reason", Input).value.strip()
+        if not reason:
+            self.app.notify("Say why the plan goes back: the agent revises it by your reason.", severity="warning")
+            self.query_one("#plan-reason", Input).focus()
+            return
+        self.dismiss(ReviewPlan(approved=False, comment=reason))
+
+    @on(Button.Pressed, "#plan-approve")
+    def _approve(self) -> None:
+        self.action_approve("auto-edit")
+
+    @on(Button.Pressed, "#plan-approve-ask")
+    def _approve_asking(self) -> None:
+        self.action_approve("ask")
