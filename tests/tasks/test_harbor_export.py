@@ -140,3 +140,35 @@ def test_the_verifier_carries_teachbacks_own_runner_and_monitor(exported: Path) 
     ):
         assert (lib / copy).read_bytes() == (ROOT / source).read_bytes()
     assert not list(lib.rglob("__init__.py"))  # namespace packages: nothing of teachback runs on import
+
+
+AGENT = """
+import json, sys, tempfile
+from pathlib import Path
+from harbor.agents.factory import AgentFactory
+from harbor.agents.installed.base import BaseInstalledAgent
+logs = Path(tempfile.mkdtemp())
+agent = AgentFactory.create_agent_from_import_path(
+    "teachback_harbor.agent:Teachback", logs_dir=logs, model_name="scripted/s.json", wheel=sys.argv[1], max_steps=5
+)
+print(json.dumps([isinstance(agent, BaseInstalledAgent), agent.name(), agent.options.wheel, agent.options.max_steps]))
+try:
+    AgentFactory.create_agent_from_import_path("teachback_harbor.agent:Teachback", logs_dir=logs, max_steps=5)
+except ValueError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_harbor_loads_teachbacks_agent_by_import_path(tmp_path: Path) -> None:
+    wheel = tmp_path / "teachback-0.1.0-py3-none-any.whl"
+    done = subprocess.run(
+        [str(harbor_python()), "-c", AGENT, str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded, refused = map(json.loads, done.stdout.splitlines())
+    assert loaded == [True, "teachback", str(wheel), 5]
+    assert "wheel" in refused  # the one option it cannot run without
