@@ -31,6 +31,9 @@ VENV = "/opt/teachback-venv"
 LOGS = "/logs/agent"
 ARTIFACTS = "/logs/artifacts"
 SCRIPTED = "scripted/"
+# SQLite's online backup: one consistent file, the write-ahead log included (a copy of the .db
+# file alone may miss what the log still holds).
+_BACKUP = "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))"
 
 
 class TeachbackOptions(InstalledAgentOptions):
@@ -107,7 +110,8 @@ class Teachback(BaseInstalledAgent):
                 f"{shlex.quote(instruction)} > {LOGS}/teachback.txt 2>&1; status=$?; "
                 f"{teachback} export --db {db} --format atif --include-flagged --out {LOGS}/atif > /dev/null "
                 f'&& for f in {LOGS}/atif/*.json; do cp "$f" {LOGS}/trajectory.json; done; '
-                f"mkdir -p {ARTIFACTS} && cp {db} {ARTIFACTS}/feedback.db; exit $status"
+                f"mkdir -p {ARTIFACTS} && {VENV}/bin/python -c {shlex.quote(_BACKUP)} {db} {ARTIFACTS}/feedback.db; "
+                "exit $status"
             ),
             env=env,
         )
