@@ -188,6 +188,8 @@ def _export(args: argparse.Namespace) -> int:
     from tasks.harbor import export_harbor
     from tasks.records import load_tasks
 
+    if not args.tasks.is_file():
+        raise ValueError(f"{args.tasks} is not a file: give a task file made by `teachback tasks synth`")
     folders = export_harbor(load_tasks(args.tasks), args.tasks, args.harbor, base_image=args.base_image)
     print(f"{len(folders)} Harbor task(s) in {args.harbor}")
     return EXIT_OK if folders else EXIT_FAILED

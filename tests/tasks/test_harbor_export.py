@@ -132,6 +132,15 @@ def test_export_refuses_a_folder_that_holds_something(tmp_path: Path, capsys: py
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
+def test_export_names_a_task_file_it_cannot_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "list.jsonl").write_text("[1]\n")
+    assert main(["tasks", "export", str(tmp_path / "missing.jsonl"), "--harbor", str(tmp_path / "a")]) == 2
+    assert "missing.jsonl is not a file" in capsys.readouterr().err
+    assert main(["tasks", "export", str(tmp_path / "list.jsonl"), "--harbor", str(tmp_path / "b")]) == 2
+    assert "must be a JSON object" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_the_verifier_carries_teachbacks_own_runner_and_monitor(exported: Path) -> None:
     lib = exported / TASKS[0].instance_id / "tests" / "lib"
     for copy, source in (
