@@ -17,7 +17,7 @@ PHOENIX_STAMP := $(PHOENIX_VENV)/.installed
 # llama-cpp-python has no wheel for this platform and builds from source once (pip caches it).
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF -DGGML_NATIVE=OFF
 
-.PHONY: demo test test-fast lint bench clean harbor
+.PHONY: demo test test-fast lint bench clean harbor harbor-docker
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ $(HARBOR_STAMP): Makefile
 	touch $(HARBOR_STAMP)
 
 harbor: $(HARBOR_STAMP)
+
+# Docker, a base image built locally and the wheels teachback's Harbor agent installs from, for the
+# tests that run `harbor run` on Docker (as root; see .ci/harbor-docker).
+harbor-docker: $(STAMP) $(HARBOR_STAMP)
+	.ci/harbor-docker
 
 $(PHOENIX_STAMP):
 	test -x $(PHOENIX_VENV)/bin/python || $(PYTHON) -m venv $(PHOENIX_VENV)

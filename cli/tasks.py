@@ -1,4 +1,4 @@
-"""`teachback tasks synth|run|branch` and `teachback bench`: graded tasks made from a repository,
+"""`teachback tasks synth|run|export|branch` and `teachback bench`: graded tasks made from a repository,
 attempts at them, and a model's score on a suite."""
 
 from __future__ import annotations
@@ -64,6 +64,24 @@ def add_tasks_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: <tasks>.<model>.results.jsonl in the current folder)",
     )
     run.set_defaults(handler=_run)
+
+    export = sub.add_parser("export", help="write every task in a format other harnesses run")
+    export.add_argument("tasks", type=Path, help="a task file (JSONL) made by `teachback tasks synth`")
+    export.add_argument(
+        "--harbor",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="a new folder for one Harbor task folder per task (task.toml, instruction.md, environment/, "
+        "tests/, solution/)",
+    )
+    export.add_argument(
+        "--base-image",
+        default="python:3.12-slim",
+        help="the image each task's Dockerfile starts from; it needs python3 with pytest and git, or a "
+        "network to install them (default python:3.12-slim)",
+    )
+    export.set_defaults(handler=_export)
 
     branch = sub.add_parser(
         "branch",
@@ -164,6 +182,17 @@ def _run(args: argparse.Namespace) -> int:
         f"flagged {s['flagged']}, harness errors {s['harness_errors']}. Results: {out}"
     )
     return EXIT_OK if not s["harness_errors"] else EXIT_FAILED
+
+
+def _export(args: argparse.Namespace) -> int:
+    from tasks.harbor import export_harbor
+    from tasks.records import load_tasks
+
+    if not args.tasks.is_file():
+        raise ValueError(f"{args.tasks} is not a file: give a task file made by `teachback tasks synth`")
+    folders = export_harbor(load_tasks(args.tasks), args.tasks, args.harbor, base_image=args.base_image)
+    print(f"{len(folders)} Harbor task(s) in {args.harbor}")
+    return EXIT_OK if folders else EXIT_FAILED
 
 
 def _branch(args: argparse.Namespace) -> int:

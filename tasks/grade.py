@@ -43,7 +43,7 @@ def grade(
     with tempfile.TemporaryDirectory(prefix="teachback-grade-") as scratch:
         pristine, tree = Path(scratch, "pristine"), Path(scratch, "tree")
         extract_snapshot(Path(task_file).parent, task.snapshot, task.base_hash, pristine)
-        protected = _protected(task)
+        protected = protected_files(task)
         left_out = _copy_code(Path(workspace), tree, protected, pristine, python)
         for path in sorted(protected):
             source = pristine / path
@@ -66,7 +66,7 @@ def grade(
     )
 
 
-def _protected(task: Task) -> set[str]:
+def protected_files(task: Task) -> set[str]:
     """The files grading takes from the snapshot: test files and test configuration. Never a file
     the task deleted code from (that would hand back the answer), nor a module whose doctests are
     among the task's tests."""
