@@ -106,6 +106,7 @@ def eval_main(args: argparse.Namespace) -> int:
 
 
 def _eval_states(args: argparse.Namespace) -> int:
+    from tasks.records import TaskError
     from tasks.sample_suite import sample_suite_path
     from tasks.state_eval import ReplayConfig, render, run_replay
     from tasks.states import StateError
@@ -125,7 +126,7 @@ def _eval_states(args: argparse.Namespace) -> int:
             probes=args.probes,
         )
         doc = run_replay(config, say=say)
-    except StateError as exc:
+    except (StateError, TaskError) as exc:  # the database, or the --tasks file
         print(f"teachback eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.out is not None:

@@ -96,17 +96,30 @@ def test_file(node_id: str) -> str:
 
 
 def load_tasks(path: Path) -> list[Task]:
+    """The tasks of a task file; TaskError names a file that is not there, not a file (a folder, a
+    pipe: never opened, so never waited on), unreadable, or holds a line that is not a task."""
+    path = Path(path)
+    if not path.is_file():
+        what = "does not exist" if not path.exists() else "is not a file"
+        raise TaskError(f"{path} {what}: give a task file made by `teachback tasks synth`")
     tasks: list[Task] = []
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                tasks.append(Task.from_json(line))
-            except (ValueError, TypeError, TaskError) as exc:
-                raise TaskError(
-                    f"{path}:{number}: not a task record ({exc}); regenerate the file with `teachback tasks synth`"
-                ) from exc
+    number = 0
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                number += 1  # the line a failure is on, read in the handlers below
+                if line.strip():
+                    tasks.append(Task.from_json(line))
+    except OSError as exc:
+        raise TaskError(f"{path} cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise TaskError(
+            f"{path}:{number + 1}: not UTF-8 text; give a task file made by `teachback tasks synth`"
+        ) from None
+    except (ValueError, TypeError, TaskError) as exc:
+        raise TaskError(
+            f"{path}:{number}: not a task record ({exc}); regenerate the file with `teachback tasks synth`"
+        ) from exc
     return tasks
 
 

@@ -324,3 +324,21 @@ def test_ray_gives_the_same_results_as_the_local_pool(script, tmp_path: Path) ->
         results[executor] = {(r["instance_id"], r["attempt"]): {k: r[k] for k in COMPARED} for r in records}
     assert results["ray"] == results["local"]
     assert results["ray"][(WORD_COUNT, 1)]["reward"] == 1.0 and results["ray"][(SLUGIFY, 0)]["reward"] == 0.0
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder", "pipe", "not utf-8", "not a task"])
+def test_a_task_file_that_cannot_be_read_is_named_and_nothing_runs(kind: str, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "tasks.jsonl"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "pipe":
+        os.mkfifo(path)  # opening it would wait for a writer: it is refused unopened
+    elif kind == "not utf-8":
+        path.write_bytes(b'{"instance_id": "a"}\n\xff\xfe\n')
+    elif kind == "not a task":
+        path.write_text("[1, 2]\n")
+    db = tmp_path / "feedback.db"
+    assert main(["tasks", "run", str(path), "--model", "scripted/x.json", "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "Traceback" not in err
+    assert not db.exists()  # nothing ran, nothing was recorded
