@@ -118,6 +118,8 @@ def say(text: str) -> None:
 
 
 def main() -> int:
+    from cli.options import add_executor_options
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=Path, help="tasks of one repository (default: the bundled sample suite)")
     parser.add_argument("--train-fraction", type=float, default=0.5, help="share of the tasks trained on")
@@ -128,7 +130,8 @@ def main() -> int:
         "--objectives", default=",".join(OBJECTIVES), help=f"comma-separated, of {','.join(OBJECTIVES)}"
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--parallel", type=int, default=2, help="task attempts at once")
+    parser.add_argument("--parallel", type=int, default=2, help="task attempts at once (on Ray, sessions sampled too)")
+    add_executor_options(parser, "attempts, branches and replays", parallel=False)
     parser.add_argument("--size", action="append", default=[], metavar="KEY=N", help=f"one of {', '.join(FULL)}")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON document only")
     args = parser.parse_args()
@@ -187,7 +190,7 @@ def main() -> int:
     stages.run(
         "rollouts: held-out tasks", rollouts, files["heldout"], held_db, sizes["heldout_attempts"], MODEL, sizes, args
     )
-    branches = stages.run("branches", branch, train_db, files["train"], work / "branches", sizes)
+    branches = stages.run("branches", branch, train_db, files["train"], work / "branches", sizes, args)
     held_ids = {t.instance_id for t in held_tasks}
     leaked = held_ids & record_tasks(branches.paths)
     if leaked:  # by construction impossible: the training database holds only training tasks
@@ -295,7 +298,9 @@ def rollouts(
     return run_all(
         specs,
         ResultsFile(db.with_name(f"{db.stem}.{task_file.stem}.attempts.jsonl")),
+        executor=args.executor,
         parallel=args.parallel,
+        address=args.address,
         on_result=lambda r, n, total: say(
             f"[{n}/{total}] {r['instance_id']}: reward {r.get('reward')}, {r.get('call_errors')} call error(s) "
             f"in {r.get('tool_calls')} call(s)"
@@ -307,11 +312,12 @@ def used_steps(sizes: dict) -> int:
     return max(sizes["states_per_session"], sizes["eval_states_per_session"])
 
 
-def branch(db: Path, task_file: Path, out: Path, sizes: dict):
+def branch(db: Path, task_file: Path, out: Path, sizes: dict, args):
     """The branch records (kept in `out` with a summary: a rerun in the same --work reuses them)."""
     from collections import Counter
 
     from tasks.branches import BranchConfig, BranchResult, render_summary, run_branches
+    from tasks.executors import sessions_on
 
     done = out / "summary.json"
     if not done.is_file():
@@ -326,6 +332,7 @@ def branch(db: Path, task_file: Path, out: Path, sizes: dict):
                 hint_samples=sizes["hint_samples"],
                 no_tool_samples=sizes["no_tool_samples"],
                 forward_samples=sizes["forward_samples"],
+                **sessions_on(args.executor, args.parallel, args.address),
             ),
             say,
         )
@@ -392,6 +399,7 @@ def served(gguf: Path, result: Any | None) -> str:
 
 
 def replay_arms(db: Path, task_file: Path, adapters: dict, gguf: Path, sizes: dict, args, work: Path) -> dict:
+    from tasks.executors import sessions_on
     from tasks.state_eval import ReplayConfig, run_replay
 
     config = ReplayConfig(
@@ -403,6 +411,7 @@ def replay_arms(db: Path, task_file: Path, adapters: dict, gguf: Path, sizes: di
         probes=sizes["probes"],
         seed=args.seed,
         cache=work / "labels",
+        **sessions_on(args.executor, args.parallel, args.address),
     )
     return run_replay(config, say)
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from agent.config import REPLY_TOKENS
+from cli.options import add_executor_options
 from cli.train import EXIT_OK, EXIT_USAGE, add_held_out_arguments, database, needs_train_stack, say
 
 
@@ -49,6 +50,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="with --states, no-tool probes per side at most, spread over the sessions (default: one per session)",
     )
+    add_executor_options(parser, "with --states, sessions sampled", parallel=False)
     parser.add_argument(
         "--against", type=Path, metavar="DIR", help="compare with this adapter instead of the base model"
     )
@@ -106,6 +108,7 @@ def eval_main(args: argparse.Namespace) -> int:
 
 
 def _eval_states(args: argparse.Namespace) -> int:
+    from tasks.executors import ExecutorError, sessions_on
     from tasks.records import TaskError
     from tasks.sample_suite import sample_suite_path
     from tasks.state_eval import ReplayConfig, render, run_replay
@@ -124,9 +127,10 @@ def _eval_states(args: argparse.Namespace) -> int:
             max_per_session=args.per_session,
             seed=args.seed,
             probes=args.probes,
+            **sessions_on(args.executor, args.parallel, args.address),
         )
         doc = run_replay(config, say=say)
-    except (StateError, TaskError) as exc:  # the database, or the --tasks file
+    except (StateError, TaskError, ExecutorError) as exc:  # the database, the --tasks file, or Ray
         print(f"teachback eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.out is not None:

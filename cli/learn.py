@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from cli.options import add_executor_options
 from cli.train import EXIT_OK, add_held_out_arguments, database, needs_train_stack, say
 
 
@@ -30,6 +31,7 @@ def add_learn_arguments(parser: argparse.ArgumentParser) -> None:
         help="gate and promote an adapter trained elsewhere (e.g. on a GPU box) instead of training",
     )
     add_held_out_arguments(parser)
+    add_executor_options(parser, "held-out states", parallel=False)
     parser.add_argument(
         "--objective",
         choices=("sdpo", "sft", "dpo", "mix"),
@@ -95,6 +97,8 @@ def learn_main(args: argparse.Namespace) -> int:
                 max_steps=args.max_steps,
                 max_time=args.max_time,
                 parallel=args.parallel,
+                executor=args.executor,
+                address=args.address,
                 gate=learn.Gate(max_forgetting=args.max_forgetting),
                 states=args.states,
                 samples=args.samples,

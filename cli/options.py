@@ -1,5 +1,5 @@
-"""What several commands share: the exit statuses, a session's options, and the database a command
-reads when it is given no --db."""
+"""What several commands share: the exit statuses, a session's options, where work runs (a local
+pool or Ray), and the database a command reads when it is given no --db."""
 
 from __future__ import annotations
 
@@ -26,6 +26,20 @@ def add_settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-steps", type=int, help="stop after this many model calls per turn")
     parser.add_argument("--max-cost", type=float, help="stop once a turn has cost this many USD")
     parser.add_argument("--db", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
+
+
+def add_executor_options(parser: argparse.ArgumentParser, units: str, *, parallel: bool = True) -> None:
+    """--parallel, --executor and --address (tasks.executors), for work done in `units`; without
+    `parallel`, the command's own --parallel says how many at once on Ray."""
+    if parallel:
+        parser.add_argument("--parallel", type=int, default=1, help=f"{units} at once (default 1; 0 with Ray: all)")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help=f"local process pool, or Ray for the {units} (pip install 'teachback[ray]')",
+    )
+    parser.add_argument("--address", help="Ray cluster address, e.g. auto (default: start a local Ray)")
 
 
 def settings_for(args: argparse.Namespace) -> Settings:

@@ -12,6 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cli.options import add_executor_options
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 SUITES = ("sample",)
 
@@ -95,6 +97,7 @@ def add_tasks_arguments(parser: argparse.ArgumentParser) -> None:
     branch.add_argument("--max-tokens", type=int, help="tokens per reply (default: each session's max_tokens)")
     branch.add_argument("--model", default="local/smollm2@none", help="the served model (default local/smollm2@none)")
     branch.add_argument("--no-redact", action="store_true", help="keep secrets in the records (default: redacted)")
+    add_executor_options(branch, "sessions sampled")
     branch.set_defaults(handler=_branch)
 
 
@@ -124,14 +127,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 def _attempt_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="litellm model string (default: the configured model)")
     parser.add_argument("--attempts", type=int, default=1, help="attempts per task (default 1); pass@k uses k = this")
-    parser.add_argument("--parallel", type=int, default=1, help="attempts at once (default 1; 0 with Ray: all)")
-    parser.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="local process pool, or Ray (pip install 'teachback[ray]')",
-    )
-    parser.add_argument("--address", help="Ray cluster address, e.g. auto (default: start a local Ray)")
+    add_executor_options(parser, "attempts")
     parser.add_argument("--instance", action="append", default=[], metavar="ID", help="only this task (repeatable)")
     parser.add_argument("--db", help="feedback database (default: $TEACHBACK_HOME/feedback.db)")
     parser.add_argument("--max-steps", type=int, help="model calls per attempt (default: max_steps)")
@@ -211,6 +207,9 @@ def _branch(args: argparse.Namespace) -> int:
         samples=args.samples,
         cap=args.max_tokens,
         redact=not args.no_redact,
+        executor=args.executor,
+        parallel=args.parallel,
+        address=args.address,
     )
     try:
         result = run_branches(config, say=lambda line: print(line, file=sys.stderr, flush=True))

@@ -183,7 +183,9 @@ def add_held_out_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempts", type=int, default=1, help="attempts per held-out task and model (default 1)")
     parser.add_argument("--max-steps", type=int, help="agent steps per attempt (default: max_steps)")
     parser.add_argument("--max-time", type=float, help="agent seconds per attempt (default: max_time)")
-    parser.add_argument("--parallel", type=int, default=1, help="attempts at once (default 1)")
+    parser.add_argument(
+        "--parallel", type=int, default=1, help="attempts at once (default 1); on Ray, sessions replayed at once too"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 

@@ -204,6 +204,9 @@ class BranchConfig:
     hint_samples: int = 0  # at a state with no success: replies drawn with the failure's feedback in context
     no_tool_samples: int = 0  # at each session's first state: replies to one of training's no-tool questions
     forward_samples: int = 0  # at the state one step after a state's first verified success: replies drawn there
+    executor: str = "local"  # where each session's states are sampled and labelled (tasks.executors)
+    parallel: int = 1  # sessions at once; 1 with the local executor: in this process, state by state
+    address: str | None = None  # the Ray cluster's; None: a local Ray started for the run
 
 
 @dataclass
@@ -225,7 +228,8 @@ def run_branches(config: BranchConfig, say: Say | None = None) -> BranchResult:
 
     started = time.perf_counter()
     states, tasks = _replayable(config)
-    decode = vocabulary(config.model)
+    here = config.executor == "local" and config.parallel <= 1  # otherwise each unit loads the vocabulary
+    decode = vocabulary(config.model) if here else None
     redactor = Redactor() if config.redact else None
     result = BranchResult(states=len(states))
     config.out.mkdir(parents=True, exist_ok=True)
@@ -235,7 +239,12 @@ def run_branches(config: BranchConfig, say: Say | None = None) -> BranchResult:
             result.paths[kind] = config.out / f"{kind}.jsonl"
             files[kind] = stack.enter_context(result.paths[kind].open("w", encoding="utf-8"))
         writer = RecordWriter(files, redactor, result)
-        asyncio.run(_branch_all(config, states, tasks, decode, writer, say or (lambda _: None)))
+        if decode is not None:
+            asyncio.run(_branch_all(config, states, tasks, decode, writer, say or (lambda _: None)))
+        else:
+            from tasks.state_groups import branch_spread
+
+            branch_spread(config, states, tasks, writer, say or (lambda _: None))
     result.redactions = redactor.total if redactor else 0
     result.wall_s = round(time.perf_counter() - started, 1)
     return result
@@ -278,10 +287,11 @@ def _scrubbed(record: dict[str, Any], clean: dict[str, Any]) -> dict[str, Any]:
 def _replayable(config: BranchConfig) -> tuple[list[State], dict[str, Any]]:
     from tasks.records import load_tasks
 
-    if not config.model.startswith("local/"):
+    if not config.model.startswith(("local/", "scripted/")):
         raise StateError(
             f"--model {config.model}: branches are sampled with the embedded model, whose token ids and "
-            "vocabulary make the records; give local/<model>[@adapter], e.g. local/smollm2@none"
+            "vocabulary make the records; give local/<model>[@adapter], e.g. local/smollm2@none "
+            "(or scripted/<file>, the deterministic fake)"
         )
     if config.samples < 1:
         raise StateError(f"--samples {config.samples}: give at least 1")
@@ -311,24 +321,41 @@ async def _branch_all(
 ) -> None:
     asked: set[str] = set()  # sessions whose first state gave a no-tool question
     for number, state in enumerate(states, 1):
-        task = tasks[state.task_id]
-        sampler = Sampler(config.model, cap=config.cap or recorded_cap(state))
-        scratch = Scratch(state, task, config.task_file)
-        try:
-            branches = await branch_state(state, sampler, config.samples, scratch, task, config.task_file, decode)
-            branches += await more_branches(config, state, branches, sampler, scratch, task, decode)
-            ahead = await forward_branches(config, state, branches, sampler, scratch, task, decode)
-        finally:
-            scratch.close()
-        writer.add(At(state.session_id, state.step, state.task_id), branches)
-        if ahead is not None:
-            writer.add(At(state.session_id, ahead[0].step, state.task_id, ahead=True), ahead[1])
-            say(f"state {number}/{len(states)}, one step on: {', '.join(b.label.kind + _mark(b) for b in ahead[1])}")
-        if config.no_tool_samples and state.session_id not in asked:
-            asked.add(state.session_id)
-            questions = await sources.no_tool(state, sampler, config.no_tool_samples, decode)
-            writer.add(At(state.session_id, -1, state.task_id), questions)
-        say(f"state {number}/{len(states)}: {', '.join(f'{b.label.kind}' + _mark(b) for b in branches)}")
+        first = state.session_id not in asked
+        asked.add(state.session_id)
+        found, lines = await branch_one(
+            config, state, tasks[state.task_id], decode, first, f"state {number}/{len(states)}"
+        )
+        for at, branches in found:
+            writer.add(at, branches)
+        for line in lines:
+            say(line)
+
+
+async def branch_one(
+    config: BranchConfig, state: State, task: Any, decode: Callable[[list[int]], str], first: bool, name: str
+) -> tuple[list[tuple[At, list[Branch]]], list[str]]:
+    """The labelled branches at `state` (and one step on, and, at a session's `first` state, its
+    no-tool questions), each group with the state it was drawn at, in the order they are written;
+    and the progress lines to say."""
+    sampler = Sampler(config.model, cap=config.cap or recorded_cap(state))
+    scratch = Scratch(state, task, config.task_file)
+    try:
+        branches = await branch_state(state, sampler, config.samples, scratch, task, config.task_file, decode)
+        branches += await more_branches(config, state, branches, sampler, scratch, task, decode)
+        ahead = await forward_branches(config, state, branches, sampler, scratch, task, decode)
+    finally:
+        scratch.close()
+    found = [(At(state.session_id, state.step, state.task_id), branches)]
+    lines = []
+    if ahead is not None:
+        found.append((At(state.session_id, ahead[0].step, state.task_id, ahead=True), ahead[1]))
+        lines.append(f"{name}, one step on: {', '.join(b.label.kind + _mark(b) for b in ahead[1])}")
+    if config.no_tool_samples and first:
+        questions = await sources.no_tool(state, sampler, config.no_tool_samples, decode)
+        found.append((At(state.session_id, -1, state.task_id), questions))
+    lines.append(f"{name}: {', '.join(f'{b.label.kind}' + _mark(b) for b in branches)}")
+    return found, lines
 
 
 async def more_branches(
@@ -419,6 +446,8 @@ async def branch_state(
 
 def vocabulary(model: str) -> Callable[[list[int]], str]:
     """Token ids -> the text they spell in `model`'s vocabulary (only the vocabulary is loaded)."""
+    if model.startswith("scripted/"):
+        return _no_vocabulary
     from llama_cpp import Llama
     from llama_cpp._utils import suppress_stdout_stderr
 
@@ -428,6 +457,13 @@ def vocabulary(model: str) -> Callable[[list[int]], str]:
     with suppress_stdout_stderr(disable=False):  # llama.cpp warns about the context a vocabulary never uses
         vocab = Llama(model_path=str(path), vocab_only=True, verbose=False)
     return lambda ids: vocab.detokenize(ids, special=True).decode("utf-8", "replace")
+
+
+def _no_vocabulary(ids: list[int]) -> str:
+    raise StateError(
+        "a scripted model has no vocabulary to decode sampled token ids with: "
+        "leave `completion` out of its turns' token_ids (its calls are then written as text)"
+    )
 
 
 def render_summary(result: BranchResult) -> str:

@@ -1,4 +1,5 @@
-"""Where attempts run: a local process pool (the default) or a Ray cluster, and the results file.
+"""Where attempts run: a local process pool (the default) or a Ray cluster, and the results file;
+`map_units` runs any other work (state replay, branch sampling) on the same choice.
 
 Each finished attempt is appended to a JSONL file at once (flushed and synced), so a run that is
 killed loses only the attempts in flight; started again with the same file it skips every attempt
@@ -8,8 +9,10 @@ carries `error` (the harness failed, not the agent) is run again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import logging
 import os
@@ -126,6 +129,23 @@ def _local_results(specs: list[AttemptSpec], parallel: int) -> Iterator[dict[str
 def _ray_results(specs: list[AttemptSpec], address: str | None, parallel: int) -> Iterator[dict[str, Any]]:
     """Attempts as Ray tasks (one CPU each), at most `parallel` in flight (0: as many as the cluster
     takes). Without `address` a local Ray instance is started for the run and stopped after it."""
+    with ray_cluster(address) as ray:
+        remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
+        waiting = iter(specs)
+        in_flight: dict[Any, AttemptSpec] = {}
+        limit = parallel if parallel > 0 else len(specs)
+        _fill(in_flight, waiting, limit, remote)
+        while in_flight:
+            done, _ = ray.wait(list(in_flight), num_returns=1)
+            spec = in_flight.pop(done[0])
+            yield _outcome(functools.partial(ray.get, done[0]), spec)
+            _fill(in_flight, waiting, limit, remote)
+
+
+@contextlib.contextmanager
+def ray_cluster(address: str | None) -> Iterator[Any]:
+    """The `ray` module, connected to the cluster at `address`; without one (and no connection yet)
+    a local Ray instance started here and stopped on leaving."""
     try:
         import ray
     except ImportError:
@@ -147,20 +167,49 @@ def _ray_results(specs: list[AttemptSpec], address: str | None, parallel: int) -
                 f"Cannot start or reach Ray{f' at {address}' if address else ''}: {str(exc).rstrip('.')}. Start a cluster with "
                 "`ray start --head` (then --address auto), or leave out --address to start one for this run."
             ) from exc
-    remote = ray.remote(num_cpus=1, max_retries=0)(run_attempt)
     try:
-        waiting = iter(specs)
-        in_flight: dict[Any, AttemptSpec] = {}
-        limit = parallel if parallel > 0 else len(specs)
-        _fill(in_flight, waiting, limit, remote)
-        while in_flight:
-            done, _ = ray.wait(list(in_flight), num_returns=1)
-            spec = in_flight.pop(done[0])
-            yield _outcome(functools.partial(ray.get, done[0]), spec)
-            _fill(in_flight, waiting, limit, remote)
+        yield ray
     finally:
         if started_here:
             ray.shutdown()
+
+
+def map_units(
+    work: Callable[[Any], Any],
+    units: list[Any],
+    *,
+    executor: str = "local",
+    parallel: int = 1,
+    address: str | None = None,
+) -> Iterator[Any]:
+    """`work(unit)` for every unit, yielded in unit order whatever order they finish in: in this
+    process (local, `parallel` 1), a pool of `parallel` spawned processes (local), or one Ray task of
+    one CPU each, at most `parallel` in flight (0: as many as the cluster takes). `work` must be a
+    module-level function and a unit picklable; a unit that fails raises here."""
+    if executor not in EXECUTORS:
+        raise ExecutorError(f"executor {executor!r}: give one of {', '.join(EXECUTORS)}")
+    if executor == "local" and parallel <= 1:
+        yield from map(work, units)
+    elif executor == "local":
+        with ProcessPoolExecutor(max_workers=parallel, mp_context=get_context("spawn")) as pool:
+            yield from pool.map(work, units)
+    else:
+        with ray_cluster(address) as ray:
+            remote = ray.remote(num_cpus=1, max_retries=0)(work)
+            limit = parallel if parallel > 0 else len(units)
+            waiting, in_flight = iter(units), []
+            in_flight += [remote.remote(unit) for unit in itertools.islice(waiting, limit)]
+            while in_flight:
+                result = ray.get(in_flight.pop(0))
+                in_flight += [remote.remote(unit) for unit in itertools.islice(waiting, 1)]
+                yield result
+
+
+def sessions_on(executor: str, parallel: int, address: str | None) -> dict[str, Any]:
+    """The executor fields of a state replay or branch sampling config (tasks.state_groups) for a
+    command whose --parallel counts attempts: on Ray, that many sessions at once; locally, one
+    session after another in this process, where the embedded model has every CPU."""
+    return {"executor": executor, "parallel": parallel if executor == "ray" else 1, "address": address}
 
 
 def _fill(in_flight: dict[Any, AttemptSpec], waiting: Iterator[AttemptSpec], limit: int, remote: Any) -> None:

@@ -9,6 +9,7 @@ change the run could detect is printed after the base arm is sampled and before 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
@@ -55,6 +56,9 @@ class ReplayConfig:
     seed: int = 0  # the bootstrap's
     probes: int | None = None  # no-tool probes (tasks.probes) from the first states of this many sessions; None: all
     cache: Path | None = None  # a folder keeping each arm's labels, reused where model, states and seeds are the same
+    executor: str = "local"  # where each session's states are sampled and labelled (tasks.executors)
+    parallel: int = 1  # sessions at once; 1 with the local executor: in this process, state by state
+    address: str | None = None  # the Ray cluster's; None: a local Ray started for the run
 
 
 def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
@@ -83,8 +87,14 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
     labels: dict[str, list[list[Label]]] = {}
     probe_labels: dict[str, list[list[Label]]] = {}
     reproduced = Counter()
-    scratches = {id(s): Scratch(s, tasks[s.task_id], config.task_file) for s in states}
+    here = config.executor == "local" and config.parallel <= 1  # otherwise each unit builds its own files
+    scratches = {id(s): Scratch(s, tasks[s.task_id], config.task_file) for s in states} if here else {}
+    cluster = contextlib.ExitStack()
     try:
+        if config.executor == "ray":  # one cluster for every arm (a start takes seconds)
+            from tasks.executors import ray_cluster
+
+            cluster.enter_context(ray_cluster(config.address))
         for arm, model in config.arms.items():
             cached = arm_cache(config, model, states, probes)
             if cached is not None and cached.is_file():
@@ -92,11 +102,13 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
                 say(f"{arm}: {model}'s labels at these states and seeds, from {cached}")
             else:
                 sampler = Sampler(model, cap=config.cap, temperature=config.temperature, threads=config.threads)
-                labels[arm] = asyncio.run(
-                    _sample_arm(
-                        config, arm, sampler, states, scratches, tasks, say, reproduced if arm == "before" else None
-                    )
-                )
+                counts = reproduced if arm == "before" else None
+                if here:
+                    labels[arm] = asyncio.run(sample_arm(config, arm, sampler, states, scratches, tasks, say, counts))
+                else:
+                    from tasks.state_groups import replay_spread
+
+                    labels[arm] = replay_spread(config, arm, sampler, states, tasks, say, counts)
                 probe_labels[arm] = asyncio.run(_sample_probes(config, sampler, probes, probe_label))
                 if cached is not None:
                     _write_labels(cached, labels[arm], probe_labels[arm])
@@ -111,6 +123,7 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
                     + ("n/a" if found is None else f"{found:+.1%}")
                 )
     finally:
+        cluster.close()
         for scratch in scratches.values():
             scratch.close()
     doc = document(states, labels, probes, probe_labels, config.seed)
@@ -212,7 +225,7 @@ def _label_row(label: Label) -> dict[str, Any]:
     return {"kind": label.kind, "tools": list(label.tools), "call_error": label.call_error, "cut_off": label.cut_off}
 
 
-async def _sample_arm(
+async def sample_arm(
     config: ReplayConfig,
     arm: str,
     sampler: Sampler,
@@ -222,6 +235,7 @@ async def _sample_arm(
     say: Say,
     reproduced: Counter | None,
 ) -> list[list[Label]]:
+    """K labelled samples at each state, state by state, each on its own copy of the state's files."""
     out = []
     for number, state in enumerate(states, 1):
         found = []

@@ -77,6 +77,8 @@ class LearnConfig:
     max_steps: int | None = None  # agent steps per held-out attempt
     max_time: float | None = None
     parallel: int = 1
+    executor: str = "local"  # where held-out states are replayed and branches sampled (tasks.executors)
+    address: str | None = None  # the Ray cluster's; None: a local Ray started for the round
     gate: Gate = field(default_factory=Gate)
     states: Path | None = None  # held-out states to gate on; None: the test split of db's task attempts
     samples: int = 4  # replies per held-out state and side
@@ -279,6 +281,7 @@ def _replay_states(
     config: LearnConfig, held: tuple[Path, frozenset[str]], parent: Round | None, served: Path, gguf: Path, say: Say
 ) -> dict | None:
     """The held-out states replayed with the served model and the new adapter (tasks.state_eval)."""
+    from tasks.executors import ExecutorError, sessions_on
     from tasks.sample_suite import sample_suite_path
     from tasks.state_eval import ReplayConfig, run_replay
     from tasks.states import StateError
@@ -294,6 +297,7 @@ def _replay_states(
         samples=config.samples,
         sessions=sessions,
         seed=config.seed,
+        **sessions_on(config.executor, config.parallel, config.address),
     )
     say(f"replaying {len(sessions)} held-out session(s) at their recorded states")
     try:
@@ -301,6 +305,8 @@ def _replay_states(
     except StateError as exc:
         say(f"the held-out states could not be replayed: {exc}")
         return None
+    except ExecutorError as exc:
+        raise LearnError(str(exc)) from exc
 
 
 def _training_sessions(config: LearnConfig) -> frozenset[str] | None:
@@ -317,6 +323,7 @@ def _training_sessions(config: LearnConfig) -> frozenset[str] | None:
 def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: Path, say: Say) -> dict[str, Path]:
     """The branch records at the training states; {"train": the objective's file}."""
     from tasks.branches import BranchConfig, render_summary, run_branches
+    from tasks.executors import ExecutorError, sessions_on
     from tasks.sample_suite import sample_suite_path
     from tasks.states import StateError
 
@@ -333,10 +340,11 @@ def _branch(config: LearnConfig, sessions: frozenset[str], model: str, folder: P
                 hint_samples=config.branch_samples // 2,
                 no_tool_samples=2,
                 forward_samples=config.branch_samples // 2,
+                **sessions_on(config.executor, config.parallel, config.address),
             ),
             say,
         )
-    except StateError as exc:
+    except (StateError, ExecutorError) as exc:
         raise LearnError(str(exc)) from exc
     say(render_summary(result))
     objective = objective_for(config, branch=True)

@@ -2,8 +2,10 @@
 
 Model string `scripted/<path>`; the file is a list of turns in OpenAI chat shape:
 `{"content": str | null, "tool_calls": [{"id": str?, "function": {"name": str, "arguments": str}}],
-"delay": seconds?, "error": kind?, "times": n?, "finish_reason": str?}` (how the reply ends, e.g.
-"length" or "content_filter"; by default "tool_calls" or "stop"). `arguments` is sent exactly as
+"delay": seconds?, "error": kind?, "times": n?, "finish_reason": str?, "token_ids": {"prompt": [int],
+"completion": [int]}?}` (how the reply ends, e.g. "length" or "content_filter"; by default "tool_calls"
+or "stop"; `token_ids`: reported as the embedded model reports what it was given and sampled, so a
+recorded session's states can be replayed). `arguments` is sent exactly as
 written, so a script can send invalid JSON, an unknown tool or wrong types on purpose. A turn with `error` (rate_limit,
 unavailable, connection, auth, not_found, context_window) fails that way `times` times (default:
 every time) before it answers, to exercise retries. Which turn comes next is derived from the conversation (the
@@ -51,6 +53,15 @@ def load_script(path: str) -> list[dict[str, Any]]:
     if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
         raise ScriptError(f"script {path} must be a JSON list of assistant turns (objects).")
     for number, turn in enumerate(turns):
+        ids = turn.get("token_ids", {})
+        if not isinstance(ids, dict) or not all(
+            key in ("prompt", "completion") and isinstance(v, list) and all(type(i) is int for i in v)
+            for key, v in ids.items()
+        ):
+            raise ScriptError(
+                f"script {path}, turn {number}: token_ids must be an object with prompt and/or completion, "
+                "each a list of integers."
+            )
         for call in turn.get("tool_calls") or []:
             function = call.get("function") if isinstance(call, dict) else None
             if (
@@ -144,6 +155,7 @@ def _chunks(messages: list[dict[str, Any]], turn: dict[str, Any]) -> Iterator[di
             "total_tokens": usage.total_tokens,
         },
         "index": 0,
+        **({"provider_specific_fields": {"token_ids": turn["token_ids"]}} if turn.get("token_ids") else {}),
     }
 
 
