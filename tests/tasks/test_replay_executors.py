@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.providers.scripted import ScriptError, load_script
+from cli.entry import main
 from tasks.branches import KINDS, BranchConfig, run_branches
 from tasks.executors import ExecutorError, map_units
 from tasks.rollout import run_attempt
@@ -98,3 +99,17 @@ def test_an_unknown_executor_or_token_ids_that_are_not_integers_is_a_clear_error
     bad.write_text(json.dumps([{**turn(READ), "token_ids": {"prompt": ["1"]}}]))
     with pytest.raises(ScriptError, match="turn 0: token_ids must be an object with prompt and/or completion"):
         load_script(str(bad))
+
+
+def test_tasks_branch_on_a_local_pool_writes_the_files_it_writes_in_one_process(
+    recorded: Path, script, tmp_path: Path
+) -> None:
+    model = script(*BEFORE, name="before.json")
+    common = ["tasks", "branch", str(recorded), "--model", model, "--samples", "1", "--tasks", str(sample_suite_path())]
+    assert main([*common, "--out", str(tmp_path / "here")]) == 0
+    assert main([*common, "--out", str(tmp_path / "pool"), "--executor", "local", "--parallel", "2"]) == 0
+    here, pool = ({k: (tmp_path / way / f"{k}.jsonl").read_bytes() for k in KINDS} for way in ("here", "pool"))
+    assert here["sft"] and pool == here
+    with pytest.raises(SystemExit) as refused:  # argparse names the choices
+        main([*common, "--out", str(tmp_path / "x"), "--executor", "slurm"])
+    assert refused.value.code == 2
