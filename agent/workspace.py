@@ -152,6 +152,11 @@ class Workspace:
             raise WorkspaceError("path must be a non-empty string relative to the workspace root.", "bad_arguments")
         if "\x00" in path:
             raise WorkspaceError("path contains a NUL byte; send a plain relative path.", "outside_workspace")
+        if not path.isascii() and not _file_name(path):
+            raise WorkspaceError(
+                "path holds a character that is not valid Unicode text (a lone surrogate); send the path without it.",
+                "bad_arguments",
+            )
         too_long = _length_problem(path)
         if too_long:
             raise WorkspaceError(
@@ -322,6 +327,16 @@ def decode_text(data: bytes, rel: str) -> str:
             "as text. Convert it to UTF-8 first, or leave it alone.",
             "encoding",
         ) from None
+
+
+def _file_name(path: str) -> bool:
+    """Whether `path` can name a file: the surrogates that stand for undecodable bytes of a name read
+    from disk can; any other lone surrogate cannot."""
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _encoded(text: str, rel: str) -> bytes:
