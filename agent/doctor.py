@@ -16,10 +16,11 @@ Check = tuple[str, bool, str]  # name, ok, detail (how to fix when not ok)
 
 
 def run_checks(
-    workspace: Path, load_settings: Callable[[], Settings], open_database: Callable[[Path], str | None], out=sys.stdout
+    workspace: Path, load_settings: Callable[[], Settings], open_database: Callable[[Path], str | None], out=None
 ) -> int:
     """`load_settings` reads the configuration (raising ConfigError); `open_database` opens the feedback
     database at a path and returns why it cannot be used, or None (both come from the command line)."""
+    out = out or sys.stdout  # looked up now: a default bound at import would keep a stream replaced since
     results: list[Check] = [_check_python(), _check_git(workspace)]
     settings: Settings | None = None
     try:
