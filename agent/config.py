@@ -276,3 +276,16 @@ def _problem(f: dataclasses.Field, value: Any) -> str | None:
 def settings_dict(settings: Settings) -> dict[str, Any]:
     """Settings as plain JSON data (recorded with each session)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(settings).items()}
+
+
+def config_table(path: Path, name: str) -> Any:
+    """The `name` table of a teachback.toml (top level or under [teachback]), or None. The file's
+    settings were already read, and refused with a clear error if it is not TOML."""
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    nested = data.get("teachback")
+    return data.get(name, nested.get(name) if isinstance(nested, dict) else None)

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import CONFIG_FILE, HOOKS_TABLE, user_config_path
+from agent.config import CONFIG_FILE, HOOKS_TABLE, config_table, user_config_path
 from agent.mcp import trust
 from agent.mcp.config import fingerprint
 
@@ -141,23 +140,10 @@ def workspace_definitions(root: Path) -> dict[str, Any]:
     claude = _claude_hooks(root / CLAUDE_SETTINGS)
     if claude is not None:
         own[CLAUDE_SETTINGS] = claude
-    table = _hooks_table(root / CONFIG_FILE)
+    table = config_table(root / CONFIG_FILE, HOOKS_TABLE)
     if table:
         own[CONFIG_FILE] = table
     return own
-
-
-def _hooks_table(path: Path) -> Any:
-    """The [hooks] table of a teachback.toml (top level or under [teachback]). The file's settings
-    were already read, and refused with a clear error if it is not TOML."""
-    if not path.is_file():
-        return None
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
-    nested = data.get("teachback")
-    return data.get(HOOKS_TABLE, nested.get(HOOKS_TABLE) if isinstance(nested, dict) else None)
 
 
 def _claude_hooks(path: Path) -> Any:
@@ -172,7 +158,7 @@ def _claude_hooks(path: Path) -> Any:
 
 
 def _from_toml(path: Path) -> list[HookConfig]:
-    table = _hooks_table(path)
+    table = config_table(path, HOOKS_TABLE)
     return [] if table is None else _entries(table, str(path), claude=False)
 
 

@@ -17,13 +17,12 @@ import json
 import os
 import re
 import shlex
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config import CONFIG_FILE, SERVERS_TABLE, user_config_path
+from agent.config import CONFIG_FILE, SERVERS_TABLE, config_table, user_config_path
 from agent.mcp import trust
 
 CLAUDE_FILE = ".mcp.json"
@@ -121,7 +120,7 @@ def workspace_definitions(root: Path) -> dict[str, Any]:
             own[CLAUDE_FILE] = claude.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             own[CLAUDE_FILE] = f"(unreadable: {exc.strerror})"
-    table = _servers_table(root / CONFIG_FILE)
+    table = config_table(root / CONFIG_FILE, SERVERS_TABLE) or None
     if table:
         own[CONFIG_FILE] = table
     return own
@@ -141,22 +140,8 @@ def _names(entries: Any) -> list[str]:
     return [str(name) for name in entries] if isinstance(entries, dict) else []
 
 
-def _servers_table(path: Path) -> dict[str, Any] | None:
-    """The [mcp_servers] table of a teachback.toml (top level or under [teachback]). The file's
-    other settings were already read, and refused with a clear error if it is not TOML."""
-    if not path.is_file():
-        return None
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
-    nested = data.get("teachback")
-    table = data.get(SERVERS_TABLE, nested.get(SERVERS_TABLE) if isinstance(nested, dict) else None)
-    return table if table else None
-
-
 def _from_toml(path: Path, root: Path, env: Mapping[str, str]) -> list[ServerConfig]:
-    table = _servers_table(path)
+    table = config_table(path, SERVERS_TABLE) or None
     if table is None:
         return []
     if not isinstance(table, dict):

@@ -42,11 +42,10 @@ from feedback_store.hashing import canonical_json
 from feedback_store.provenance import TEACHBACK_AGENT
 from feedback_store.recording import import_claude, import_codex
 from feedback_store.recording.import_atif_shape import RESULT_SHAPE, SHAPE, SUPPORTED, text_of
-from feedback_store.recording.imports import ImportReport, changed_file, record_trail, remember_import
+from feedback_store.recording.imports import ImportReport, files_to_read, record_trail, remember_import
 from feedback_store.recording.log_lines import (
     MAX_LINE_BYTES,
     BadLine,
-    NotALogFile,
     log_lines,
     open_log,
     read_line,
@@ -106,18 +105,7 @@ def find_files(root: Path) -> list[Path]:
 def import_trajectories(store: Store, files: list[Path]) -> ImportReport:
     """Import each file not imported before, or changed since; count what was skipped."""
     report = ImportReport()
-    for path in files:
-        stat = changed_file(store, path, report)
-        if stat is None:
-            continue
-        try:
-            found = read(path)
-        except NotALogFile as exc:
-            report.problems.append(str(exc))
-            continue
-        except OSError as exc:
-            report.problems.append(f"{path}: {exc.strerror or exc}")
-            continue
+    for path, stat, found in files_to_read(store, files, report, read):
         report.lines += found.lines
         report.skipped.update(found.skipped)
         report.bad_lines += [f"{path}:{line.number}: {line.detail}" for line in found.bad_lines]

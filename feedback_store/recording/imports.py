@@ -24,9 +24,10 @@ import os
 import stat as stat_module
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from feedback_store.errors import StoreError
 from feedback_store.recording.import_pairs import command_pairs, interruption_pair
@@ -35,6 +36,7 @@ from feedback_store.recording.recorder import Recorder
 from feedback_store.recording.trail import Trail
 from feedback_store.store import Store
 
+Read = TypeVar("Read")  # what a log reader makes of one file
 MAX_NAMED = 50  # bad lines named in the summary; the rest are counted
 
 
@@ -81,18 +83,7 @@ def import_logs(
 ) -> ImportReport:
     """Import each log file not imported before, or changed since; count what was skipped."""
     report = ImportReport()
-    for path in files:
-        stat = changed_file(store, path, report)
-        if stat is None:
-            continue
-        try:
-            trail = read(path)
-        except NotALogFile as exc:
-            report.problems.append(str(exc))
-            continue
-        except OSError as exc:
-            report.problems.append(f"{path}: {exc.strerror or exc}")
-            continue
+    for path, stat, trail in files_to_read(store, files, report, read):
         if trail is not None:
             report.lines += trail.lines
             report.skipped.update(trail.skipped)
@@ -103,6 +94,26 @@ def import_logs(
         record_trail(store, trail, report)
         remember_import(store, path, agent, trail.session_id, stat, trail.lines, sum(trail.skipped.values()))
     return report
+
+
+def files_to_read(
+    store: Store, files: Iterable[Path], report: ImportReport, read: Callable[[Path], Read]
+) -> Iterator[tuple[Path, os.stat_result, Read]]:
+    """Each file not imported before, or changed since, with what `read` made of it; a file that is not
+    such a log, or cannot be read, is named in `report` instead."""
+    for path in files:
+        stat = changed_file(store, path, report)
+        if stat is None:
+            continue
+        try:
+            found = read(path)
+        except NotALogFile as exc:
+            report.problems.append(str(exc))
+            continue
+        except OSError as exc:
+            report.problems.append(f"{path}: {exc.strerror or exc}")
+            continue
+        yield path, stat, found
 
 
 def changed_file(store: Store, path: Path, report: ImportReport) -> os.stat_result | None:
