@@ -244,7 +244,7 @@ def run_branches(config: BranchConfig, say: Say | None = None) -> BranchResult:
         else:
             from tasks.state_groups import branch_spread
 
-            branch_spread(config, states, tasks, writer, say or (lambda _: None))
+            branch_spread(config, states, tasks, writer, say or (lambda _: None), branch_one, vocabulary)
     result.redactions = redactor.total if redactor else 0
     result.wall_s = round(time.perf_counter() - started, 1)
     return result

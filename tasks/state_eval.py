@@ -108,7 +108,7 @@ def run_replay(config: ReplayConfig, say: Say | None = None) -> dict[str, Any]:
                 else:
                     from tasks.state_groups import replay_spread
 
-                    labels[arm] = replay_spread(config, arm, sampler, states, tasks, say, counts)
+                    labels[arm] = replay_spread(config, arm, sampler, states, tasks, say, counts, sample_arm)
                 probe_labels[arm] = asyncio.run(_sample_probes(config, sampler, probes, probe_label))
                 if cached is not None:
                     _write_labels(cached, labels[arm], probe_labels[arm])

@@ -40,17 +40,16 @@ class ReplayUnit:
     states: list[State]
     tasks: dict[str, Any]
     reproduce: bool  # count whether the recorded seed draws the recorded reply again
+    sample: Callable[..., Any]  # tasks.state_eval.sample_arm, handed in (a module-level function pickles by name)
 
 
 def replay_unit(unit: ReplayUnit) -> tuple[list[list[Label]], Counter]:
     """One session's labels (tasks.state_eval.sample_arm) and its reproduction counts."""
-    from tasks.state_eval import sample_arm
-
     scratches = {id(s): Scratch(s, unit.tasks[s.task_id], unit.config.task_file) for s in unit.states}
     counts: Counter = Counter()
     try:
         labels = asyncio.run(
-            sample_arm(
+            unit.sample(
                 unit.config,
                 unit.arm,
                 unit.sampler,
@@ -75,15 +74,23 @@ def replay_spread(
     tasks: dict[str, Any],
     say: Say,
     reproduced: Counter | None,
+    sample: Callable[..., Any],
 ) -> list[list[Label]]:
-    """An arm's labels at every state, in state order, each session a unit on `config.executor`;
-    the sessions' reproduction counts added to `reproduced` in session order."""
+    """An arm's labels at every state, in state order, each session a unit on `config.executor`
+    labelled by `sample` (tasks.state_eval.sample_arm); the sessions' reproduction counts added to
+    `reproduced` in session order."""
     from tasks.executors import map_units
 
     groups = session_groups(states)
     units = [
         ReplayUnit(
-            config, arm, sampler, picked := [states[i] for i in group], _tasks_of(picked, tasks), reproduced is not None
+            config,
+            arm,
+            sampler,
+            picked := [states[i] for i in group],
+            _tasks_of(picked, tasks),
+            reproduced is not None,
+            sample,
         )
         for group in groups
     ]
@@ -113,17 +120,17 @@ class BranchUnit:
     states: list[tuple[int, State]]  # with each state's number among all the run's states
     total: int
     tasks: dict[str, Any]
+    branch: Callable[..., Any]  # tasks.branches.branch_one, handed in (it pickles by name)
+    vocabulary: Callable[[str], Callable[[list[int]], str]]  # tasks.branches.vocabulary
 
 
 def branch_unit(unit: BranchUnit) -> list[tuple[list[tuple[Any, list[Any]]], list[str]]]:
     """Each of one session's states' branches (tasks.branches.branch_one), in state order."""
-    from tasks.branches import branch_one, vocabulary
-
-    decode = vocabulary(unit.config.model)
+    decode = unit.vocabulary(unit.config.model)
 
     async def every() -> list[tuple[list[tuple[Any, list[Any]]], list[str]]]:
         return [
-            await branch_one(
+            await unit.branch(
                 unit.config, state, unit.tasks[state.task_id], decode, n == 0, f"state {number}/{unit.total}"
             )
             for n, (number, state) in enumerate(unit.states)
@@ -132,15 +139,29 @@ def branch_unit(unit: BranchUnit) -> list[tuple[list[tuple[Any, list[Any]]], lis
     return asyncio.run(every())
 
 
-def branch_spread(config: Any, states: list[State], tasks: dict[str, Any], writer: Any, say: Say) -> None:
-    """Every state's branches, each session a unit on `config.executor`, written by `writer`
-    (tasks.branches.RecordWriter) in state order as each session comes back."""
+def branch_spread(
+    config: Any,
+    states: list[State],
+    tasks: dict[str, Any],
+    writer: Any,
+    say: Say,
+    branch: Callable[..., Any],
+    vocabulary: Callable[[str], Callable[[list[int]], str]],
+) -> None:
+    """Every state's branches (`branch`: tasks.branches.branch_one), each session a unit on
+    `config.executor`, written by `writer` (tasks.branches.RecordWriter) in state order as each
+    session comes back."""
     from tasks.executors import map_units
 
     groups = session_groups(states)
     units = [
         BranchUnit(
-            config, [(i + 1, states[i]) for i in group], len(states), _tasks_of([states[i] for i in group], tasks)
+            config,
+            [(i + 1, states[i]) for i in group],
+            len(states),
+            _tasks_of([states[i] for i in group], tasks),
+            branch,
+            vocabulary,
         )
         for group in groups
     ]
