@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent.call_path import Unattended
 from agent.config import REPLY_TOKENS
 from agent.loop_guard import call_key
 from agent.protocol import CALL_ERRORS, FAILING_COMMAND, SCHEMA_ERRORS, event_from_dict, is_call_error
@@ -293,29 +294,17 @@ class _Run:
     turn_calls: list[tuple[tuple[str, str] | None, bool, int]]  # key, failed, edits before
 
 
-class _Collect:
+class _Collect(Unattended):
     """An unattended run that keeps the changes it wrote, as a session's EditApplied events hold them."""
 
     def __init__(self) -> None:
-        from agent.call_path import UNATTENDED
-
-        self.unattended = UNATTENDED
         self.edits: list[dict[str, Any]] = []
-
-    async def ask(self, action: str, summary: str, detail: str) -> str | None:
-        return await self.unattended.ask(action, summary, detail)
-
-    async def write(self, change: Any, write: Any) -> None:
-        await self.unattended.write(change, write)
 
     def written(self, change: Any, broken: str | None) -> None:
         self.edits.append(
             {"path": change.path, "kind": change.kind, "before": change.before, "after": change.after}
             | ({"new_path": change.new_path} if change.new_path else {})
         )
-
-    def crashed(self, name: str, detail: str) -> None:
-        return None
 
 
 async def _run_reply(
