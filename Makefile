@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed
 TRAIN_STAMP := $(VENV)/.installed-train
 # Harbor (its ATIF trajectory models) needs Python 3.12 or newer: a venv of its own, pinned, for the
 # tests that check teachback's trajectories with Harbor's own models.
-PYTHON312 ?= $(shell command -v python3.12 || command -v python3.13 || echo python3.12)
+# The first that runs: a pyenv shim is on PATH even where its version is not selected, so each is tried.
+PYTHON312 ?= $(shell for p in python3.12 python3.13 $$(pyenv root 2>/dev/null)/versions/3.1[23]*/bin/python3; do \
+  $$p -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1 && { command -v $$p; break; }; done)
 HARBOR_VENV := .venv-harbor
 HARBOR_STAMP := $(HARBOR_VENV)/.installed
 HARBOR_VERSION := 0.25.0
@@ -38,6 +40,7 @@ $(TRAIN_STAMP): $(STAMP)
 	touch $(TRAIN_STAMP)
 
 $(HARBOR_STAMP): Makefile
+	@test -n "$(PYTHON312)" || { echo "Harbor needs Python 3.12 or newer: none found (set PYTHON312=/path/to/python3.12)"; exit 1; }
 	test -x $(HARBOR_VENV)/bin/python || $(PYTHON312) -m venv $(HARBOR_VENV)
 	$(HARBOR_VENV)/bin/python -m pip install --quiet harbor==$(HARBOR_VERSION)
 	touch $(HARBOR_STAMP)
