@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from agent.protocol import FAILING_COMMAND, is_call_error
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 
 if TYPE_CHECKING:  # the store imports this module to compute its stats
     from feedback_store.store import Store

@@ -39,7 +39,7 @@ from feedback_store.hashing import canonical_json
 from feedback_store.provenance import Origins, content_key
 from feedback_store.read_only import open_read_only
 from feedback_store.recording.renders import Renders
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.sharing import resolve
 from feedback_store.store import Store, parse_since
 

@@ -22,7 +22,7 @@ from feedback_store.export.encoding import dumps, record_line
 from feedback_store.export.views import Memo
 from feedback_store.hashing import canonical_json
 from feedback_store.recording.renders import Render
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.rows import Pair
 from feedback_store.store import Store, parse_since
 

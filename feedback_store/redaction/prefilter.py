@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from feedback_store import redact_decode
+from feedback_store.redaction import decode
 
 try:  # one pass over a text for every rule's keywords and prefilter; without it, one check each
     import hyperscan
@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - a platform without its wheel
     hyperscan = None
 
 if TYPE_CHECKING:  # redact.py compiles the rules and imports this module
-    from feedback_store.redact import CompiledRule
+    from feedback_store.redaction.redactor import CompiledRule
 
 MIN_TOKEN = 20  # the shortest match of a `token` rule
 
@@ -117,7 +117,7 @@ class Selector:
             [self.rules[i] for i in order if i >= self.split],
             not held.isdisjoint(self.env_keywords),
             True,
-            *redact_decode.may_hold(text),
+            *decode.may_hold(text),
             lowered,
         )
 
@@ -160,7 +160,7 @@ def _database(
     key = (keywords, prefilters, env_keywords)
     if key not in _DATABASES:
         literal = [_hs_literal(k) for k in keywords]
-        triggers = (redact_decode.BASE64_TRIGGER, redact_decode.PERCENT_TRIGGER, redact_decode.ESCAPE_TRIGGER)
+        triggers = (decode.BASE64_TRIGGER, decode.PERCENT_TRIGGER, decode.ESCAPE_TRIGGER)
         patterns = [p.encode("utf-8") for p in (*prefilters, *triggers)]
         expressions = literal + patterns + [_hs_literal(v) for v in env_keywords]
         flags = [hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS] * len(literal)

@@ -27,9 +27,9 @@ from importlib import resources
 from typing import Any
 
 from common.jsontext import dumps_unicode as _dumps
-from feedback_store import redact_decode
-from feedback_store.redact_checks import CHECKS
-from feedback_store.redact_select import MIN_TOKEN, NOTHING, Selection, Selector
+from feedback_store.redaction import decode
+from feedback_store.redaction.checks import CHECKS
+from feedback_store.redaction.prefilter import MIN_TOKEN, NOTHING, Selection, Selector
 
 CREDENTIAL_ENV_NAME = re.compile(r"(?i)api|key|token|secret|passw|pwd|credential|auth|private")
 MIN_ENV_VALUE = 8
@@ -79,7 +79,7 @@ class Rule:
 
 
 def load_rules() -> list[Rule]:
-    text = resources.files("feedback_store").joinpath("secret_rules.toml").read_text(encoding="utf-8")
+    text = resources.files("feedback_store.redaction").joinpath("secret_rules.toml").read_text(encoding="utf-8")
     return [
         Rule(
             **{
@@ -183,9 +183,7 @@ class Redactor:
         return self._find(text, chosen, MAX_DECODE_DEPTH, budget)
 
     def _find(self, text: str, chosen: Selection, depth: int, budget: list[int]) -> list[Span]:
-        words = (
-            [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
-        )
+        words = [w for w in text.split() if len(w) >= decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
         spans: list[Span] = []
         if self._env is not None and chosen.env:
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
@@ -207,7 +205,7 @@ class Redactor:
         self, text: str, chosen: Selection, words: list[str], depth: int, budget: list[int]
     ) -> list[Span]:
         spans = []
-        for segment in redact_decode.segments(text, words, chosen.percent, chosen.escapes):
+        for segment in decode.segments(text, words, chosen.percent, chosen.escapes):
             budget[0] -= len(segment.decoded)
             if budget[0] < 0:
                 break
