@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from feedback_store.redaction import decode, prefilter
-from feedback_store.redaction.redactor import Redactor, load_rules
+from feedback_store.redaction.redactor import Redactor
+from feedback_store.redaction.rules import load_rules
 from tests.store.secret_corpus import cases
 from tests.store.test_secret_corpus import stdlib_sample
 
