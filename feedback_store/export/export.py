@@ -200,23 +200,6 @@ def export(
     )
 
 
-def command_line_options(args: Any) -> dict[str, Any]:
-    """export()'s filters and options as `teachback export` parsed them."""
-    return dict(
-        redact=not args.no_redact,
-        include_flagged=args.include_flagged,
-        source=args.source,
-        since=args.since,
-        model=args.model,
-        test_fraction=args.test_fraction,
-        template=args.template,
-        compact_tools=args.compact_tools,
-        max_tokens=args.max_tokens,
-        tokenizer=getattr(args, "counter", None) or args.tokenizer,
-        shared_only=args.shared_only,
-    )
-
-
 def _fill(
     sinks: dict[str, Sink],
     examples: Iterator[Example],
