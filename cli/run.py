@@ -30,8 +30,8 @@ def run_main(args: argparse.Namespace) -> int:
     from agent.llm import MODEL_USAGE_ERRORS
     from agent.protocol import ErrorEvent, UserInput
     from agent.runtime import open_session
-    from agent.transcript import JsonLines, Transcript
     from agent.workspace import WorkspaceError
+    from cli.transcript import JsonLines, Transcript
 
     if not args.instruction.strip():
         print(f"teachback: {EMPTY_INSTRUCTION}", file=sys.stderr)
