@@ -146,8 +146,8 @@ def unshare_main(args: argparse.Namespace) -> int:
 
 def _set(args: argparse.Namespace, shared: bool) -> int:
     from agent.runtime import repository_identity
-    from feedback_store.sharing import describe, resolve, set_share
     from feedback_store.store import open_store
+    from feedback_store.team.sharing import describe, resolve, set_share
 
     verb = "share" if shared else "unshare"
     if not (args.sessions or args.repository or args.workspace or args.list):
@@ -204,7 +204,7 @@ def _set(args: argparse.Namespace, shared: bool) -> int:
 def merge_main(args: argparse.Namespace) -> int:
     """Exit 0 when every source was merged; 1 when --skip-unreadable left some out (each named);
     2 (a StoreError, with nothing of the unreadable source added) without it."""
-    from feedback_store.merge import merge
+    from feedback_store.team.merge import merge
 
     report = merge(args.sources, args.into, shared_only=args.shared_only, skip_unreadable=args.skip_unreadable)
     added = ", ".join(f"{n} {table}" for table, n in sorted(report.added.items()) if n) or "nothing new"

@@ -24,8 +24,8 @@ import sqlite_utils
 
 from common.sqlite import is_busy, use_wal
 from feedback_store.capture import inbox
+from feedback_store.content.event_blobs import expand
 from feedback_store.errors import StoreError
-from feedback_store.event_blobs import expand
 from feedback_store.migrations import migrate
 from feedback_store.rows import Pair, SessionSummary
 

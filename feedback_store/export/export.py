@@ -37,13 +37,13 @@ from feedback_store.export.formats import Example, Left, Options, session_canoni
 from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.export.unroot import Unrooted, unrooted
 from feedback_store.export.views import TEMPLATES, Memo
-from feedback_store.provenance import Origins, content_key
 from feedback_store.read_only import open_read_only
 from feedback_store.recording.renders import Renders
 from feedback_store.redaction.redactor import Redactor
 from feedback_store.rows import Pair
-from feedback_store.sharing import resolve
 from feedback_store.store import Store
+from feedback_store.team.provenance import Origins, content_key
+from feedback_store.team.sharing import resolve
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000

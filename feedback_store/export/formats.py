@@ -56,7 +56,7 @@ class Example:
     options: Options = field(default_factory=Options)
     label: bool | None = None  # kto: a user's verdict on an edit that is not a failure (accepted)
     memo: Memo | None = field(default=None, compare=False)  # shared by the examples of one session
-    provenance: dict[str, Any] | None = None  # feedback_store.provenance: added to each of its records
+    provenance: dict[str, Any] | None = None  # feedback_store.team.provenance: added to each of its records
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocol.roles import NO_ROLES, Roles, builtin_roles
-from feedback_store.hashing import canonical_json
+from feedback_store.content.hashing import canonical_json
 from feedback_store.importers import claude, codex
 from feedback_store.importers.atif_shape import RESULT_SHAPE, SHAPE, SUPPORTED, text_of
 from feedback_store.importers.imports import ImportReport, files_to_read, record_trail, remember_import
@@ -51,8 +51,8 @@ from feedback_store.importers.log_lines import (
     shape_problem,
 )
 from feedback_store.importers.trail import Outcome, Trail, timestamp
-from feedback_store.provenance import TEACHBACK_AGENT
 from feedback_store.store import Store
+from feedback_store.team.provenance import TEACHBACK_AGENT
 
 AGENT = "atif"
 HARBOR_FILES = frozenset({"result.json", "config.json"})  # a Harbor job's and trial's own records

@@ -27,8 +27,8 @@ from agent.protocol import Lesson, Lessons
 from agent.protocol.arguments import read_arguments
 from agent.protocol.roles import roles_for
 from common.text import clip
+from feedback_store.content.hashing import canonical_json, content_hash
 from feedback_store.errors import StoreError
-from feedback_store.hashing import canonical_json, content_hash
 from feedback_store.lessons.enforced import ENFORCED, KNOWN_FAILURE, LEARNED_HERE, LESSON_COLUMNS, USABLE
 from feedback_store.redaction.redactor import Redactor
 from feedback_store.store import Store, open_store

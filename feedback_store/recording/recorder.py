@@ -47,12 +47,13 @@ from agent.protocol import (
     TurnStarted,
     event_from_dict,
 )
-from feedback_store import event_blobs, provenance
+from feedback_store.content import event_blobs
+from feedback_store.content.event_blobs import JSON, TEXT
+from feedback_store.content.hashing import canonical_json, content_hash, message_json, ordered_json, row_json
 from feedback_store.errors import StoreError
-from feedback_store.event_blobs import JSON, TEXT
-from feedback_store.hashing import canonical_json, content_hash, message_json, ordered_json, row_json
 from feedback_store.recording import monitor, pairs, plans, renders
 from feedback_store.store import Store
+from feedback_store.team import provenance
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from feedback_store import open_store
 from feedback_store.export.export import FORMATS, export
 from feedback_store.importers import claude, codex
 from feedback_store.importers.imports import import_logs
-from feedback_store.provenance import FIELDS
+from feedback_store.team.provenance import FIELDS
 
 LOGS = Path(__file__).parent / "data" / "agent_logs"
 SECRETS = ("ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe")

@@ -18,8 +18,8 @@ from feedback_store import open_store
 from feedback_store.export.atif import export_atif
 from feedback_store.importers import claude, codex
 from feedback_store.importers.imports import import_logs
-from feedback_store.merge import merge
-from feedback_store.sharing import resolve, set_share
+from feedback_store.team.merge import merge
+from feedback_store.team.sharing import resolve, set_share
 from tests.store.test_import_agents import CC, CX, SECRETS
 
 DATA = Path(__file__).parent / "data"

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from feedback_store.hashing import ordered_json
+from feedback_store.content.hashing import ordered_json
 
 LARGE = 512  # characters: shorter values stay inline
 TEXT, JSON, LITERAL = "$text", "$json", "$lit"
