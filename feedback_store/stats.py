@@ -67,12 +67,9 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-# A run_command's exit status, read from its result ("$ COMMAND\n[exit code N]..."), for the calls whose
-# command ran and failed: 126 and 127 say the shell could not run it (a call error).
-EXIT_CODE = (
-    "CASE WHEN t.error_kind = 'exit_status' AND instr(t.result, char(10) || '[exit code ') > 0 THEN "
-    "CAST(substr(t.result, instr(t.result, char(10) || '[exit code ') + 12, 4) AS INTEGER) END"
-)
+# A command's exit status, for the calls whose command ran and failed: 126 and 127 say the shell could
+# not run it (a call error).
+EXIT_CODE = "CASE WHEN t.error_kind = 'exit_status' THEN t.exit_code END"
 
 
 def compute_stats(store: Store) -> dict[str, Any]:

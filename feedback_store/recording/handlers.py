@@ -154,11 +154,42 @@ def _model_usage(conn: sqlite3.Connection, event: ModelUsage, rows: renders.Usag
     )
 
 
+def _reply_seq(conn: sqlite3.Connection, session_id: str, cause_id: str | None) -> int | None:
+    """The position of the reply that made a call: the assistant message the call names as its
+    cause; for a log without causes (imports), the latest assistant message."""
+    if cause_id is not None:
+        row = conn.execute(
+            "SELECT seq FROM messages WHERE event_id = ? AND session_id = ? AND role = 'assistant'",
+            (cause_id, session_id),
+        ).fetchone()
+        if row is not None:
+            return row[0]
+    return _last_assistant_seq(conn, session_id)
+
+
+def _call_of(conn: sqlite3.Connection, event: Event, call_id: str | None, running: bool = True) -> str | None:
+    """The tool_calls row an event of a call belongs to: the started call the event names as its
+    cause; for a log without causes (imports), the latest call with its call id (still running, when
+    `running`). The one place rows are linked by guessing."""
+    status = " AND status = 'running'" if running else ""
+    if event.cause_id is not None:
+        row = conn.execute(f"SELECT id FROM tool_calls WHERE id = ?{status}", (event.cause_id,)).fetchone()
+        if row is not None:
+            return row[0]
+    row = conn.execute(
+        f"SELECT id FROM tool_calls WHERE session_id = ? AND call_id = ?{status} ORDER BY started_at DESC LIMIT 1",
+        (event.session_id, call_id),
+    ).fetchone()
+    return row[0] if row else None
+
+
 def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted, row: dict[str, Any]) -> None:
-    seq = conn.execute(
-        f"""
-        INSERT INTO tool_calls (id, session_id, call_id, name, arguments, step, message_seq, status, started_at)
-        VALUES (?, ?, ?, ?, ?, ?, {LAST_ASSISTANT_SEQ}, 'running', ?) RETURNING message_seq
+    seq = _reply_seq(conn, event.session_id, event.cause_id)
+    conn.execute(
+        """
+        INSERT INTO tool_calls (id, session_id, call_id, name, arguments, step, message_seq, status, started_at,
+            roles, blocked_by_hook)
+        VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, 0)
         """,
         (
             event.id,
@@ -167,10 +198,11 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted, row: di
             event.name,
             event.arguments,
             event.step,
-            event.session_id,
+            seq,
             event.ts,
+            None if event.roles is None else canonical_json(event.roles),
         ),
-    ).fetchone()[0]
+    )
     if seq is not None:  # every tool's arguments: command lines, and the paths read, listed or searched
         run_step(
             conn,
@@ -184,36 +216,36 @@ def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished, row: 
     if event.message is not None:
         _add_message(conn, event.session_id, event.id, event.message)
     status = "ok" if event.ok else "error"
-    values = (status, event.error_kind, event.target, event.result, event.duration_ms, event.ts)
+    values = (status, event.error_kind, event.target, event.result, event.duration_ms, event.ts, event.exit_code)
     started = conn.execute(
         """
-        UPDATE tool_calls SET status = ?, error_kind = ?, target = ?, result = ?, duration_ms = ?, finished_at = ?
-        WHERE id = (SELECT id FROM tool_calls WHERE session_id = ? AND call_id = ? AND status = 'running'
-                    ORDER BY started_at DESC LIMIT 1)
-        RETURNING message_seq
+        UPDATE tool_calls SET status = ?, error_kind = ?, target = ?, result = ?, duration_ms = ?, finished_at = ?,
+            exit_code = ?, finished_id = ?
+        WHERE id = ? RETURNING message_seq, roles, blocked_by_hook
         """,
-        (*values, event.session_id, event.call_id),
+        (*values, event.id, _call_of(conn, event, event.call_id)),
     ).fetchone()
     if started is not None:
-        seq = started[0]
+        seq, roles, blocked = started[0], started[1], bool(started[2])
     else:  # finished without starting: a call skipped by an interrupt
-        seq = _last_assistant_seq(conn, event.session_id)
+        seq, roles, blocked = _last_assistant_seq(conn, event.session_id), None, False
         conn.execute(
             """
             INSERT INTO tool_calls (id, session_id, call_id, name, step, message_seq, status, error_kind,
-                target, result, duration_ms, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                target, result, duration_ms, finished_at, exit_code, finished_id, blocked_by_hook)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
             """,
-            (event.id, event.session_id, event.call_id, event.name, event.step, seq, *values),
+            (event.id, event.session_id, event.call_id, event.name, event.step, seq, *values, event.id),
         )
         if event.error_kind in ("denied", "interrupted"):
             return  # the user stopped the turn; the model did nothing wrong
-    run_step(conn, event, "pairs", lambda: pairs.on_tool_finished(conn, event, seq))
+    call = pairs.Call(roles=None if roles is None else json.loads(roles), blocked_by_hook=blocked)
+    run_step(conn, event, "pairs", lambda: pairs.on_tool_finished(conn, event, seq, call))
 
 
 def _edit_applied(conn: sqlite3.Connection, event: EditApplied, row: dict[str, Any]) -> None:
     call = conn.execute(
-        "SELECT message_seq FROM tool_calls WHERE session_id = ? AND call_id = ? ORDER BY started_at DESC LIMIT 1",
-        (event.session_id, event.call_id),
+        "SELECT message_seq FROM tool_calls WHERE id = ?", (_call_of(conn, event, event.call_id, running=False),)
     ).fetchone()
     seq = call[0] if call else _last_assistant_seq(conn, event.session_id)
     conn.execute(
@@ -351,6 +383,8 @@ def _turn_finished(conn: sqlite3.Connection, event: TurnFinished, row: dict[str,
 
 
 def _hook_ran(conn: sqlite3.Connection, event: HookRan, row: dict[str, Any]) -> None:
+    if event.decision == "deny" and event.call_id is not None:  # a PreToolUse or PermissionRequest hook said no
+        conn.execute("UPDATE tool_calls SET blocked_by_hook = 1 WHERE id = ?", (_call_of(conn, event, event.call_id),))
     if event.message is not None:  # a Stop hook's reason, sent to the model: part of the conversation
         _add_message(conn, event.session_id, event.id, event.message)
 
