@@ -6,13 +6,20 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agent.protocol import FAILING_COMMAND, is_call_error
 from feedback_store.redact import Redactor
 
-if TYPE_CHECKING:  # the store imports this module to compute its stats
-    from feedback_store.store import Store
+
+class Store(Protocol):
+    """What the figures read of a store (feedback_store.store.Store, which imports this module to
+    compute its stats: this module does not import it)."""
+
+    path: Any
+
+    def query(self, sql: str, params: tuple | list | dict = ()) -> list[dict[str, Any]]: ...
+
 
 PAGE_ROWS = 2000
 # The stored text an export carries: every message (prompts, completions, corrections) and every
