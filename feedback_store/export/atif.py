@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from feedback_store.content.hashing import canonical_json
+from feedback_store.content.renders import Renders
 from feedback_store.errors import StoreError
 from feedback_store.export.card import CardInfo, write_card
 from feedback_store.export.export_io import Sink
@@ -37,7 +38,6 @@ from feedback_store.export.folder_sink import TrajectoryFolder
 from feedback_store.export.format_table import TRAJECTORIES
 from feedback_store.export.unroot import Unrooted, unrooted
 from feedback_store.read_only import open_read_only
-from feedback_store.recording.renders import Renders
 from feedback_store.redaction.redactor import Redactor
 from feedback_store.store import Store, parse_since
 from feedback_store.team.provenance import Origins, content_key

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from feedback_store.content.renders import Renders
 from feedback_store.errors import StoreError
 from feedback_store.export.card import CardInfo, write_card
 from feedback_store.export.corrections import Fit, Workspace, fitting_correction
@@ -38,7 +39,6 @@ from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.export.unroot import Unrooted, unrooted
 from feedback_store.export.views import TEMPLATES, Memo
 from feedback_store.read_only import open_read_only
-from feedback_store.recording.renders import Renders
 from feedback_store.redaction.redactor import Redactor
 from feedback_store.rows import Pair
 from feedback_store.store import Store

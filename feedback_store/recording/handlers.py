@@ -26,9 +26,10 @@ from agent.protocol import (
     TurnFinished,
     TurnStarted,
 )
+from feedback_store.content import renders
 from feedback_store.content.event_blobs import JSON, TEXT
 from feedback_store.content.hashing import canonical_json, message_json, ordered_json
-from feedback_store.recording import monitor, pairs, plans, renders
+from feedback_store.recording import monitor, pairs, plans
 from feedback_store.recording.writes import insert_blob, insert_event, named_blob, put_blob, run_step
 from feedback_store.team import provenance
 
