@@ -1,8 +1,7 @@
 """The package boundaries of the README's architecture table, checked over every module's imports
 (those inside functions included, and the modules the command table loads by name): the command line
 is the only composition root, the store knows only the protocol, every package may stand on the floor
-package and it on nothing of ours, and no modules import each other, two or more in a circle (in the
-store, imports for type checkers only counted too)."""
+package and it on nothing of ours, and no two modules import each other."""
 
 from __future__ import annotations
 
@@ -65,15 +64,14 @@ def _is_type_checking(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(test)
 
 
-def _imports(module: str, top_level_only: bool, types_too: bool = False) -> set[str]:
-    """What `module` imports; with `types_too`, also what it imports for type checkers only."""
+def _imports(module: str, top_level_only: bool) -> set[str]:
     path = modules()[module]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if _is_type_checking(child) and not types_too:  # never runs
+            if _is_type_checking(child):  # never runs
                 continue
             if top_level_only and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 continue
@@ -152,15 +150,6 @@ def test_no_modules_import_each_other() -> None:
 def test_no_modules_import_each_other_at_load_time() -> None:
     graph = {module: _imports(module, top_level_only=True) - {module} for module in modules()}
     assert _cycles(graph) == []
-
-
-def test_no_modules_of_the_store_import_each_other_even_for_types() -> None:
-    # A circle of type-only imports still ties the modules' meanings together: a reader of either
-    # must read both. The store's packages keep none (their shared types live in one module).
-    # One is left: Store.stats() hands the store to stats.compute_stats, whose signature names Store.
-    store = [module for module in modules() if module.split(".")[0] == "feedback_store"]
-    graph = {module: _imports(module, top_level_only=False, types_too=True) - {module} for module in store}
-    assert _cycles(graph) == [["feedback_store.stats", "feedback_store.store"]]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
