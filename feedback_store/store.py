@@ -9,14 +9,12 @@ another process delays a write rather than dropping it.
 
 from __future__ import annotations
 
-import bisect
-import datetime as dt
 import json
 import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,8 @@ from feedback_store.capture import inbox
 from feedback_store.content.event_blobs import expand
 from feedback_store.errors import StoreError
 from feedback_store.migrations import migrate
-from feedback_store.rows import Fix, Pair, SessionSummary
+from feedback_store.pair_reader import PairReading
+from feedback_store.rows import SessionSummary
 
 log = logging.getLogger(__name__)
 
@@ -118,23 +117,7 @@ def explain(exc: sqlite3.Error, path: Path) -> StoreError:
     return StoreError(f"The feedback database {path} failed: {text}.")
 
 
-def parse_since(since: float | str | dt.datetime | None) -> float | None:
-    """A Unix time from a number, a datetime or an ISO date/time string ("2025-06-01")."""
-    if since is None or isinstance(since, (int, float)):
-        return since
-    if isinstance(since, str):
-        try:
-            since = dt.datetime.fromisoformat(since)
-        except ValueError:
-            raise StoreError(
-                f"--since must be an ISO date or time such as 2025-06-01 or 2025-06-01T12:00, got {since!r}."
-            ) from None
-    if since.tzinfo is None:
-        since = since.astimezone()
-    return since.timestamp()
-
-
-class Store:
+class Store(PairReading):
     def __init__(self, db: sqlite_utils.Database, path: Path, *, wait: float = DEFAULT_TIMEOUT) -> None:
         self.db = db
         self.path = path
@@ -310,32 +293,6 @@ class Store:
             return self.query("SELECT * FROM flags ORDER BY created_at, id")
         return self.query("SELECT * FROM flags WHERE session_id = ? ORDER BY created_at, id", (session_id,))
 
-    def pairs(
-        self,
-        source: str | None = None,
-        tool: str | None = None,
-        model: str | None = None,
-        since: float | str | dt.datetime | None = None,
-        *,
-        include_flagged: bool = True,
-        session_id: str | None = None,
-    ) -> list[Pair]:
-        return list(
-            self.iter_pairs(
-                source=source,
-                tool=tool,
-                model=model,
-                since=since,
-                include_flagged=include_flagged,
-                session_id=session_id,
-            )
-        )
-
-    def count_pairs(self, **filters: Any) -> int:
-        where, params = _pair_filters(**filters)
-        rows = self.query(f"SELECT count(*) AS n FROM pairs p JOIN sessions s ON s.id = p.session_id {where}", params)
-        return rows[0]["n"]
-
     def _stream(self, sql: str, params: tuple | list | dict = ()) -> Iterator[dict[str, Any]]:
         """The rows of a query as they are read, a batch at a time: a large result is never held
         whole, and the store's lock is held only while a batch is read."""
@@ -359,91 +316,10 @@ class Store:
         finally:
             cursor.close()
 
-    def iter_pairs(self, **filters: Any) -> Iterator[Pair]:
-        """Pairs in a deterministic order: by session id (time-ordered), then position in the conversation."""
-        where, params = _pair_filters(**filters)
-        rows = self._stream(
-            f"""
-            SELECT p.*, s.model, s.tools_hash AS session_tools_hash,
-                   EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id) AS flagged,
-                   v.ts AS fix_at, v.type = 'tool_call_finished' AND fx.status = 'error' AS fix_failed,
-                   fx.roles AS fix_roles
-            FROM pairs p JOIN sessions s ON s.id = p.session_id
-              LEFT JOIN events v ON v.id = p.correction_event_id
-              LEFT JOIN tool_calls fx ON fx.finished_id = p.correction_event_id {where}
-            ORDER BY p.session_id, p.completion_seq, p.source, p.id
-            """,
-            params,
-        )
-        current: str | None = None
-        seqs: list[int] = []
-        messages: list[dict[str, Any]] = []
-        for row in rows:
-            if row["session_id"] != current:
-                current = row["session_id"]
-                seqs, messages = self._messages(current)
-            pair = self._pair(row, seqs, messages)
-            if pair is not None:
-                yield pair
-
-    def _pair(self, row: dict[str, Any], seqs: list[int], messages: list[dict[str, Any]]) -> Pair | None:
-        at = bisect.bisect_left(seqs, row["completion_seq"])
-        if at >= len(seqs) or seqs[at] != row["completion_seq"]:
-            return None  # the failed message was never recorded: nothing to train on
-
-        def message_at(seq: int) -> dict[str, Any] | None:
-            index = bisect.bisect_left(seqs, seq)
-            return messages[index] if index < len(seqs) and seqs[index] == seq else None
-
-        fix = None
-        if row["fix_at"] is not None:
-            roles = json.loads(row["fix_roles"]) if row["fix_roles"] else None
-            fix = Fix(row["correction_call_id"], row["correction_seq"], row["fix_at"], not row["fix_failed"], roles)
-        return Pair(
-            id=row["id"],
-            session_id=row["session_id"],
-            source=row["source"],
-            tool=row["tool"],
-            error_kind=row["error_kind"],
-            target=row["target"],
-            feedback=row["feedback"],
-            prompt=messages[:at],
-            completion=messages[at],
-            correction=correction_of(row["correction"], row["correction_seq"], message_at),
-            tools=self._tools(row["tools_hash"] or row["session_tools_hash"]),
-            model=row["model"],
-            created_at=row["created_at"],
-            corrected_at=row["corrected_at"],
-            flagged=bool(row["flagged"]),
-            fix=fix,
-        )
-
-    def _messages(self, session_id: str) -> tuple[list[int], list[dict[str, Any]]]:
-        rows = self.query("SELECT seq, message FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
-        return [row["seq"] for row in rows], [json.loads(row["message"]) for row in rows]
-
-    def _tools(self, tools_hash: str | None) -> list[dict[str, Any]]:
-        if tools_hash is None:
-            return []
-        if tools_hash not in self._blob_cache:
-            text = self.blob(tools_hash)
-            self._blob_cache[tools_hash] = json.loads(text) if text else []
-        return self._blob_cache[tools_hash]
-
     def stats(self) -> dict[str, Any]:
         from feedback_store.stats import compute_stats
 
         return compute_stats(self)
-
-
-def correction_of(
-    correction: str | None, correction_seq: int | None, message_at: Callable[[int], dict[str, Any] | None]
-) -> dict[str, Any] | None:
-    """A pair's correction, from its row: the message the pair holds (a user's own version of a
-    file), else the recorded message at `correction_seq`. The one place a correction is resolved."""
-    if correction is not None:
-        return json.loads(correction)
-    return message_at(correction_seq) if correction_seq is not None else None
 
 
 class _WriteTransaction:
@@ -482,26 +358,3 @@ class _WriteTransaction:
                 raise explain(exc, store.path) from exc
         finally:
             store._lock.release()
-
-
-def _pair_filters(
-    source: str | None = None,
-    tool: str | None = None,
-    model: str | None = None,
-    since: float | str | dt.datetime | None = None,
-    include_flagged: bool = True,
-    session_id: str | None = None,
-) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (("p.source", source), ("p.tool", tool), ("s.model", model), ("p.session_id", session_id)):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    start = parse_since(since)
-    if start is not None:
-        clauses.append("p.created_at >= ?")
-        params.append(start)
-    if not include_flagged:
-        clauses.append("NOT EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id)")
-    return ("WHERE " + " AND ".join(clauses)) if clauses else "", params

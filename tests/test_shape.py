@@ -181,7 +181,7 @@ def test_no_store_module_parses_exit_codes_out_of_text() -> None:
 
 
 def test_a_pair_correction_is_resolved_in_one_place() -> None:
-    assert correction_resolvers() == ["feedback_store/store.py:correction_of"]
+    assert correction_resolvers() == ["feedback_store/pair_reader.py:correction_of"]
 
 
 def test_export_imports_nothing_from_recording() -> None:

@@ -37,9 +37,10 @@ from feedback_store.export.export_io import Sink
 from feedback_store.export.folder_sink import TrajectoryFolder
 from feedback_store.export.format_table import TRAJECTORIES
 from feedback_store.export.unroot import Unrooted, unrooted
+from feedback_store.pair_reader import parse_since
 from feedback_store.read_only import open_read_only
 from feedback_store.redaction.redactor import Redactor
-from feedback_store.store import Store, parse_since
+from feedback_store.store import Store
 from feedback_store.team.provenance import Origins, content_key
 from feedback_store.team.sharing import resolve
 

@@ -22,9 +22,10 @@ from feedback_store.content.renders import Render
 from feedback_store.errors import StoreError
 from feedback_store.export.encoding import dumps, record_line
 from feedback_store.export.views import Memo
+from feedback_store.pair_reader import parse_since
 from feedback_store.redaction.redactor import Redactor
 from feedback_store.rows import Pair
-from feedback_store.store import Store, parse_since
+from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
 _IDS = re.compile(r"\bcall_[0-9A-Za-z_]+|\b[0-9a-f]{16,}\b")

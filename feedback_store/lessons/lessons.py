@@ -30,8 +30,9 @@ from common.text import clip
 from feedback_store.content.hashing import canonical_json, content_hash
 from feedback_store.errors import StoreError
 from feedback_store.lessons.enforced import ENFORCED, KNOWN_FAILURE, LEARNED_HERE, LESSON_COLUMNS, USABLE
+from feedback_store.pair_reader import correction_of
 from feedback_store.redaction.redactor import Redactor
-from feedback_store.store import Store, correction_of, open_store
+from feedback_store.store import Store, open_store
 
 log = logging.getLogger(__name__)
 
