@@ -111,7 +111,7 @@ def _open_recorded(params: dict[str, Any], calls: ParentCalls) -> Opened:
     from acp_server.worker_terminal import ClientTerminal
     from agent.runtime import open_session
     from feedback_store import StoreError, attach, open_store
-    from feedback_store.lessons.lessons import book_for
+    from feedback_store.lessons.book import book_for
 
     settings = Settings().replace(**params["settings"])
     root = Path(params["workspace"])

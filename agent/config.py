@@ -83,7 +83,7 @@ class Settings:
     # Project instructions (AGENTS.md, CLAUDE.md: agent/instructions.py): bytes a session shows in all
     # (each file at most 32 KiB); 0 reads none.
     instructions_bytes: int = _number(64 * 1024)
-    # Lessons from recorded failures and their fixes (feedback_store/lessons/lessons.py): a block of at most
+    # Lessons from recorded failures and their fixes (feedback_store/lessons/): a block of at most
     # lessons_tokens in the system prompt, and a few lessons after a failing tool call. lessons_scope:
     # this workspace's only, the user's whole store, or that and the team stores named in lessons_db.
     lessons: bool = True

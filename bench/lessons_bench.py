@@ -57,7 +57,8 @@ from agent.session import Session
 from agent.tools import ToolContext, default_toolbox
 from agent.workspace import Workspace
 from feedback_store import Recorder, open_store
-from feedback_store.lessons.lessons import LessonBook, estimate_tokens, lesson_id, refresh
+from feedback_store.lessons.book import LessonBook, estimate_tokens
+from feedback_store.lessons.distill import lesson_id, refresh
 
 P_MISTAKE, P_AGAIN, COMPLIANCE = 0.6, 0.5, 0.8
 FILES = 10

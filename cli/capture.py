@@ -139,7 +139,7 @@ def capture_main(args) -> int:
     from agent.runtime import repository_identity
     from cli.options import configured_db
     from feedback_store.capture.live import process
-    from feedback_store.lessons.lessons import refresh
+    from feedback_store.lessons.distill import refresh
     from feedback_store.store import open_store
 
     with open_store(args.db or configured_db()) as store:

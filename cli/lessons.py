@@ -65,7 +65,7 @@ def add_lessons_arguments(parser: argparse.ArgumentParser) -> None:
 
 def lessons_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
-    from feedback_store.lessons.lessons import refresh
+    from feedback_store.lessons.distill import refresh
     from feedback_store.lessons.manage import LessonNotFound
     from feedback_store.store import open_store
 

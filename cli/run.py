@@ -89,9 +89,9 @@ def _leave(code: int) -> NoReturn:
 
 
 def open_lessons(settings: Settings):
-    """The lessons a session is shown (feedback_store.lessons.lessons), or None when they are off or nothing
+    """The lessons a session is shown (feedback_store.lessons.book), or None when they are off or nothing
     has been recorded yet."""
-    from feedback_store.lessons.lessons import book_for
+    from feedback_store.lessons.book import book_for
 
     return book_for(settings)
 

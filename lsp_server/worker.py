@@ -48,7 +48,7 @@ def open_recorded(root: Path, settings: Settings) -> tuple[Session, Recording | 
     """A session on `root` with its recording attached: (session, recording or None, where it
     records, warnings for the user). Blocking: call it in a thread."""
     from agent.runtime import open_session
-    from feedback_store.lessons.lessons import book_for
+    from feedback_store.lessons.book import book_for
 
     session = open_session(root, settings, frontend="lsp", lessons=book_for(settings))
     if not settings.record:

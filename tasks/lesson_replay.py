@@ -26,15 +26,8 @@ from typing import Any
 from agent.protocol import Lesson, event_from_dict, is_call_error
 from agent.protocol.arguments import read_arguments
 from agent.protocol.roles import roles_for
-from feedback_store.lessons.lessons import (
-    BLOCK_HEADER,
-    FAILURE_HEADER,
-    LessonBook,
-    gist,
-    lesson_text,
-    live_lessons,
-    render,
-)
+from feedback_store.lessons.book import BLOCK_HEADER, FAILURE_HEADER, LessonBook, render
+from feedback_store.lessons.distill import gist, lesson_text, live_lessons
 from tasks.states import Label, State
 
 Situation = tuple[str, str, str | None]

@@ -264,7 +264,7 @@ def _run_agent(
 ) -> tuple[str, dict[str, Any], float]:
     from agent.approval_prompt import NobodyAnswers
     from agent.runtime import open_session
-    from feedback_store.lessons.lessons import book_for
+    from feedback_store.lessons.book import book_for
 
     lessons = book_for(settings)  # lessons from the attempt's database (and team stores), when on
     try:

@@ -95,6 +95,6 @@ class SessionHost:
         """Lessons from the store the app records to (None when lessons are off or nothing is recorded)."""
         if self.store is None or not self.settings.lessons:
             return None
-        from feedback_store.lessons.lessons import LessonBook
+        from feedback_store.lessons.book import LessonBook
 
         return LessonBook(self.store, scope=self.settings.lessons_scope, team=self.settings.lessons_db)

@@ -28,7 +28,7 @@ from feedback_store import Recorder, open_store
 from feedback_store.export.export import export
 from feedback_store.importers import claude
 from feedback_store.importers.imports import import_logs
-from feedback_store.lessons.lessons import refresh
+from feedback_store.lessons.distill import refresh
 from feedback_store.recording.monitor import check_call
 from tests.conftest import call, turn
 from tests.store.events import mixed_session

@@ -13,7 +13,8 @@ from agent.protocol import UserInput
 from agent.runtime import open_session, repository_identity
 from cli.entry import main
 from feedback_store import Recorder, open_store
-from feedback_store.lessons.lessons import LessonBook, estimate_tokens, refresh
+from feedback_store.lessons.book import LessonBook, estimate_tokens
+from feedback_store.lessons.distill import refresh
 from feedback_store.migrations import m001_initial_schema, m002_model_call_renders
 from tests.conftest import call, git, turn
 

@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 from feedback_store import open_store
-from feedback_store.lessons.lessons import LessonBook
+from feedback_store.lessons.book import LessonBook
 from tasks.lesson_replay import WORDINGS, copies, lesson_rows, recorded, repeats, with_lessons
 from tasks.rollout import run_attempt
 from tasks.sample_suite import sample_suite_path
