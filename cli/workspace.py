@@ -33,7 +33,7 @@ def add_doctor_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def doctor_main(args: argparse.Namespace) -> int:
-    from agent.doctor import run_checks
+    from cli.doctor import run_checks
 
     return run_checks(args.workspace, lambda: settings_for(args), _database_problem)
 

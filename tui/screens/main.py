@@ -115,8 +115,8 @@ class MainScreen(Screen[None]):
     async def check_setup(self) -> None:
         """Warn in the chat about what `teachback doctor` would report (a model's missing key), before
         the first turn fails on it. Off the event loop: a litellm model's check imports litellm."""
-        from agent.doctor import startup_problems
         from agent.llm import load_litellm
+        from agent.startup_checks import startup_problems
 
         # The first model call imports litellm on the event loop, where its seconds would freeze the
         # app and its clock: import it now, in a thread, while the user types.

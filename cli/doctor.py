@@ -3,16 +3,12 @@ what is missing."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from agent.config import ConfigError, Settings, config_sources, teachback_home
-
-Check = tuple[str, bool, str]  # name, ok, detail (how to fix when not ok)
+from agent.startup_checks import Check, check_git, check_model
 
 
 def run_checks(
@@ -21,7 +17,7 @@ def run_checks(
     """`load_settings` reads the configuration (raising ConfigError); `open_database` opens the feedback
     database at a path and returns why it cannot be used, or None (both come from the command line)."""
     out = out or sys.stdout  # looked up now: a default bound at import would keep a stream replaced since
-    results: list[Check] = [_check_python(), _check_git(workspace)]
+    results: list[Check] = [_check_python(), check_git(workspace)]
     settings: Settings | None = None
     try:
         settings = load_settings()
@@ -32,7 +28,7 @@ def run_checks(
         results.append(("configuration", False, str(exc)))
     if settings is not None:
         results.append(_check_database(settings, open_database))
-        results.append(_check_model(settings))
+        results.append(check_model(settings))
         results.append(_check_instructions(workspace, settings))
         results.extend(_check_mcp(workspace, settings))
         results.extend(_check_hooks(workspace))
@@ -48,56 +44,15 @@ def _settings_that_matter(settings: Settings) -> str:
     return ", ".join(f"{name} {getattr(settings, name)}" for name in shown if hasattr(settings, name))
 
 
-def startup_problems(workspace: Path, settings: Settings) -> list[str]:
-    """What the checks a frontend can make at start-up (git, the model and its credentials) find
-    wrong, each with its fix. A litellm model's check imports litellm (seconds): call it off the UI's
-    thread."""
-    checks = (_check_git(workspace), _check_model(settings))
-    return [f"{name}: {detail}" for name, ok, detail in checks if not ok]
-
-
 def _check_python() -> Check:
     ok = sys.version_info >= (3, 11)
     return ("python", ok, sys.version.split()[0] + ("" if ok else " (teachback needs Python 3.11 or newer)"))
-
-
-def _check_git(workspace: Path) -> Check:
-    if shutil.which("git") is None:
-        return ("git", False, "no `git` on PATH: install git (checkpoints, undo and file listing need it).")
-    version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
-    inside = (
-        subprocess.run(
-            ["git", "rev-parse", "--is-inside-work-tree"], cwd=workspace, capture_output=True, text=True
-        ).stdout.strip()
-        == "true"
-    )
-    where = "workspace is a git repository" if inside else "workspace is not a git repository (undo uses a journal)"
-    return ("git", True, f"{version}; {where}")
 
 
 def _check_database(settings: Settings, open_database: Callable[[Path], str | None]) -> Check:
     path = settings.db_path()
     problem = open_database(path)
     return ("database", problem is None, problem or str(path))
-
-
-def _check_model(settings: Settings) -> Check:
-    model = settings.model
-    provider = model.split("/", 1)[0]
-    checks: dict[str, Callable[[str], Check]] = {"scripted": _check_scripted, "local": _check_local}
-    if provider in checks:
-        return checks[provider](model)
-    from agent.llm import load_litellm
-
-    litellm = load_litellm()
-    try:
-        report = litellm.validate_environment(model=model)
-    except Exception as exc:  # litellm raises plain Exceptions for model strings it cannot map
-        return ("model", False, f"{model}: {exc}. Use a litellm model string such as openai/gpt-4o.")
-    missing = report.get("missing_keys") or []
-    if missing:
-        return ("model", False, f"{model}: set {', '.join(missing)} in the environment.")
-    return ("model", True, f"{model}: credentials present (not called)")
 
 
 def _check_instructions(workspace: Path, settings: Settings) -> Check:
@@ -127,23 +82,3 @@ def _check_hooks(workspace: Path) -> list[Check]:
     from agent.hooks.config import hook_checks  # each hook, where it comes from, and whether it runs
 
     return hook_checks(workspace)
-
-
-def _check_scripted(model: str) -> Check:
-    from agent.providers.scripted import ScriptError, load_script
-
-    try:
-        turns = load_script(model.split("/", 1)[1])
-    except ScriptError as exc:
-        return ("model", False, str(exc))
-    return ("model", True, f"{model}: {len(turns)} scripted turns")
-
-
-def _check_local(model: str) -> Check:
-    from agent.providers.llama_engine import LocalModelError, check_runtime
-
-    try:
-        gguf = check_runtime(model.removeprefix("local/"))
-    except LocalModelError as exc:
-        return ("model", False, f"{model}: {exc}")
-    return ("model", True, f"{model}: {gguf.name} ({os.path.getsize(gguf) // 1_000_000} MB)")
