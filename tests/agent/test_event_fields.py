@@ -81,11 +81,6 @@ def test_the_pair_builder_reads_the_exit_code_from_the_event(tmp_path: Path) -> 
     assert _pairs(tmp_path, _not_runnable_session(127, "sh: nosuch: not found")) == [("tool", "exit_status")]
 
 
-def test_the_pair_builder_still_reads_old_events_from_their_text(tmp_path: Path) -> None:
-    old = _not_runnable_session(None, "$ nosuch\n[exit code 127; sandboxed: writes only in the workspace]\n")
-    assert _pairs(tmp_path, old) == [("tool", "exit_status")]
-
-
 def test_a_failing_test_command_is_still_a_test_pair(tmp_path: Path) -> None:
     failing = _not_runnable_session(1, "$ nosuch\n[exit code 1]\nFAILED")
     assert _pairs(tmp_path, failing) == [("test", "exit_status")]

@@ -32,7 +32,7 @@ def before() -> dict:
 
 def test_the_migrated_database_gives_the_same_pairs_and_corrections(migrated, before) -> None:
     _, now = migrated
-    assert len(now["pairs"]) == len(before["pairs"]) == 18
+    assert len(now["pairs"]) == len(before["pairs"]) == 19
     for was, is_ in zip(before["pairs"], now["pairs"], strict=True):
         fix = is_.pop("fix", None)
         assert is_ == was, was["id"]
@@ -61,6 +61,8 @@ def test_the_columns_are_filled_from_the_recorded_events(migrated) -> None:
             "SELECT call_id, roles, exit_code, blocked_by_hook FROM tool_calls WHERE session_id NOT LIKE 's-%'"
         )
     }
+    old_text = conn.execute("SELECT exit_code FROM tool_calls WHERE session_id = 's-old-exit' ORDER BY started_at")
+    old_codes = [row[0] for row in old_text]
     finished = conn.execute(
         "SELECT count(*) FROM tool_calls t JOIN events e ON e.id = t.finished_id AND e.type = 'tool_call_finished'"
     ).fetchone()[0]
@@ -71,4 +73,5 @@ def test_the_columns_are_filled_from_the_recorded_events(migrated) -> None:
     assert rows["c3"][1] == 127 and rows["c4"][1] == 0  # the shell could not run it; it ran
     assert rows["c8"][1] == 1 and rows["c10"][1] == 0  # the test failed, then passed
     assert rows["c5"][1] is None  # not a command
+    assert old_codes == [127, 0]  # events from before exit codes were carried: read from the text, here only
     assert finished == calls

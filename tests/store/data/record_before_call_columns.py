@@ -77,10 +77,22 @@ async def real_sessions(db: Path, folder: Path) -> None:
 def record(db: Path) -> None:
     from agent.protocol import SessionStarted
     from feedback_store import Recorder, open_store
-    from tests.store.events import mixed_session
+    from tests.store.events import FakeSession, mixed_session
     from tests.store.test_export_golden import SECRET, fixed, reviewed_session
 
-    sessions = [mixed_session(session_id="s-mixed-1"), mixed_session(session_id="s-mixed-2"), reviewed_session()]
+    # Events from before exit codes were carried: a built-in command's exit status only in its text.
+    old = FakeSession(session_id="s-old-exit", ts=1_750_200_000.0).start().user("check the tool")
+    old.call(
+        "run_command",
+        {"command": "nosuch"},
+        ok=False,
+        error_kind="exit_status",
+        target="nosuch",
+        result="$ nosuch\n[exit code 127; sandboxed: writes only in the workspace]\nsh: nosuch: not found\n",
+    )
+    old.call("run_command", {"command": "ls"}, target="ls", result="$ ls\n[exit code 0]\napp.py\n")
+    old.finish()
+    sessions = [mixed_session(session_id="s-mixed-1"), mixed_session(session_id="s-mixed-2"), reviewed_session(), old]
     events = [e for s in sessions for e in s.events]
     system = f"You are a careful coding agent. Deploy with {SECRET}."
     events = [dataclasses.replace(e, system_prompt=system) if isinstance(e, SessionStarted) else e for e in events]
