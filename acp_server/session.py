@@ -23,7 +23,7 @@ from acp.schema import PermissionOption, SessionMode, SessionModeState, ToolCall
 
 from acp_server import commands
 from acp_server.terminals import EditorTerminals
-from acp_server.updates import STOP_REASONS, Translator, approval_content, describe, tool_call_id
+from acp_server.updates import STOP_REASONS, Translator, approval_content, tool_call_id
 from acp_server.worker import WORKER, open_params
 from acp_server.worker_files import READ, WRITE
 from acp_server.worker_terminal import RUN
@@ -327,7 +327,7 @@ class AcpSession:
 def describe_request(request: ApprovalRequested) -> tuple[str, str]:
     """Title and kind for a permission request (the call's own arguments are not in the request)."""
     if request.action == "command":
-        return describe("run_command", {"command": request.detail}, "")
+        return f"Run `{request.detail}`", "execute"
     if request.action == "edit":
         return f"Apply: {request.summary}", "edit"
     return request.summary, "other"

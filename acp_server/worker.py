@@ -6,7 +6,7 @@ the editor. What is particular to ACP is opened here: a session with the id the 
 resumed from the store for `session/load`; the editor's MCP servers; and, when the editor offers
 `fs/read_text_file` / `fs/write_text_file`, the workspace reads and writes through the editor
 (acp_server.worker_files: asked over the parent; confinement is checked here first, as for the
-disk); when it offers `terminal/*`, run_command runs in the editor's terminal
+disk); when it offers `terminal/*`, the agent's commands run in the editor's terminal
 (acp_server.worker_terminal). The process itself is host.worker's, as the language server's is.
 """
 
