@@ -108,14 +108,14 @@ def open_recorded(
     **session_options: Any,
 ) -> HostedSession:
     """A session on `workspace`, recorded when `record` (default: the settings' `record`) into
-    `store`: the settings' database (opened here; `if_no_store` says what happens when it cannot
-    be), a store the caller holds open (kept open), or None (the caller's store could not be
-    opened: nothing is recorded). `history` is the conversation a resumed session goes on from;
-    `resume` reads it from the store instead. `lessons`
-    from the same database are shown unless `lessons` is false or the settings turn them off.
-    `then` sees each event once recorded (at once when not recorded), `warn` hears of recording
-    trouble, `config` is added to the recorded SessionStarted's config (a rollout's task), and
-    `session_options` go to `agent.runtime.open_session` (`terminal`, `mcp_servers`). Blocking."""
+    `store`: the settings' database (opened here; `if_no_store` says what happens when it cannot be),
+    a store the caller holds open (kept open), or None (the caller's store could not be opened:
+    nothing is recorded). `history` is the conversation a resumed session goes on from; `resume`
+    reads it from the store instead. Lessons from the same database are shown unless `lessons` is
+    false or the settings turn them off. `then` sees each event once recorded (at once when not
+    recorded), `warn` hears of recording trouble, `config` is added to the recorded SessionStarted's
+    config (a rollout's task), and `session_options` go to `agent.runtime.open_session` (`terminal`,
+    `mcp_servers`). Blocking."""
     record = settings.record if record is None else record
     hosted_store, owns_store, why_not, warnings = _store(settings, store, record or resume, if_no_store)
     if resume and hosted_store is not None:
