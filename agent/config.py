@@ -91,7 +91,7 @@ class Settings:
     lessons_scope: str = _choice("team", ("workspace", "user", "team"))
     lessons_db: tuple[str, ...] = ()
     # A workspace's teachback.toml may share the sessions recorded there with the team, once the
-    # user allowed that workspace (`teachback share --workspace`; feedback_store/sharing.py).
+    # user allowed that workspace (`teachback share --workspace`; feedback_store/team/sharing.py).
     share: bool = False
     # Where the language server runs a turn: "worker" (a child process at lower priority, so the
     # editor never waits on the agent) or "inline" (in the server's own process).

@@ -51,7 +51,7 @@ class Planning:
         if mode != PLAN or reason not in ("answered", "finished") or not plan:
             return
         self.pending = self.emit(  # type: ignore[assignment]
-            PlanProposed(session_id=self.session_id, plan=plan, turn=turn, message_id=message_id)
+            PlanProposed(session_id=self.session_id, cause_id=message_id, plan=plan, turn=turn, message_id=message_id)
         )
 
     def reviewed(self, approved: bool, comment: str | None, mode: str) -> None:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from feedback_store import redact_select  # noqa: E402
-from feedback_store.redact import Redactor  # noqa: E402
+from feedback_store.redaction import prefilter  # noqa: E402
+from feedback_store.redaction.redactor import Redactor  # noqa: E402
 from tests.store import secret_contexts  # noqa: E402
 from tests.store.secret_corpus import KINDS, cases  # noqa: E402
 from tests.store.secret_passwords import person_password  # noqa: E402
@@ -142,9 +142,9 @@ def main() -> None:
     messages = transcript(args.mb)
     megabytes = sum(map(len, messages)) / 1e6
     redactor = Redactor(env={})
-    hyperscan, redact_select.hyperscan = redact_select.hyperscan, None
+    hyperscan, prefilter.hyperscan = prefilter.hyperscan, None
     alone = Redactor(env={})
-    redact_select.hyperscan = hyperscan
+    prefilter.hyperscan = hyperscan
     times = timed_rounds(
         {
             "redact": lambda: [redactor.redact(m) for m in messages],

@@ -69,14 +69,19 @@ def texts(adversarial: int) -> list[str]:
 
 def emit(texts_path: str, out_path: str) -> None:
     """Run inside the tree to compare: its redaction of every text, pickled."""
-    from feedback_store import redact_select
-    from feedback_store.redact import Redactor
+    try:
+        from feedback_store.redaction import prefilter
+        from feedback_store.redaction.redactor import Redactor
+    except ImportError:  # a revision from before redaction was a package of its own
+        from feedback_store.redact import Redactor
+
+        from feedback_store import redact_select as prefilter
 
     items = pickle.loads(Path(texts_path).read_bytes())
     fast = Redactor(env=ENV)
     out = [fast.redact(text) for text in items]
     values = [fast.redact_value({"a": text, "b": [text[:50]]}) for text in items[::10]]
-    redact_select.hyperscan = None
+    prefilter.hyperscan = None
     slow = Redactor(env=ENV)
     alone = [slow.redact(text) for text in items[::10]]
     result = {"text": out, "value": values, "without hyperscan": alone, "counts": (fast.counts, slow.counts)}

@@ -39,8 +39,8 @@ from agent.protocol import (
     TurnFinished,
     UserInput,
 )
-from agent.transcript import Transcript
 from cli.demo_report import report
+from cli.transcript import Transcript
 from feedback_store import Store, open_store
 
 PROJECT_NAME = "textkit"

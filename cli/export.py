@@ -6,8 +6,11 @@ The store, the exporters and the model providers load inside the functions, when
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from cli.options import EXIT_USAGE, configured_db
@@ -17,6 +20,7 @@ TEMPLATES = ("auto", "native", "text")  # feedback_store.export.views.TEMPLATES
 EMPTY_EXPORT_EXIT = 2
 PROGRESS_MIN_TOTAL = 2000  # pairs; smaller exports finish before a bar would help
 BAR_WIDTH = 30
+STAGING = ".teachback-staging"
 
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -148,12 +152,10 @@ def export_command(args: argparse.Namespace) -> int:
 
 def export_main(args: argparse.Namespace) -> int:
     from feedback_store.errors import StoreError
-    from feedback_store.export.export import EmptyExport, command_line_options, export
+    from feedback_store.export.export import EmptyExport, export
 
     args.db = args.db or [configured_db()]
     if args.format == TRAJECTORIES.kind or args.hub:
-        from feedback_store.export.hub import export_trajectories_or_hub
-
         return export_trajectories_or_hub(args, _command(args))
     bar = ProgressBar()
     try:
@@ -182,6 +184,77 @@ def export_main(args: argparse.Namespace) -> int:
     print(f"Dataset card: {result.card}")
     for warning in result.warnings:
         print(f"teachback export: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def command_line_options(args: Any) -> dict[str, Any]:
+    """export()'s filters and options as `teachback export` parsed them."""
+    return dict(
+        redact=not args.no_redact,
+        include_flagged=args.include_flagged,
+        source=args.source,
+        since=args.since,
+        model=args.model,
+        test_fraction=args.test_fraction,
+        template=args.template,
+        compact_tools=args.compact_tools,
+        max_tokens=args.max_tokens,
+        tokenizer=getattr(args, "counter", None) or args.tokenizer,
+        shared_only=args.shared_only,
+    )
+
+
+def _staged_file(staged: Path, fmt: str) -> Path:
+    form = FORMATS.get(fmt)  # an unknown format is export's to report
+    return staged.with_suffix(form.suffix) if form is not None and form.parquet else staged
+
+
+def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
+    from feedback_store.errors import StoreError
+    from feedback_store.export.atif import export_atif
+    from feedback_store.export.export import export
+    from feedback_store.export.hub import write_hub
+
+    out = Path(args.out).expanduser()
+    staged = out / STAGING / f"{args.format}.jsonl" if args.hub else out
+    new_folder = args.hub and not os.path.lexists(out)  # made for this export: taken back if it fails
+    try:
+        if args.format == TRAJECTORIES.kind:
+            count, left, path, card = export_atif(
+                args.db,
+                staged,
+                redact=not args.no_redact,
+                include_flagged=args.include_flagged,
+                shared_only=args.shared_only,
+                model=args.model,
+                since=args.since,
+                command=command,
+            )
+            paths, splits = [path], {"train": count}
+        else:
+            result = export(
+                args.db,
+                args.format,
+                _staged_file(staged, args.format),
+                command=command,
+                **command_line_options(args),
+            )
+            paths, splits, left, card = result.paths, result.splits, result.left_out, result.card
+        if args.hub:
+            card = write_hub(out, paths, card, args.format, args.license)
+    except StoreError as exc:
+        if new_folder and os.path.isdir(out):
+            shutil.rmtree(out)
+        print(f"teachback export: {exc}", file=sys.stderr)
+        return 2 if "Nothing to export" in str(exc) else 1
+    finally:
+        if args.hub and os.path.isdir(out / STAGING):
+            shutil.rmtree(out / STAGING)
+    where = out if args.hub else ", ".join(str(p) for p in paths)
+    print(f"Wrote {sum(splits.values())} {args.format} records to {where}.")
+    if left:
+        print("Left out: " + "; ".join(f"{n} {reason}" for reason, n in sorted(left.items())) + ".")
+    print(f"Dataset card: {card}")
     return 0
 
 

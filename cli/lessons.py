@@ -184,7 +184,7 @@ def _set(store: Any, ident: str, change: str, done: str, text: str | None = None
 
 def shown_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows as people see them: the target and key (kept as recorded, for matching) redacted like the text."""
-    from feedback_store.redact import Redactor
+    from feedback_store.redaction.redactor import Redactor
 
     redactor = Redactor()
     return [{**row, **{k: redactor.redact(row[k]) for k in ("target", "key") if row[k]}} for row in rows]

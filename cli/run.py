@@ -30,8 +30,8 @@ def run_main(args: argparse.Namespace) -> int:
     from agent.llm import MODEL_USAGE_ERRORS
     from agent.model import resolved_tool_mode
     from agent.protocol import ErrorEvent, UserInput
-    from agent.transcript import JsonLines, Transcript
     from agent.workspace import WorkspaceError
+    from cli.transcript import JsonLines, Transcript
     from feedback_store import StoreError
     from host.session import IfNoStore, open_recorded
 
@@ -45,7 +45,7 @@ def run_main(args: argparse.Namespace) -> int:
     if problem is not None:  # nothing has run: no session to record
         print(f"teachback: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    # sys.stdout as it is now: the printers' default is the one when agent.transcript was first imported
+    # sys.stdout as it is now: the printers' default is the one when cli.transcript was first imported
     show = (
         JsonLines(sys.stdout)
         if args.json

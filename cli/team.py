@@ -13,8 +13,8 @@ from pathlib import Path
 from cli.options import EXIT_OK, EXIT_STOPPED, EXIT_USAGE, configured_db
 
 AGENTS = {
-    "claude-code": ("feedback_store.recording.import_claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
-    "codex": ("feedback_store.recording.import_codex", "~/.codex/sessions (or $CODEX_HOME/sessions)"),
+    "claude-code": ("feedback_store.importers.claude", "~/.claude/projects (or $CLAUDE_CONFIG_DIR/projects)"),
+    "codex": ("feedback_store.importers.codex", "~/.codex/sessions (or $CODEX_HOME/sessions)"),
 }
 
 
@@ -71,7 +71,7 @@ def import_main(args: argparse.Namespace) -> int:
     from importlib import import_module
 
     from agent.runtime import repository_identity
-    from feedback_store.recording.imports import import_logs
+    from feedback_store.importers.imports import import_logs
     from feedback_store.store import open_store
 
     if args.agent == "atif":
@@ -99,7 +99,7 @@ def import_main(args: argparse.Namespace) -> int:
 def _import_atif(args: argparse.Namespace) -> int:
     """Exit 0 when at least one trajectory was imported (now, or before from a file unchanged since);
     2 when none was: every path is missing or unreadable, or holds no trajectory teachback can read."""
-    from feedback_store.recording.import_atif import find_files, import_trajectories
+    from feedback_store.importers.atif import find_files, import_trajectories
     from feedback_store.store import open_store
 
     files: list[Path] = []
@@ -146,8 +146,8 @@ def unshare_main(args: argparse.Namespace) -> int:
 
 def _set(args: argparse.Namespace, shared: bool) -> int:
     from agent.runtime import repository_identity
-    from feedback_store.sharing import describe, resolve, set_share
     from feedback_store.store import open_store
+    from feedback_store.team.sharing import describe, resolve, set_share
 
     verb = "share" if shared else "unshare"
     if not (args.sessions or args.repository or args.workspace or args.list):
@@ -204,7 +204,7 @@ def _set(args: argparse.Namespace, shared: bool) -> int:
 def merge_main(args: argparse.Namespace) -> int:
     """Exit 0 when every source was merged; 1 when --skip-unreadable left some out (each named);
     2 (a StoreError, with nothing of the unreadable source added) without it."""
-    from feedback_store.merge import merge
+    from feedback_store.team.merge import merge
 
     report = merge(args.sources, args.into, shared_only=args.shared_only, skip_unreadable=args.skip_unreadable)
     added = ", ".join(f"{n} {table}" for table, n in sorted(report.added.items()) if n) or "nothing new"

@@ -5,6 +5,7 @@ A migration that has shipped is never edited; change the schema by appending a n
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -462,3 +463,77 @@ def m009_hook_inbox(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS.append(("m009_hook_inbox", m009_hook_inbox))
+
+
+def m010_call_columns(db: sqlite_utils.Database) -> None:
+    # What a call was, written by the recorder as it happens instead of worked out again downstream:
+    # the roles its tool declared, a command's exit status, the event that finished it (its result
+    # message), whether a hook blocked it. Calls recorded before get them here, once, from their
+    # events; a built-in command tool's events from before exit codes were carried name it only in
+    # the result text (`[exit code N]`), read here and nowhere else.
+    table = db["tool_calls"]
+    for column, kind in (("roles", str), ("exit_code", int), ("finished_id", str), ("blocked_by_hook", int)):
+        table.add_column(column, kind)
+    db.execute(
+        """UPDATE tool_calls SET roles = (SELECT json_extract(e.json, '$.roles') FROM events e
+            WHERE e.id = tool_calls.id AND e.type = 'tool_call_started' AND json_type(e.json, '$.roles') = 'object')"""
+    )
+    _link_finishing_events(db)
+    db.execute(
+        """UPDATE tool_calls SET exit_code = (SELECT json_extract(e.json, '$.exit_code') FROM events e
+            WHERE e.id = tool_calls.finished_id AND json_valid(e.json))"""
+    )
+    commands = [row[0] for row in db.execute("SELECT DISTINCT name FROM tool_calls WHERE exit_code IS NULL")]
+    for name in commands:
+        _exit_codes_from_text(db, name)
+    db.execute(
+        """UPDATE tool_calls SET blocked_by_hook = EXISTS (SELECT 1 FROM events e
+            WHERE e.session_id = tool_calls.session_id AND e.type = 'hook_ran' AND json_valid(e.json)
+            AND json_extract(e.json, '$.call_id') = tool_calls.call_id AND json_extract(e.json, '$.decision') = 'deny')"""
+    )
+    db.execute("CREATE INDEX tool_calls_finished ON tool_calls (finished_id)")
+    db.execute("CREATE INDEX messages_event ON messages (event_id)")  # a call's reply, by the cause it names
+    # A plan names the reply that holds it as its cause (agent.plan_mode), as every event names its own.
+    db.execute(
+        """UPDATE events SET cause_id = json_extract(json, '$.message_id')
+        WHERE type = 'plan_proposed' AND cause_id IS NULL AND json_valid(json)"""
+    )
+
+
+def _link_finishing_events(db: sqlite_utils.Database) -> None:
+    """Each call's finishing event, in the order they were recorded: the call it names as its cause
+    (or itself, for a call finished without starting), else (a log without causes) the latest
+    unfinished call with its call id started by then, as the recorder linked them."""
+    finished = db.execute(
+        """SELECT e.id, e.session_id, e.cause_id, e.ts, json_extract(e.json, '$.call_id') FROM events e
+        WHERE e.type = 'tool_call_finished' AND json_valid(e.json) ORDER BY e.rowid"""
+    ).fetchall()
+    for event_id, session_id, cause_id, ts, call_id in finished:
+        linked = db.execute(
+            "UPDATE tool_calls SET finished_id = ? WHERE id IN (?, ?) AND finished_id IS NULL",
+            (event_id, event_id, cause_id),
+        ).rowcount
+        if not linked:
+            db.execute(
+                """UPDATE tool_calls SET finished_id = ? WHERE id = (SELECT id FROM tool_calls
+                    WHERE session_id = ? AND call_id = ? AND finished_id IS NULL AND started_at <= ?
+                    ORDER BY started_at DESC LIMIT 1)""",
+                (event_id, session_id, call_id, ts),
+            )
+
+
+def _exit_codes_from_text(db: sqlite_utils.Database, name: str) -> None:
+    from agent.protocol.roles import roles_for  # the built-in tools' declared roles
+
+    if roles_for(name).command is None:
+        return
+    rows = db.execute(
+        "SELECT id, result FROM tool_calls WHERE name = ? AND exit_code IS NULL AND result IS NOT NULL", (name,)
+    ).fetchall()
+    for call, result in rows:
+        found = re.search(r"^\[exit code (\d+)[;\]]", result, re.MULTILINE)
+        if found:
+            db.execute("UPDATE tool_calls SET exit_code = ? WHERE id = ?", (int(found.group(1)), call))
+
+
+MIGRATIONS.append(("m010_call_columns", m010_call_columns))

@@ -6,13 +6,20 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agent.protocol import FAILING_COMMAND, is_call_error
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 
-if TYPE_CHECKING:  # the store imports this module to compute its stats
-    from feedback_store.store import Store
+
+class Store(Protocol):
+    """What the figures read of a store (feedback_store.store.Store, which imports this module to
+    compute its stats: this module does not import it)."""
+
+    path: Any
+
+    def query(self, sql: str, params: tuple | list | dict = ()) -> list[dict[str, Any]]: ...
+
 
 PAGE_ROWS = 2000
 # The stored text an export carries: every message (prompts, completions, corrections) and every
@@ -67,12 +74,9 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-# A run_command's exit status, read from its result ("$ COMMAND\n[exit code N]..."), for the calls whose
-# command ran and failed: 126 and 127 say the shell could not run it (a call error).
-EXIT_CODE = (
-    "CASE WHEN t.error_kind = 'exit_status' AND instr(t.result, char(10) || '[exit code ') > 0 THEN "
-    "CAST(substr(t.result, instr(t.result, char(10) || '[exit code ') + 12, 4) AS INTEGER) END"
-)
+# A command's exit status, for the calls whose command ran and failed: 126 and 127 say the shell could
+# not run it (a call error).
+EXIT_CODE = "CASE WHEN t.error_kind = 'exit_status' THEN t.exit_code END"
 
 
 def compute_stats(store: Store) -> dict[str, Any]:

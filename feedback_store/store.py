@@ -16,7 +16,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,10 @@ import sqlite_utils
 
 from common.sqlite import is_busy, use_wal
 from feedback_store.capture import inbox
+from feedback_store.content.event_blobs import expand
 from feedback_store.errors import StoreError
-from feedback_store.event_blobs import expand
 from feedback_store.migrations import migrate
-from feedback_store.rows import Pair, SessionSummary
+from feedback_store.rows import Fix, Pair, SessionSummary
 
 log = logging.getLogger(__name__)
 
@@ -365,8 +365,12 @@ class Store:
         rows = self._stream(
             f"""
             SELECT p.*, s.model, s.tools_hash AS session_tools_hash,
-                   EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id) AS flagged
-            FROM pairs p JOIN sessions s ON s.id = p.session_id {where}
+                   EXISTS (SELECT 1 FROM flags f WHERE f.session_id = p.session_id) AS flagged,
+                   v.ts AS fix_at, v.type = 'tool_call_finished' AND fx.status = 'error' AS fix_failed,
+                   fx.roles AS fix_roles
+            FROM pairs p JOIN sessions s ON s.id = p.session_id
+              LEFT JOIN events v ON v.id = p.correction_event_id
+              LEFT JOIN tool_calls fx ON fx.finished_id = p.correction_event_id {where}
             ORDER BY p.session_id, p.completion_seq, p.source, p.id
             """,
             params,
@@ -386,13 +390,15 @@ class Store:
         at = bisect.bisect_left(seqs, row["completion_seq"])
         if at >= len(seqs) or seqs[at] != row["completion_seq"]:
             return None  # the failed message was never recorded: nothing to train on
-        correction = None
-        if row["correction"] is not None:
-            correction = json.loads(row["correction"])
-        elif row["correction_seq"] is not None:
-            index = bisect.bisect_left(seqs, row["correction_seq"])
-            if index < len(seqs) and seqs[index] == row["correction_seq"]:
-                correction = messages[index]
+
+        def message_at(seq: int) -> dict[str, Any] | None:
+            index = bisect.bisect_left(seqs, seq)
+            return messages[index] if index < len(seqs) and seqs[index] == seq else None
+
+        fix = None
+        if row["fix_at"] is not None:
+            roles = json.loads(row["fix_roles"]) if row["fix_roles"] else None
+            fix = Fix(row["correction_call_id"], row["correction_seq"], row["fix_at"], not row["fix_failed"], roles)
         return Pair(
             id=row["id"],
             session_id=row["session_id"],
@@ -403,12 +409,13 @@ class Store:
             feedback=row["feedback"],
             prompt=messages[:at],
             completion=messages[at],
-            correction=correction,
+            correction=correction_of(row["correction"], row["correction_seq"], message_at),
             tools=self._tools(row["tools_hash"] or row["session_tools_hash"]),
             model=row["model"],
             created_at=row["created_at"],
             corrected_at=row["corrected_at"],
             flagged=bool(row["flagged"]),
+            fix=fix,
         )
 
     def _messages(self, session_id: str) -> tuple[list[int], list[dict[str, Any]]]:
@@ -427,6 +434,16 @@ class Store:
         from feedback_store.stats import compute_stats
 
         return compute_stats(self)
+
+
+def correction_of(
+    correction: str | None, correction_seq: int | None, message_at: Callable[[int], dict[str, Any] | None]
+) -> dict[str, Any] | None:
+    """A pair's correction, from its row: the message the pair holds (a user's own version of a
+    file), else the recorded message at `correction_seq`. The one place a correction is resolved."""
+    if correction is not None:
+        return json.loads(correction)
+    return message_at(correction_seq) if correction_seq is not None else None
 
 
 class _WriteTransaction:

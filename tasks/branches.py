@@ -224,7 +224,7 @@ class BranchResult:
 def run_branches(config: BranchConfig, say: Say | None = None) -> BranchResult:
     """Sample, label and write `config.out`/{sft,dpo,sdpo}.jsonl, each state's records as soon as
     its samples are labelled."""
-    from feedback_store.redact import Redactor
+    from feedback_store.redaction.redactor import Redactor
 
     started = time.perf_counter()
     states, tasks = _replayable(config)
@@ -255,7 +255,7 @@ class RecordWriter:
     """Writes each state's records, redacted (when a redactor is given), to one file per kind."""
 
     files: dict[str, IO[str]]
-    redactor: Any  # feedback_store.redact.Redactor | None
+    redactor: Any  # feedback_store.redaction.redactor.Redactor | None
     result: BranchResult
 
     def add(self, at: At, branches: list[Branch]) -> None:

@@ -223,8 +223,8 @@ def successful_turns(db: Path | None, test_fraction: float, limit: int, tokenize
     split (task attempts split by task), as the token ids the model was fed and sampled (newest
     sessions first). Of task attempts only those that solved their task count: a `finish` always
     succeeds as a call, and a premature one is not a turn the adapter should keep."""
+    from feedback_store.content.renders import Renders
     from feedback_store.export.export import split_of
-    from feedback_store.recording.renders import Renders
     from feedback_store.store import open_store
 
     if db is None or not Path(db).exists() or limit <= 0:

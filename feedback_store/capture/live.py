@@ -1,8 +1,8 @@
 """Payloads from other agents' hooks (feedback_store.capture.inbox) as teachback sessions.
 
 A session is rebuilt from all of its inbox rows each time new ones arrive, through the importers'
-Trail (feedback_store.recording.trail), so the ids are the same every time and only what is new is
-recorded; the pairs follow the import rules (the recorder's, then feedback_store.recording.import_pairs).
+Trail (feedback_store.importers.trail), so the ids are the same every time and only what is new is
+recorded; the pairs follow the import rules (the recorder's, then feedback_store.importers.log_pairs).
 Hooks show tool calls, not the replies around them: consecutive PreToolUse calls are one assistant
 reply. A call the host asked permission for that never ran by the user's next prompt (or the end of
 the turn) was refused, and that prompt is what the user said about it. A call teachback's guard
@@ -29,19 +29,19 @@ from typing import Any
 from agent.protocol import ApprovalResolved, AssistantMessage, ToolCallFinished, TurnStarted
 from feedback_store.capture import inbox
 from feedback_store.errors import StoreError
-from feedback_store.recording import import_claude, import_codex
-from feedback_store.recording.imports import ImportReport, record_trail, remember_import
-from feedback_store.recording.log_lines import NotALogFile
-from feedback_store.recording.trail import Identify, Outcome, Trail
+from feedback_store.importers import claude, codex
+from feedback_store.importers.imports import ImportReport, record_trail, remember_import
+from feedback_store.importers.log_lines import NotALogFile
+from feedback_store.importers.trail import Identify, Outcome, Trail
 from feedback_store.store import Store
 
 log = logging.getLogger(__name__)
 
-AGENTS: dict[str, ModuleType] = {"claude-code": import_claude, "codex": import_codex}
-TRAILS: dict[str, Callable[..., Trail]] = {"claude-code": import_claude.ClaudeTrail, "codex": import_codex.CodexTrail}
+AGENTS: dict[str, ModuleType] = {"claude-code": claude, "codex": codex}
+TRAILS: dict[str, Callable[..., Trail]] = {"claude-code": claude.ClaudeTrail, "codex": codex.CodexTrail}
 # Codex's hooks name its shell tool `Bash`, whatever its log calls it.
-COMMAND_TOOLS = {"claude-code": import_claude.COMMAND_TOOLS, "codex": (*import_codex.COMMAND_TOOLS, "Bash")}
-REFUSED = {"claude-code": import_claude.REFUSED, "codex": import_codex.REFUSALS[0]}
+COMMAND_TOOLS = {"claude-code": claude.COMMAND_TOOLS, "codex": (*codex.COMMAND_TOOLS, "Bash")}
+REFUSED = {"claude-code": claude.REFUSED, "codex": codex.REFUSALS[0]}
 RESPONSE_CHARS = 100_000  # of a tool's response kept as its result
 ENDS = ("Stop", "SessionEnd")
 
@@ -179,7 +179,7 @@ class _Builder:
         name = str(payload.get("tool_name", ""))
         response = payload.get("tool_response")
         if self.agent == "codex":
-            outcome = import_codex.outcome(name, response if response is not None else "")
+            outcome = codex.outcome(name, response if response is not None else "")
         else:
             outcome = Outcome(True, _text(response))
         self._result(tag, _call_id(payload, tag), outcome, ts)
@@ -189,7 +189,7 @@ class _Builder:
         if payload.get("is_interrupt") is True:
             outcome = Outcome(False, error, "interrupted")
         else:
-            outcome = import_claude.outcome(str(payload.get("tool_name", "")), error, True)
+            outcome = claude.outcome(str(payload.get("tool_name", "")), error, True)
         self._result(tag, _call_id(payload, tag), outcome, ts)
 
     def _on_PermissionDenied(self, tag: str, ts: float, payload: dict[str, Any]) -> None:  # noqa: N802

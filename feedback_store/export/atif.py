@@ -29,19 +29,19 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from feedback_store.content.hashing import canonical_json
+from feedback_store.content.renders import Renders
 from feedback_store.errors import StoreError
 from feedback_store.export.card import CardInfo, write_card
 from feedback_store.export.export_io import Sink
 from feedback_store.export.folder_sink import TrajectoryFolder
 from feedback_store.export.format_table import TRAJECTORIES
 from feedback_store.export.unroot import Unrooted, unrooted
-from feedback_store.hashing import canonical_json
-from feedback_store.provenance import Origins, content_key
 from feedback_store.read_only import open_read_only
-from feedback_store.recording.renders import Renders
-from feedback_store.redact import Redactor
-from feedback_store.sharing import resolve
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.store import Store, parse_since
+from feedback_store.team.provenance import Origins, content_key
+from feedback_store.team.sharing import resolve
 
 SCHEMA_VERSION = "ATIF-v1.7"
 
@@ -124,9 +124,10 @@ def exported_sessions(store: Store, include_flagged: bool, model: str | None, si
 
 def trajectory(store: Store, session_id: str, redactor: Redactor | Unrooted | None) -> dict[str, Any]:
     rows = store.query(
-        """SELECT m.seq, m.message, e.ts, e.type, CASE WHEN e.type = 'tool_call_finished' AND json_valid(e.json)
-                  THEN json_extract(e.json, '$.call_id') END AS call_id
-           FROM messages m LEFT JOIN events e ON e.id = m.event_id WHERE m.session_id = ? ORDER BY m.seq""",
+        """SELECT m.seq, m.message, e.ts, e.type, t.call_id
+           FROM messages m LEFT JOIN events e ON e.id = m.event_id
+             LEFT JOIN tool_calls t ON t.finished_id = m.event_id AND e.type = 'tool_call_finished'
+           WHERE m.session_id = ? ORDER BY m.seq""",
         (session_id,),
     )
     raw = [json.loads(r["message"]) for r in rows]
@@ -254,9 +255,7 @@ def _metrics(usage: dict[str, Any] | None, render: Any, *, prompt_clean: bool, r
 def _outcomes(store: Store, session_id: str) -> dict[str, dict[str, Any]]:
     """Each finished call's outcome by call id: ok, teachback's error kind, a command's exit status."""
     rows = store.query(
-        """SELECT t.call_id, t.status, t.error_kind, json_extract(e.json, '$.exit_code') AS exit_code
-           FROM tool_calls t LEFT JOIN events e ON e.session_id = t.session_id AND e.type = 'tool_call_finished'
-             AND json_valid(e.json) AND json_extract(e.json, '$.call_id') = t.call_id
+        """SELECT t.call_id, t.status, t.error_kind, t.exit_code FROM tool_calls t
            WHERE t.session_id = ? AND t.status IN ('ok', 'error') ORDER BY t.started_at""",
         (session_id,),
     )

@@ -21,7 +21,6 @@ with the reason counted in the export's report.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +28,7 @@ from typing import Any
 from agent.protocol import REPEAT_ERRORS, SCHEMA_ERRORS, is_mcp_tool
 from agent.protocol.roles import roles_for
 from feedback_store.export.views import canonical_call, tool_names
-from feedback_store.recording.pairs import FIX_WINDOW, MCP_FAILURES, WRONG_TARGET
-from feedback_store.recording.plans import SENT_BACK
-from feedback_store.rows import Pair
+from feedback_store.rows import FIX_WINDOW, MCP_FAILURES, SENT_BACK, WRONG_TARGET, Pair
 from feedback_store.store import Store
 
 Message = dict[str, Any]
@@ -74,7 +71,6 @@ class Workspace:
         self.store = store
         self.session: str | None = None
         self.edits: list[_Edit] = []
-        self.fixes: dict[str, dict[str, Any]] = {}  # pair id -> completion_seq, correction_seq, fix time, fix event
 
     def _load(self, session_id: str) -> None:
         if session_id == self.session:
@@ -89,23 +85,6 @@ class Workspace:
             (session_id,),
         )
         self.edits = [_Edit(**row) for row in rows]
-        # The fixing call's id as the recorder stored it (read from the fixing event for a pair
-        # merged from a store older than that column). Only a recorder from before corrections had
-        # to succeed linked a failed call: its event says so.
-        fixes = self.store.query(
-            """
-            SELECT p.id, p.completion_seq, p.correction_seq, v.ts AS fixed_at,
-                coalesce(p.correction_call_id, CASE WHEN json_valid(v.json) THEN json_extract(v.json, '$.call_id') END)
-                    AS call_id,
-                v.type = 'tool_call_finished' AND json_valid(v.json) AND NOT coalesce(json_extract(v.json, '$.ok'), 0)
-                    AS fix_failed,
-                (SELECT json_extract(s.json, '$.roles') FROM events s WHERE s.id = v.cause_id
-                 AND s.type = 'tool_call_started' AND json_type(s.json, '$.roles') = 'object') AS roles
-            FROM pairs p LEFT JOIN events v ON v.id = p.correction_event_id WHERE p.session_id = ?
-            """,
-            (session_id,),
-        )
-        self.fixes = {row["id"]: row for row in fixes}
 
     def state_at_prefix(self, session_id: str, path: str, seq: int) -> tuple[bool, str | None]:
         """(known, content) of `path` just before message `seq`; content None: no such file."""
@@ -142,10 +121,6 @@ class Workspace:
         self._load(session_id)
         return sorted({e.new_path or e.path for e in self.edits if e.seq == seq})
 
-    def fix(self, pair: Pair) -> dict[str, Any]:
-        self._load(pair.session_id)
-        return self.fixes.get(pair.id) or {}
-
 
 def fitting_correction(ws: Workspace, pair: Pair, canonical: Callable[[Message], Message] | None = None) -> Fit:
     """A replacement for `pair`'s failed turn that is valid at its prefix, or why there is none.
@@ -159,19 +134,19 @@ def fitting_correction(ws: Workspace, pair: Pair, canonical: Callable[[Message],
     if pair.error_kind == SENT_BACK and not pair.correction.get("tool_calls"):  # the next plan: a reply, no call
         return Fit(
             {"role": "assistant", "content": pair.correction.get("content") or ""},
-            seq=ws.fix(pair).get("correction_seq"),
+            seq=pair.fix.seq if pair.fix else None,
         )
-    fix = ws.fix(pair)
-    if fix.get("fixed_at") is None:
+    fix = pair.fix
+    if fix is None:
         return Fit(None, "fix not recorded")
-    if fix["fix_failed"]:
+    if not fix.succeeded:
         return Fit(None, "the fixing call failed")  # linked by a recorder from before corrections had to succeed
-    call_id = fix["call_id"]
+    call_id = fix.call_id
     if pair.source in ("lint", "test"):
         paths = ws.paths_edited_by(pair.session_id, seq) if pair.source == "test" else [pair.target or ""]
         if len(paths) != 1:
             return Fit(None, "failed reply edited several files")
-        return _net_change(ws, pair, paths[0], seq, fix["fixed_at"], None, call_id if pair.source == "lint" else None)
+        return _net_change(ws, pair, paths[0], seq, fix.at, None, call_id if pair.source == "lint" else None)
     calls = pair.correction.get("tool_calls") or []
     index = next((i for i, c in enumerate(calls) if c.get("id") == call_id), None)
     if index is None:
@@ -181,17 +156,17 @@ def fitting_correction(ws: Workspace, pair: Pair, canonical: Callable[[Message],
     arguments = made["function"]["arguments"]
     arguments = arguments if isinstance(arguments, dict) else None
     name = call["function"].get("name")
-    roles = roles_for(name, json.loads(fix["roles"]) if fix.get("roles") else None)
+    roles = roles_for(name, fix.roles)
     target = roles.target_of(arguments) if roles.target_is_path else None
     if name in EDIT_TOOLS and target is not None:
-        if not ws.unchanged_for(pair.session_id, call_id, target, seq, fix["fixed_at"]):
-            return _net_change(ws, pair, target, seq, fix["fixed_at"], None, call_id)
+        if not ws.unchanged_for(pair.session_id, call_id, target, seq, fix.at):
+            return _net_change(ws, pair, target, seq, fix.at, None, call_id)
     # the files the call needs to exist: those it reads, and the one it acts on (a move's destination must not)
     paths = [*roles.paths_read(arguments), *([target] if target is not None else [])]
     if name not in EDIT_TOOLS and any(ws.absent_at_prefix(pair.session_id, p, seq) for p in paths):
         return Fit(None, "fix uses a file created later")
     whole = len(pair.correction.get("tool_calls") or []) == 1
-    return Fit(_as_made(pair.correction, made), seq=fix.get("correction_seq") if whole else None)
+    return Fit(_as_made(pair.correction, made), seq=fix.seq if whole else None)
 
 
 def _made(message: Message, index: int, canonical: Callable[[Message], Message] | None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from feedback_store.content.renders import Renders
 from feedback_store.errors import StoreError
 from feedback_store.export.card import CardInfo, write_card
 from feedback_store.export.corrections import Fit, Workspace, fitting_correction
@@ -37,13 +38,12 @@ from feedback_store.export.formats import Example, Left, Options, session_canoni
 from feedback_store.export.lengths import LengthReport, TokenCounter, counter_of
 from feedback_store.export.unroot import Unrooted, unrooted
 from feedback_store.export.views import TEMPLATES, Memo
-from feedback_store.provenance import Origins, content_key
 from feedback_store.read_only import open_read_only
-from feedback_store.recording.renders import Renders
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.rows import Pair
-from feedback_store.sharing import resolve
 from feedback_store.store import Store
+from feedback_store.team.provenance import Origins, content_key
+from feedback_store.team.sharing import resolve
 
 Progress = Callable[[int, int], None]
 PROGRESS_EVERY = 1000
@@ -197,23 +197,6 @@ def export(
         length_lines=report.lines(),
         warnings=warnings,
         card=card,
-    )
-
-
-def command_line_options(args: Any) -> dict[str, Any]:
-    """export()'s filters and options as `teachback export` parsed them."""
-    return dict(
-        redact=not args.no_redact,
-        include_flagged=args.include_flagged,
-        source=args.source,
-        since=args.since,
-        model=args.model,
-        test_fraction=args.test_fraction,
-        template=args.template,
-        compact_tools=args.compact_tools,
-        max_tokens=args.max_tokens,
-        tokenizer=getattr(args, "counter", None) or args.tokenizer,
-        shared_only=args.shared_only,
     )
 
 

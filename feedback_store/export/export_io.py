@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocol import LONE_SURROGATE
+from feedback_store.content.hashing import canonical_json
+from feedback_store.content.renders import Render
 from feedback_store.errors import StoreError
 from feedback_store.export.encoding import dumps, record_line
 from feedback_store.export.views import Memo
-from feedback_store.hashing import canonical_json
-from feedback_store.recording.renders import Render
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.rows import Pair
 from feedback_store.store import Store, parse_since
 

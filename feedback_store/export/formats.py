@@ -20,6 +20,7 @@ from string import Template
 from typing import Any
 
 from agent.protocol import textcalls
+from feedback_store.content.renders import Render
 from feedback_store.export.corrections import Fit
 from feedback_store.export.encoding import dumps
 from feedback_store.export.format_table import FORMATS
@@ -33,7 +34,6 @@ from feedback_store.export.views import (
     text_view,
     tool_names,
 )
-from feedback_store.recording.renders import Render
 from feedback_store.rows import Pair
 
 Message = dict[str, Any]
@@ -56,7 +56,7 @@ class Example:
     options: Options = field(default_factory=Options)
     label: bool | None = None  # kto: a user's verdict on an edit that is not a failure (accepted)
     memo: Memo | None = field(default=None, compare=False)  # shared by the examples of one session
-    provenance: dict[str, Any] | None = None  # feedback_store.provenance: added to each of its records
+    provenance: dict[str, Any] | None = None  # feedback_store.team.provenance: added to each of its records
 
 
 @dataclass(frozen=True)

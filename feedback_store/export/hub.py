@@ -1,4 +1,4 @@
-"""`teachback export --hub` (a dataset folder) and `--format atif` (whole sessions).
+"""The dataset folder `teachback export --hub` writes.
 
 A hub folder is what `datasets.load_dataset(folder)` and a dataset hub read as it is: `data/<split>-
 00000-of-00001.parquet` and a README.md whose YAML header declares the license, task categories,
@@ -11,73 +11,14 @@ card: what was written, what was left out and why.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
-import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from feedback_store.export.format_table import FORMATS, TRAJECTORIES
-
-STAGING = ".teachback-staging"
 SIZES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
-
-
-def _staged_file(staged: Path, fmt: str) -> Path:
-    form = FORMATS.get(fmt)  # an unknown format is export's to report
-    return staged.with_suffix(form.suffix) if form is not None and form.parquet else staged
-
-
-def export_trajectories_or_hub(args: argparse.Namespace, command: str) -> int:
-    from feedback_store.errors import StoreError
-    from feedback_store.export.atif import export_atif
-    from feedback_store.export.export import command_line_options, export
-
-    out = Path(args.out).expanduser()
-    staged = out / STAGING / f"{args.format}.jsonl" if args.hub else out
-    new_folder = args.hub and not os.path.lexists(out)  # made for this export: taken back if it fails
-    try:
-        if args.format == TRAJECTORIES.kind:
-            count, left, path, card = export_atif(
-                args.db,
-                staged,
-                redact=not args.no_redact,
-                include_flagged=args.include_flagged,
-                shared_only=args.shared_only,
-                model=args.model,
-                since=args.since,
-                command=command,
-            )
-            paths, splits = [path], {"train": count}
-        else:
-            result = export(
-                args.db,
-                args.format,
-                _staged_file(staged, args.format),
-                command=command,
-                **command_line_options(args),
-            )
-            paths, splits, left, card = result.paths, result.splits, result.left_out, result.card
-        if args.hub:
-            card = write_hub(out, paths, card, args.format, args.license)
-    except StoreError as exc:
-        if new_folder and os.path.isdir(out):
-            shutil.rmtree(out)
-        print(f"teachback export: {exc}", file=sys.stderr)
-        return 2 if "Nothing to export" in str(exc) else 1
-    finally:
-        if args.hub and os.path.isdir(out / STAGING):
-            shutil.rmtree(out / STAGING)
-    where = out if args.hub else ", ".join(str(p) for p in paths)
-    print(f"Wrote {sum(splits.values())} {args.format} records to {where}.")
-    if left:
-        print("Left out: " + "; ".join(f"{n} {reason}" for reason, n in sorted(left.items())) + ".")
-    print(f"Dataset card: {card}")
-    return 0
 
 
 def write_hub(folder: Path, staged: list[Path], card: Path | None, fmt: str, license_id: str) -> Path:

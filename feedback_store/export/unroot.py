@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from common.jsontext import dumps_unicode as dumps
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.store import Store
 
 PLACEHOLDER_ROOT = "/workspace"

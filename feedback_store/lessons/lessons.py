@@ -27,11 +27,11 @@ from agent.protocol import Lesson, Lessons
 from agent.protocol.arguments import read_arguments
 from agent.protocol.roles import roles_for
 from common.text import clip
+from feedback_store.content.hashing import canonical_json, content_hash
 from feedback_store.errors import StoreError
-from feedback_store.hashing import canonical_json, content_hash
 from feedback_store.lessons.enforced import ENFORCED, KNOWN_FAILURE, LEARNED_HERE, LESSON_COLUMNS, USABLE
-from feedback_store.redact import Redactor
-from feedback_store.store import Store, open_store
+from feedback_store.redaction.redactor import Redactor
+from feedback_store.store import Store, correction_of, open_store
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,8 @@ def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], re
         conn.execute("UPDATE lessons SET occurrences = 0, corrected = 0, updated_at = ? WHERE id = ?", (now, ident))
         return
     best = conn.execute(
-        f"""SELECT p.id, p.session_id, p.feedback, p.correction, p.correction_seq FROM pairs p WHERE {ELIGIBLE}
+        f"""SELECT p.id, p.session_id, p.feedback, p.correction, p.correction_seq, p.correction_call_id
+        FROM pairs p WHERE {ELIGIBLE}
         ORDER BY {CORRECTED} DESC, p.created_at DESC, p.id DESC LIMIT 1""",
         situation,
     ).fetchone()
@@ -152,19 +153,18 @@ def _distill(conn: sqlite3.Connection, situation: tuple, pair_ids: list[str], re
 
 def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, redactor: Redactor) -> str | None:
     """What worked, in one line: the correcting call (arguments redacted and shortened)."""
-    _, session_id, _, correction, correction_seq = best
-    if correction is not None:
-        message = json.loads(correction)
-    elif correction_seq is not None:
+    _, session_id, _, correction, correction_seq, call_id = best
+
+    def message_at(seq: int) -> dict[str, Any] | None:
         row = conn.execute(
-            "SELECT message FROM messages WHERE session_id = ? AND seq = ?", (session_id, correction_seq)
+            "SELECT message FROM messages WHERE session_id = ? AND seq = ?", (session_id, seq)
         ).fetchone()
-        message = json.loads(row[0]) if row else None
-    else:
-        return None
+        return json.loads(row[0]) if row else None
+
+    message = correction_of(correction, correction_seq, message_at)
     if not message:
         return None
-    calls = [c.get("function") or {} for c in message.get("tool_calls") or []]
+    calls = message.get("tool_calls") or []
     if not calls:
         content = (message.get("content") or "").strip()
         return (
@@ -172,7 +172,11 @@ def _fix(conn: sqlite3.Connection, best: tuple, tool: str | None, redactor: Reda
             if correction is not None
             else one_line(redactor.redact(content), FIX_CHARS) or None
         )
-    call = next((c for c in calls if c.get("name") == tool), calls[0])
+    # The call the recorder linked as the fix; a reply's first call of the failed tool for a pair
+    # linked without one (the user's own version, an import).
+    fixing = next((c for c in calls if call_id is not None and c.get("id") == call_id), None)
+    named = [c.get("function") or {} for c in calls]
+    call = (fixing.get("function") or {}) if fixing else next((c for c in named if c.get("name") == tool), named[0])
     # Values are quoted as JSON, whitespace as sent (a lesson says to copy old_text exactly); only a
     # line break, which would split the lesson's line, becomes a space.
     text = clip(f"{call.get('name')}({_short_arguments(call.get('arguments') or '', redactor)})", FIX_CHARS)

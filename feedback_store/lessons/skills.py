@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from common.text import ELLIPSIS, clip, one_line
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 
 MAX_NAME, MAX_DESCRIPTION = 64, 1024
 MAX_BODY_CHARS = 6000  # the format asks for a SKILL.md under 5000 tokens: it is read whole when used

@@ -17,9 +17,9 @@ from feedback_store.export.unroot import unrooted
 from feedback_store.otel.content import Content
 from feedback_store.otel.spans import FeedbackRow, plan_session
 from feedback_store.read_only import open_read_only
-from feedback_store.redact import Redactor
-from feedback_store.sharing import resolve
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.store import Store
+from feedback_store.team.sharing import resolve
 
 if TYPE_CHECKING:
     from feedback_store.otel.send import Delivery

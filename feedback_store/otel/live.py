@@ -97,7 +97,7 @@ def live_traces(settings: Any, store: Store, warn: Callable[[str], None]) -> Liv
         return None
     from feedback_store.export.unroot import unrooted
     from feedback_store.otel.send import OtlpUnavailable, TraceSender
-    from feedback_store.redact import Redactor
+    from feedback_store.redaction.redactor import Redactor
 
     try:
         sender = TraceSender(settings.otlp_endpoint, timeout=EXPORT_TIMEOUT, queue=QUEUE, close_timeout=CLOSE_TIMEOUT)

@@ -17,7 +17,7 @@ from typing import Any
 
 from common.text import one_line
 from feedback_store.otel.spans import AGENT_NAME, EVALUATION_EVENT, Plan, SpanPlan, Verdict
-from feedback_store.provenance import teachback_version
+from feedback_store.team.provenance import teachback_version
 
 TRACES_PATH = "v1/traces"
 LOGS_PATH = "v1/logs"

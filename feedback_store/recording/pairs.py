@@ -11,8 +11,8 @@ or on a resumed session carries on where the last one stopped.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
+from dataclasses import dataclass
 
 from agent.protocol import (
     NOT_RUNNABLE_EXIT_CODES,
@@ -25,25 +25,17 @@ from agent.protocol import (
 )
 from agent.protocol.roles import roles_for
 from common.diffs import unified_diff
-
-# The call named a path that is not there (or not in the workspace): the target itself was wrong, so
-# the fix is the same tool on the path the model meant, which is another path.
-WRONG_TARGET = frozenset({"not_found", "outside_workspace"})
-# An MCP tool's own failures (its isError answer, a timeout, its server crashing): teachback does not
-# know which argument was wrong, so the fix is the next success of the same tool, as for a wrong target.
-MCP_FAILURES = frozenset({"failed", "timeout", "crashed"})
-# A fix of a schema, repeat or wrong-target failure must come in the same turn, within this many
-# assistant messages: one retry per reflection (aider reflects at most 3 times) and one look around
-# (a list_files or search) before it. Later, the call that worked answers another question.
-FIX_WINDOW = 4
-
-# How an open pair gets its correction (always a call that succeeded, in a later message):
-NEXT_CALL = "next_call"  # schema / repeat: the next call that succeeded, any tool (same turn, FIX_WINDOW)
-SAME_TOOL = "same_tool"  # wrong target, or a hook said no: the next success of the same tool (same turn, FIX_WINDOW)
-SAME_CALL = "same_call"  # other tool errors / denied: the next success of the same tool on the same target
-SAME_FILE = "same_file"  # lint: the next edit of the same file that parses
-SAME_COMMAND = "same_command"  # test: the edits after which the same command passed
-WINDOWED = (NEXT_CALL, SAME_TOOL)
+from feedback_store.rows import (
+    FIX_WINDOW,
+    MCP_FAILURES,
+    NEXT_CALL,
+    SAME_CALL,
+    SAME_COMMAND,
+    SAME_FILE,
+    SAME_TOOL,
+    WINDOWED,
+    WRONG_TARGET,
+)
 
 
 def open_pair(
@@ -103,7 +95,16 @@ def _close_ids(conn: sqlite3.Connection, ids: list[str], seq: int, event: ToolCa
     )
 
 
-def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int | None) -> None:
+@dataclass(frozen=True)
+class Call:
+    """What the recorder's row says of the finished call: the roles its tool declared (None: recorded
+    before calls carried them) and whether a hook (agent.hooks) refused it."""
+
+    roles: dict | None
+    blocked_by_hook: bool
+
+
+def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int | None, call: Call) -> None:
     """Link earlier failures this call fixes, then record this call's own failure."""
     if seq is None or event.error_kind == "interrupted":
         return  # the user stopped the call: neither a fix nor a mistake
@@ -136,12 +137,12 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
         return  # the MCP server could not be started: nothing the model sent was wrong
     elif (
         kind in WRONG_TARGET
-        or (kind == "exit_status" and _command_not_runnable(event))
+        or (kind == "exit_status" and event.exit_code in NOT_RUNNABLE_EXIT_CODES)
         or (kind in MCP_FAILURES and is_mcp_tool(event.name))
     ):
         open_pair(conn, source="tool", closes_on=SAME_TOOL, **common)
     elif kind == "exit_status":
-        if _runs_command(conn, event):
+        if roles_for(event.name, call.roles).command is not None:
             _open_test_pair(conn, event, seq)
     elif kind == "denied":
         refused = conn.execute(
@@ -152,48 +153,12 @@ def on_tool_finished(conn: sqlite3.Connection, event: ToolCallFinished, seq: int
             if refused[0] and refused[0] not in event.result:
                 common["feedback"] = f"{event.result}\n\nThe user's comment: {refused[0]}"
             open_pair(conn, source="user", closes_on=SAME_CALL, **common)
-        elif _hook_denied(conn, event):  # the fix is another call of the tool, one the hook lets through
+        elif call.blocked_by_hook:  # the fix is another call of the tool, one the hook lets through
             open_pair(conn, source="hook", closes_on=SAME_TOOL, **common)
         else:
             open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
     else:
         open_pair(conn, source="tool", closes_on=SAME_CALL, **common)
-
-
-def _hook_denied(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
-    """Whether a hook (agent.hooks) refused the call: a PreToolUse or PermissionRequest deny."""
-    return (
-        conn.execute(
-            "SELECT 1 FROM events WHERE session_id = ? AND type = 'hook_ran' AND json_extract(json, '$.call_id') = ?"
-            " AND json_extract(json, '$.decision') = 'deny' LIMIT 1",
-            (event.session_id, event.call_id),
-        ).fetchone()
-        is not None
-    )
-
-
-def _command_not_runnable(event: ToolCallFinished) -> bool:
-    """Exit 126/127: the shell could not run the command at all (not found, not executable) —
-    a mistake in the call, not a failing test."""
-    return _exit_code(event) in NOT_RUNNABLE_EXIT_CODES
-
-
-def _runs_command(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
-    """Whether the call's tool runs a command line, by the roles its started event recorded."""
-    row = conn.execute(
-        "SELECT json_extract(json, '$.roles') FROM events WHERE id = ? AND json_type(json, '$.roles') = 'object'",
-        (event.cause_id,),
-    ).fetchone()
-    return roles_for(event.name, json.loads(row[0]) if row and row[0] else None).command is not None
-
-
-def _exit_code(event: ToolCallFinished) -> int | None:
-    """The event's exit status; a built-in command tool's events recorded before it was carried have
-    it only in the text."""
-    if event.exit_code is not None or roles_for(event.name).command is None:
-        return event.exit_code
-    match = re.search(r"^\[exit code (\d+)[;\]]", event.result, re.MULTILINE)
-    return int(match.group(1)) if match else None
 
 
 def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, waiting: list[tuple]) -> None:

@@ -9,9 +9,7 @@ import sqlite3
 
 from agent.protocol import EditApplied, PlanProposed, PlanReviewed
 from feedback_store.recording.pairs import open_pair
-
-SENT_BACK = "plan_sent_back"  # the pair's error_kind
-NEXT_PLAN = "next_plan"  # closed by the next plan, or the next edit that parses
+from feedback_store.rows import NEXT_PLAN, SENT_BACK
 
 
 def on_plan_proposed(conn: sqlite3.Connection, event: PlanProposed) -> None:
@@ -24,8 +22,8 @@ def on_plan_reviewed(conn: sqlite3.Connection, event: PlanReviewed) -> None:
     """A plan sent back opens a `user` pair on the reply that held it."""
     if event.approved:
         return
-    row = conn.execute(
-        "SELECT json_extract(json, '$.message_id') FROM events WHERE id = ? AND session_id = ? AND type = ?",
+    row = conn.execute(  # a plan names the reply that holds it as its cause
+        "SELECT cause_id FROM events WHERE id = ? AND session_id = ? AND type = ?",
         (event.plan_id, event.session_id, PlanProposed.type),
     ).fetchone()
     seq = _message_seq(conn, event.session_id, row[0] if row else None)

@@ -14,8 +14,8 @@ from agent.protocol import UserInput  # noqa: E402
 from agent.providers.llama_engine import model_path  # noqa: E402
 from agent.runtime import open_session  # noqa: E402
 from feedback_store import Recorder, open_store  # noqa: E402
+from feedback_store.content.renders import Renders  # noqa: E402
 from feedback_store.export.export import export  # noqa: E402
-from feedback_store.recording.renders import Renders  # noqa: E402
 from tests.conftest import git  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.real_model, pytest.mark.timeout(600)]

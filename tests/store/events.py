@@ -117,6 +117,7 @@ class FakeSession:
         target: str | None = None,
         edits: list[dict[str, Any]] = (),
         denied_by_user: str | None = None,
+        exit_code: int | None = None,
     ) -> str:
         """One assistant message with one tool call, and what the tool did. Returns the call id."""
         self.step_no += 1
@@ -202,6 +203,7 @@ class FakeSession:
                 target=target,
                 duration_ms=3.0,
                 message=message,
+                exit_code=exit_code,
             )
         )
         return call_id

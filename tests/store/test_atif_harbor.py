@@ -13,8 +13,8 @@ import pytest
 
 from feedback_store import open_store
 from feedback_store.export.atif import export_atif
-from feedback_store.recording import import_claude, import_codex
-from feedback_store.recording.imports import import_logs
+from feedback_store.importers import claude, codex
+from feedback_store.importers.imports import import_logs
 from tests.store.test_import_atif import JOBS
 
 ROOT = Path(__file__).parents[2]
@@ -59,7 +59,7 @@ def test_harbor_reads_the_fixtures_as_the_trajectories_they_claim_to_be() -> Non
 def test_harbor_validates_the_v17_export_in_both_layouts(tmp_path: Path) -> None:
     db = tmp_path / "f.db"
     with open_store(db) as store:
-        for module in (import_claude, import_codex):  # pairs, refusals, token counts, tool schemas
+        for module in (claude, codex):  # pairs, refusals, token counts, tool schemas
             files = module.find_files(LOGS / module.AGENT)
             import_logs(store, module.AGENT, files, lambda p, m=module: m.read(p, lambda _: None))
     count, _, lines, _ = export_atif([db], tmp_path / "sessions.jsonl")

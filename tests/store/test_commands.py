@@ -143,6 +143,7 @@ def test_stats_count_call_errors_failing_tests_and_premature_finishes_as_the_ben
             error_kind="exit_status",
             target="pytest",
             result="$ pytest\n[exit code 1]\n1 failed",
+            exit_code=1,
         )
         s.call(
             "run_command",
@@ -151,6 +152,7 @@ def test_stats_count_call_errors_failing_tests_and_premature_finishes_as_the_ben
             error_kind="exit_status",
             target="tox",
             result="$ tox\n[exit code 127]\ntox: not found",
+            exit_code=127,
         )
         s.call("finish", {"summary": "done"}, result="Finished.")
         Recorder(store).record_many(s.finish().events)

@@ -26,9 +26,9 @@ from agent.workspace import Workspace, WorkspaceError
 from cli.run import open_lessons
 from feedback_store import Recorder, open_store
 from feedback_store.export.export import export
+from feedback_store.importers import claude
+from feedback_store.importers.imports import import_logs
 from feedback_store.lessons.lessons import refresh
-from feedback_store.recording import import_claude
-from feedback_store.recording.imports import import_logs
 from feedback_store.recording.monitor import check_call
 from tests.conftest import call, turn
 from tests.store.events import mixed_session
@@ -203,9 +203,7 @@ def test_an_imported_agents_calls_are_checked_by_its_tools_roles(tmp_path: Path)
     log.parent.mkdir()
     log.write_text(text, encoding="utf-8")
     with open_store(tmp_path / "f.db") as store:
-        import_logs(
-            store, import_claude.AGENT, import_claude.find_files(tmp_path), lambda p: import_claude.read(p, none)
-        )
+        import_logs(store, claude.AGENT, claude.find_files(tmp_path), lambda p: claude.read(p, none))
         flags = {(f["rule"], f["detail"]) for f in store.flags()}
     assert ("reads_git_history", "command: git log") in flags
     assert ("reads_git_history", "path /home/dev/shop/.git/ORIG_HEAD") in flags

@@ -19,7 +19,7 @@ import pytest
 from agent.protocol import Event, SessionStarted
 from feedback_store import Recorder, open_store
 from feedback_store.export.export import FORMATS, export
-from feedback_store.provenance import teachback_version
+from feedback_store.team.provenance import teachback_version
 from tests.store.events import FakeSession, edit, mixed_session
 from tests.store.test_export_formats import with_reviews
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from feedback_store import open_store
-from feedback_store.recording import import_claude
-from feedback_store.recording.imports import import_logs
+from feedback_store.importers import claude
+from feedback_store.importers.imports import import_logs
 
 LOGS = Path(__file__).parent / "data" / "agent_logs"
 
@@ -63,8 +63,8 @@ def writable(path: Path) -> bool:
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("store") / "feedback.db"
     with open_store(path) as store:
-        files = import_claude.find_files(LOGS / "claude-code")
-        import_logs(store, import_claude.AGENT, files, lambda p: import_claude.read(p, lambda _: None))
+        files = claude.find_files(LOGS / "claude-code")
+        import_logs(store, claude.AGENT, files, lambda p: claude.read(p, lambda _: None))
     return path
 
 

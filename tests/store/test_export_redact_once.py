@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from feedback_store.export.export_io import OncePerText
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 
 TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 KEY = "AKIA" + "QWERTYUIOPASDFGH"

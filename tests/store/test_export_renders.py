@@ -10,8 +10,8 @@ import sqlite_utils
 
 from agent.protocol import AssistantMessage, ModelUsage
 from feedback_store import Recorder, open_store
+from feedback_store.content.renders import TOKEN_CHUNK, Renders
 from feedback_store.migrations import MIGRATIONS, m001_initial_schema
-from feedback_store.recording.renders import TOKEN_CHUNK, Renders
 from tests.store.events import FakeSession
 
 SYSTEM = {"role": "system", "content": "You are an agent.\n\n## read_file\nRead a file."}

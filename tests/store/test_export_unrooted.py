@@ -11,10 +11,10 @@ import pytest
 
 from cli.entry import main
 from feedback_store import Recorder, open_store
+from feedback_store.content.renders import Render
 from feedback_store.export.export_io import scrub_render
 from feedback_store.export.format_table import FORMATS, TRAJECTORIES
 from feedback_store.export.unroot import PLACEHOLDER_ROOT, Unrooted, root_pattern
-from feedback_store.recording.renders import Render
 from feedback_store.rows import Pair
 from tests.store.events import FakeSession, edit
 

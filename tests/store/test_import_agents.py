@@ -15,9 +15,9 @@ import pytest
 
 from feedback_store import open_store
 from feedback_store.export.export import FORMATS, export
-from feedback_store.provenance import FIELDS
-from feedback_store.recording import import_claude, import_codex
-from feedback_store.recording.imports import import_logs
+from feedback_store.importers import claude, codex
+from feedback_store.importers.imports import import_logs
+from feedback_store.team.provenance import FIELDS
 
 LOGS = Path(__file__).parent / "data" / "agent_logs"
 SECRETS = ("ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe")
@@ -31,7 +31,7 @@ def no_repository(_: Path) -> str | None:
 
 def imported(db: Path) -> None:
     with open_store(db) as store:
-        for module in (import_claude, import_codex):
+        for module in (claude, codex):
             root = LOGS / module.AGENT
             import_logs(store, module.AGENT, module.find_files(root), lambda p, m=module: m.read(p, no_repository))
 
@@ -141,8 +141,8 @@ def test_unknown_and_broken_lines_are_counted_and_skipped(tmp_path: Path) -> Non
         report = import_logs(
             store,
             "claude-code",
-            import_claude.find_files(LOGS / "claude-code"),
-            lambda p: import_claude.read(p, no_repository),
+            claude.find_files(LOGS / "claude-code"),
+            lambda p: claude.read(p, no_repository),
         )
     assert report.sessions_added == 3
     assert report.skipped == {

@@ -219,7 +219,7 @@ def test_export_then_import_gives_back_the_sessions_pairs_and_rewards(jobs_db, t
 
 
 def test_embedded_subagents_and_newer_versions_are_read_in_process(tmp_path: Path) -> None:
-    from feedback_store.recording.import_atif import find_files, import_trajectories
+    from feedback_store.importers.atif import find_files, import_trajectories
 
     parent = json.loads((TRIALS / "shop-cart-discount__Rm8Tz2B" / "agent" / "trajectory.json").read_text())
     sub = {

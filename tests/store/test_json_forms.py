@@ -1,4 +1,4 @@
-"""The JSON forms the store writes (feedback_store.hashing) are exactly json.dumps' text with their
+"""The JSON forms the store writes (feedback_store.content.hashing) are exactly json.dumps' text with their
 options: stored rows, blob hashes and exports depend on every byte."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from feedback_store.hashing import canonical_json, message_json, ordered_json, row_json
+from feedback_store.content.hashing import canonical_json, message_json, ordered_json, row_json
 
 VALUES = [
     {"b": 1, "a": [1.5, -0.0, 1e300, 10**30, True, None], "c": {"z": 'ü\n"\\', "y": "\ud800"}},

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from feedback_store import open_store
-from feedback_store.recording import import_claude, import_codex
-from feedback_store.recording.imports import import_logs
+from feedback_store.importers import claude, codex
+from feedback_store.importers.imports import import_logs
 
 LOGS = Path(__file__).parent / "data" / "agent_logs"
 
@@ -46,8 +46,8 @@ def contents(db: Path) -> tuple[str, list[str]]:
 @pytest.fixture()
 def stores(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A team store already merged from one member's store, and a second member's store."""
-    alice = store_of(tmp_path / "alice.db", import_claude)
-    bob = store_of(tmp_path / "bob.db", import_codex)
+    alice = store_of(tmp_path / "alice.db", claude)
+    bob = store_of(tmp_path / "bob.db", codex)
     team = tmp_path / "team.db"
     done = teachback("merge", str(alice), "--into", str(team), home=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -27,7 +27,7 @@ from feedback_store.otel.content import MASK, Content, mask
 from feedback_store.otel.export import feedback_rows
 from feedback_store.otel.live import CLOSE_TIMEOUT
 from feedback_store.otel.spans import plan_session
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from tests.conftest import call, turn
 from tests.store.test_redact import chars
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from feedback_store import Recorder, open_store
-from feedback_store.recording.pairs import FIX_WINDOW
+from feedback_store.rows import FIX_WINDOW
 from tests.store.events import FakeSession, edit, mixed_session
 
 

@@ -19,7 +19,8 @@ from agent.protocol import (
     ToolCallStarted,
     event_from_dict,
 )
-from feedback_store import Recorder, open_store, provenance
+from feedback_store import Recorder, open_store
+from feedback_store.team import provenance
 from tests.store.events import FakeSession, edit
 
 SNAPSHOT = Path(__file__).parent / "data" / "recorded_rows.json"

@@ -15,8 +15,8 @@ import pytest
 
 from feedback_store import Recorder, open_store
 from feedback_store.export.export import export
-from feedback_store.redact import Redactor
-from feedback_store.redact_checks import shannon_entropy
+from feedback_store.redaction.checks import shannon_entropy
+from feedback_store.redaction.redactor import Redactor
 from feedback_store.stats import compute_stats, format_stats, secret_counts
 from tests.store.events import FakeSession
 

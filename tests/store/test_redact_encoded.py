@@ -12,9 +12,10 @@ import base64
 import json
 from pathlib import Path
 
-from feedback_store import Recorder, open_store, redact_decode
+from feedback_store import Recorder, open_store
 from feedback_store.export.export import FORMATS, export
-from feedback_store.redact import Redactor
+from feedback_store.redaction import decode
+from feedback_store.redaction.redactor import Redactor
 from tests.store.events import FakeSession, edit, mixed_session
 from tests.store.test_redact import SECRETS, chars
 from tests.store.test_redact_passwords import made_up_password
@@ -133,6 +134,6 @@ def test_escaped_backslashes_in_a_run_of_escapes_keep_each_character_in_its_plac
     # `\\\` before an escape is one escaped backslash: one decoded character, as every unit is.
     texts = ["=\\u0041Z<\\u00417%41\\u0041\\x41%41'%\\u0041\\\\\\u0042password=Z%02é/", "k=\\u0041\\u0042CDEFGHIJ\\\\"]
     for text in texts:
-        for segment in redact_decode.segments(text, [], True, True):
+        for segment in decode.segments(text, [], True, True):
             assert len(segment.offsets) == len(segment.decoded) + 1, segment
     assert Redactor(env={}).redact(texts[0]).endswith("password=[REDACTED:password]")

@@ -10,7 +10,7 @@ import hashlib
 import json
 import string
 
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from tests.store.test_redact import chars
 
 MADE_UP = ["Falcon1234!maplexY7", "maple#Tiger2019", "Summer2024!", "M@pl3Tr33#42", "correct-Horse-battery-42"]

@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from feedback_store import redact_decode, redact_select
-from feedback_store.redact import Redactor, load_rules
+from feedback_store.redaction import decode, prefilter
+from feedback_store.redaction.redactor import Redactor
+from feedback_store.redaction.rules import load_rules
 from tests.store.secret_corpus import cases
 from tests.store.test_secret_corpus import stdlib_sample
 
@@ -76,14 +77,14 @@ def test_each_prefilter_of_a_dotted_token_matches_every_text_its_rule_matches() 
         assert not missed, f"{rule_id}: its prefilter misses {missed[:3]!r}"
 
 
-@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
+@pytest.mark.skipif(prefilter.hyperscan is None, reason="hyperscan is not installed")
 def test_hyperscan_selection_redacts_exactly_what_checking_each_rule_does(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = corpus_texts() + token_shaped_texts()[::4]
     env = {"DEPLOY_TOKEN": "Zq8#mW2!pL5x-envvalue", "HOME": "/home/someone"}
     texts += [f"echo {env['DEPLOY_TOKEN']} > out", 'log: {"token": "Zq8#mW2!pL5x-envvalue"}']
     fast = Redactor(env=env)
     fast_out = [fast.redact(text) for text in texts]
-    monkeypatch.setattr(redact_select, "hyperscan", None)
+    monkeypatch.setattr(prefilter, "hyperscan", None)
     slow = Redactor(env=env)
     assert slow._selector._database is None
     slow_out = [slow.redact(text) for text in texts]
@@ -92,10 +93,10 @@ def test_hyperscan_selection_redacts_exactly_what_checking_each_rule_does(monkey
     assert fast.counts == slow.counts and fast.counts["env_value"] == 2
 
 
-@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
+@pytest.mark.skipif(prefilter.hyperscan is None, reason="hyperscan is not installed")
 def test_a_text_with_nothing_to_look_for_tries_no_rule() -> None:
     selector = Redactor(env={})._selector
-    assert selector.select("def add(a, b):\n    return a + b\n") is redact_select.NOTHING
+    assert selector.select("def add(a, b):\n    return a + b\n") is prefilter.NOTHING
     chosen = selector.select("export GITHUB_TOKEN=ghp_" + "a1B2" * 9)
     assert {c.rule.id for c in chosen.tokens} >= {"github_token"}
     assert "generic_secret" in {c.rule.id for c in chosen.others}
@@ -114,29 +115,28 @@ def encoded_texts() -> list[str]:
 
 def test_each_decode_trigger_matches_every_text_its_pass_decodes() -> None:
     percent, escapes, base64 = (
-        re.compile(t)
-        for t in (redact_decode.PERCENT_TRIGGER, redact_decode.ESCAPE_TRIGGER, redact_decode.BASE64_TRIGGER)
+        re.compile(t) for t in (decode.PERCENT_TRIGGER, decode.ESCAPE_TRIGGER, decode.BASE64_TRIGGER)
     )
     decoded = {"percent": 0, "escapes": 0, "base64": 0}
     for text in encoded_texts():
-        words = [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64]
+        words = [w for w in text.split() if len(w) >= decode.MIN_BASE64]
         for name, trigger, args in (
             ("percent", percent, ([], True, False)),
             ("escapes", escapes, ([], False, True)),
             ("base64", base64, (words, False, False)),
         ):
-            if next(redact_decode.segments(text, *args), None) is not None:
+            if next(decode.segments(text, *args), None) is not None:
                 decoded[name] += 1
                 assert trigger.search(text), f"{name}: its trigger misses {text[:200]!r}"
     assert min(decoded.values()) > 300, decoded  # each pass decoded something
 
 
-@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
+@pytest.mark.skipif(prefilter.hyperscan is None, reason="hyperscan is not installed")
 def test_encoded_characters_too_short_to_hold_a_secret_are_no_reason_to_decode() -> None:
     selector = Redactor(env={})._selector
     codec_table = "".join(f"    '\\x{i:02x}'     #  0x{i:02X} -> CHARACTER\n" for i in range(0xA0, 0x100))
-    assert selector.select(codec_table) is redact_select.NOTHING
-    assert selector.select("print('%2d items' % n)") is redact_select.NOTHING
+    assert selector.select(codec_table) is prefilter.NOTHING
+    assert selector.select("print('%2d items' % n)") is prefilter.NOTHING
     assert selector.select("name = 'caf\\u00e9'").escapes
     assert selector.select("q=caf%C3%A9").percent
 
@@ -162,7 +162,7 @@ def test_threads_redacting_at_once_find_what_one_thread_finds() -> None:
         assert result == expected
 
 
-@pytest.mark.skipif(redact_select.hyperscan is None, reason="hyperscan is not installed")
+@pytest.mark.skipif(prefilter.hyperscan is None, reason="hyperscan is not installed")
 def test_keywords_are_found_in_a_text_that_is_not_ascii(monkeypatch: pytest.MonkeyPatch) -> None:
     """Such a text's keywords are searched in its UTF-8 (a lone surrogate included), and choose
     what looking for each keyword alone chooses."""
@@ -175,7 +175,7 @@ def test_keywords_are_found_in_a_text_that_is_not_ascii(monkeypatch: pytest.Monk
     held = fast._selector._held("x ghp_é sk-\ud800 aws", ("ghp_", "sk-", "aws", "hf_"))
     assert held >= {"ghp_", "sk-", "aws"} and "hf_" not in held
     fast_out = [fast.redact(text) for text in texts]
-    monkeypatch.setattr(redact_select, "hyperscan", None)
+    monkeypatch.setattr(prefilter, "hyperscan", None)
     slow = Redactor(env=env)
     assert [slow.redact(text) for text in texts] == fast_out
     assert fast.counts == slow.counts and fast.counts["env_value"] == 1 and fast.total > 100

@@ -79,6 +79,10 @@ EXPECTED_COLUMNS = {
         "duration_ms",
         "started_at",
         "finished_at",
+        "roles",
+        "exit_code",
+        "finished_id",
+        "blocked_by_hook",
     ],
     "edits": [
         "id",

@@ -19,7 +19,7 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from tests.store.secret_contexts import CONTEXTS
 from tests.store.secret_corpus import KINDS, Case, cases
 from tests.store.secret_passwords import person_password

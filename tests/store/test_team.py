@@ -16,10 +16,10 @@ import pytest
 
 from feedback_store import open_store
 from feedback_store.export.atif import export_atif
-from feedback_store.merge import merge
-from feedback_store.recording import import_claude, import_codex
-from feedback_store.recording.imports import import_logs
-from feedback_store.sharing import resolve, set_share
+from feedback_store.importers import claude, codex
+from feedback_store.importers.imports import import_logs
+from feedback_store.team.merge import merge
+from feedback_store.team.sharing import resolve, set_share
 from tests.store.test_import_agents import CC, CX, SECRETS
 
 DATA = Path(__file__).parent / "data"
@@ -50,8 +50,8 @@ def dump(db: Path, tables: tuple[str, ...] = MERGED) -> dict[str, list[tuple]]:
 @pytest.fixture
 def two_stores(tmp_path: Path) -> tuple[Path, Path]:
     a, b = tmp_path / "alice.db", tmp_path / "bob.db"
-    import_into(a, import_claude)
-    import_into(b, import_codex)
+    import_into(a, claude)
+    import_into(b, codex)
     return a, b
 
 
@@ -91,9 +91,7 @@ def test_a_repository_setting_covers_every_clone_and_a_session_setting_wins(git_
     for log in logs.rglob("*.jsonl"):  # the sessions ran in this repository
         log.write_text(log.read_text().replace('"/home/dev/shop"', json.dumps(str(git_repo))))
     with open_store(db) as store:
-        import_logs(
-            store, "claude-code", import_claude.find_files(logs), lambda p: import_claude.read(p, repository_identity)
-        )
+        import_logs(store, "claude-code", claude.find_files(logs), lambda p: claude.read(p, repository_identity))
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(git_repo), str(clone)], check=True)
     done = teachback("share", "--repository", "--db", str(db), home=tmp_path, cwd=clone)
@@ -116,7 +114,7 @@ def test_a_workspace_file_shares_only_once_the_user_allowed_the_workspace(tmp_pa
     for log in logs.rglob("*.jsonl"):
         log.write_text(log.read_text().replace('"/home/dev/shop"', json.dumps(str(workspace))))
     with open_store(db) as store:
-        import_logs(store, "codex", import_codex.find_files(logs), lambda p: import_codex.read(p, lambda _: None))
+        import_logs(store, "codex", codex.find_files(logs), lambda p: codex.read(p, lambda _: None))
         before = resolve(store.query)
         set_share(store, "workspace", str(workspace), True, "allowed")
         after = resolve(store.query)

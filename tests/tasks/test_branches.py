@@ -16,7 +16,7 @@ import pytest
 
 from agent.model import ModelReply
 from cli.entry import main
-from feedback_store.redact import Redactor
+from feedback_store.redaction.redactor import Redactor
 from tasks.branches import FORMATS, At, Branch, BranchResult, RecordWriter, build_records
 from tasks.rollout import run_attempt
 from tasks.sample_suite import sample_suite_path

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from feedback_store import open_store
-from feedback_store.recording.renders import Renders
+from feedback_store.content.renders import Renders
 from tasks.rollout import run_attempt
 from tests.tasks.test_rollout import SOLVES, spec
 

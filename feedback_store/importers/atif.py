@@ -15,7 +15,7 @@ beside `result.json`, whose `verifier_result.rewards.reward` is the task's rewar
 `result.json` and `config.json` files and the verifier's folder are not trajectories).
 
 Each trajectory becomes a session named after its agent (`atif-<agent>-<session id>`), recorded as
-the other importers record theirs (feedback_store.recording.trail), so the same pair rules apply: a
+the other importers record theirs (feedback_store.importers.trail), so the same pair rules apply: a
 failed call and the call that fixed it, a command that failed and passed again after an edit, a reply
 the agent could not parse (a text-mode agent's format error) and the next call that worked. ATIF has
 no field that says a call failed: teachback's own export says so in each result's `extra` (ok, error
@@ -38,12 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocol.roles import NO_ROLES, Roles, builtin_roles
-from feedback_store.hashing import canonical_json
-from feedback_store.provenance import TEACHBACK_AGENT
-from feedback_store.recording import import_claude, import_codex
-from feedback_store.recording.import_atif_shape import RESULT_SHAPE, SHAPE, SUPPORTED, text_of
-from feedback_store.recording.imports import ImportReport, files_to_read, record_trail, remember_import
-from feedback_store.recording.log_lines import (
+from feedback_store.content.hashing import canonical_json
+from feedback_store.importers import claude, codex
+from feedback_store.importers.atif_shape import RESULT_SHAPE, SHAPE, SUPPORTED, text_of
+from feedback_store.importers.imports import ImportReport, files_to_read, record_trail, remember_import
+from feedback_store.importers.log_lines import (
     MAX_LINE_BYTES,
     BadLine,
     log_lines,
@@ -51,15 +50,16 @@ from feedback_store.recording.log_lines import (
     read_line,
     shape_problem,
 )
-from feedback_store.recording.trail import Outcome, Trail, timestamp
+from feedback_store.importers.trail import Outcome, Trail, timestamp
 from feedback_store.store import Store
+from feedback_store.team.provenance import TEACHBACK_AGENT
 
 AGENT = "atif"
 HARBOR_FILES = frozenset({"result.json", "config.json"})  # a Harbor job's and trial's own records
 TEACHBACK_TOOLS = (("run_command",), ("edit_file", "create_file", "delete_file", "move_file"))
 TOOLS_OF = {
-    import_claude.AGENT: (import_claude.COMMAND_TOOLS, import_claude.EDIT_TOOLS),
-    import_codex.AGENT: (import_codex.COMMAND_TOOLS, import_codex.EDIT_TOOLS),
+    claude.AGENT: (claude.COMMAND_TOOLS, claude.EDIT_TOOLS),
+    codex.AGENT: (codex.COMMAND_TOOLS, codex.EDIT_TOOLS),
     TEACHBACK_AGENT: TEACHBACK_TOOLS,
 }
 TARGETS = ("file_path", "path", "notebook_path", "command", "cmd", "keystrokes", "pattern", "url", "query")
@@ -312,13 +312,13 @@ def outcome(agent: str, name: str, result: dict[str, Any]) -> Outcome:
         kind = extra.get("error_kind") if isinstance(extra.get("error_kind"), str) else "failed"
         exit_code = code if type(code) is int and -(2**31) <= code < 2**31 else None
         return Outcome(True, text) if extra["ok"] else Outcome(False, text, kind, exit_code=exit_code)
-    if agent == import_claude.AGENT:
+    if agent == claude.AGENT:
         metadata = extra.get("tool_result_metadata")
         tool_result = metadata.get("tool_use_result") if isinstance(metadata, dict) else None
         failed = extra.get("tool_result_is_error") is True or "[error] tool reported failure" in text
-        return import_claude.outcome(name, text, failed, tool_result)
-    if agent == import_codex.AGENT:
-        return import_codex.outcome(name, text)
+        return claude.outcome(name, text, failed, tool_result)
+    if agent == codex.AGENT:
+        return codex.outcome(name, text)
     code = next(
         (v for k in ("exit_code", "exitCode", "returncode", "return_code") if type(v := extra.get(k)) is int), None
     )
@@ -327,7 +327,7 @@ def outcome(agent: str, name: str, result: dict[str, Any]) -> Outcome:
     if code not in (None, 0) and -(2**31) <= code < 2**31:
         return Outcome(False, text, "exit_status", exit_code=code)
     if any(extra.get(k) is True for k in ERROR_FLAGS) or str(extra.get("status", "")).lower() in ERROR_STATUS:
-        kind = next((k for pattern, k in import_claude.ERROR_KINDS if pattern.search(text)), "failed")
+        kind = next((k for pattern, k in claude.ERROR_KINDS if pattern.search(text)), "failed")
         return Outcome(False, text, kind)
     return Outcome(True, text)
 

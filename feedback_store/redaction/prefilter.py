@@ -1,4 +1,4 @@
-"""Which rules and decode passes to try on a text (redact.py): one hyperscan pass over an ASCII
+"""Which rules and decode passes to try on a text (redactor): one hyperscan pass over an ASCII
 text finds every rule's keywords or prefilter, every decode pass's trigger and every environment
 value at once, so a text holding none of them is left at once; without hyperscan, or on a text
 that is not ASCII, the keywords are looked for in the lower-cased text (all at once in its UTF-8,
@@ -8,17 +8,15 @@ with hyperscan; else each on its own).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from feedback_store import redact_decode
+from feedback_store.redaction import decode
+from feedback_store.redaction.rules import CompiledRule
 
 try:  # one pass over a text for every rule's keywords and prefilter; without it, one check each
     import hyperscan
 except ImportError:  # pragma: no cover - a platform without its wheel
     hyperscan = None
-
-if TYPE_CHECKING:  # redact.py compiles the rules and imports this module
-    from feedback_store.redact import CompiledRule
 
 MIN_TOKEN = 20  # the shortest match of a `token` rule
 
@@ -45,7 +43,7 @@ BASE64, PERCENT, ESCAPES, ENV = "base64", "percent", "escapes", "env"
 class Selector:
     """The rules to try on a text: those with neither keywords nor a prefilter, and those one of
     whose keywords the text holds (in any case) or whose prefilter matches it; the decode passes
-    whose trigger (redact_decode) matches it. On an ASCII text hyperscan finds every prefilter,
+    whose trigger (decode) matches it. On an ASCII text hyperscan finds every prefilter,
     keyword (of a rule without a prefilter) and trigger in one pass over its bytes (where their
     syntax means what it means to Python's re), and a text with none of them is left at once; on
     any other text, or without hyperscan, the keywords are looked for in the lower-cased text (by
@@ -117,7 +115,7 @@ class Selector:
             [self.rules[i] for i in order if i >= self.split],
             not held.isdisjoint(self.env_keywords),
             True,
-            *redact_decode.may_hold(text),
+            *decode.may_hold(text),
             lowered,
         )
 
@@ -160,7 +158,7 @@ def _database(
     key = (keywords, prefilters, env_keywords)
     if key not in _DATABASES:
         literal = [_hs_literal(k) for k in keywords]
-        triggers = (redact_decode.BASE64_TRIGGER, redact_decode.PERCENT_TRIGGER, redact_decode.ESCAPE_TRIGGER)
+        triggers = (decode.BASE64_TRIGGER, decode.PERCENT_TRIGGER, decode.ESCAPE_TRIGGER)
         patterns = [p.encode("utf-8") for p in (*prefilters, *triggers)]
         expressions = literal + patterns + [_hs_literal(v) for v in env_keywords]
         flags = [hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_CASELESS] * len(literal)

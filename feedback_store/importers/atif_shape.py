@@ -1,12 +1,12 @@
 """The fields of an ATIF trajectory (and of a Harbor trial's result.json) that `teachback import atif`
-reads, with the types the format gives them (feedback_store.recording.import_atif). Optional fields
+reads, with the types the format gives them (feedback_store.importers.atif). Optional fields
 may be written as null. A trajectory with one of these fields of another type is not read."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from feedback_store.recording.log_lines import (
+from feedback_store.importers.log_lines import (
     BOOL,
     COUNT,
     LIST,

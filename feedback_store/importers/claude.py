@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from feedback_store.recording.log_lines import COUNT, OBJECT, TEXT, TEXT_OR_LIST, TIME, BadLine, Shape, log_lines
-from feedback_store.recording.trail import Identify, Outcome, Trail, timestamp
+from feedback_store.importers.log_lines import COUNT, OBJECT, TEXT, TEXT_OR_LIST, TIME, BadLine, Shape, log_lines
+from feedback_store.importers.trail import Identify, Outcome, Trail, timestamp
 
 AGENT = "claude-code"
 COMMAND_TOOLS = ("Bash",)

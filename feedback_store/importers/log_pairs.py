@@ -1,4 +1,4 @@
-"""Feedback pairs an imported log holds that the recorder cannot see in it (feedback_store.recording.imports):
+"""Feedback pairs an imported log holds that the recorder cannot see in it (feedback_store.importers.imports):
 a reply the user interrupted and then corrected in words, and a failing command that passed again
 after an edit. Both run inside the import's write transaction, once per import of a session; their
 ids are stable, so importing again adds nothing."""

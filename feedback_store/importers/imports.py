@@ -1,8 +1,8 @@
 """Sessions other coding agents kept on disk (Claude Code, Codex CLI), read into the store as
 teachback sessions with their feedback pairs.
 
-Each importer (feedback_store.recording.import_claude, feedback_store.recording.import_codex) reads one log file into a
-Trail (feedback_store.recording.trail): the session as teachback events (session, turns, replies, tool calls and their results,
+Each importer (feedback_store.importers.claude, feedback_store.importers.codex) reads one log file into a
+Trail (feedback_store.importers.trail): the session as teachback events (session, turns, replies, tool calls and their results,
 refusals), each with an id made from the session's id and the item's place in the log. The events
 are recorded like a live session's, so the store derives the same pairs from them: a tool error and
 the call that fixed it, a call the user refused (with what they said next). Two kinds the recorder
@@ -14,7 +14,7 @@ that agent is known to use stand in (agent_tools.json), else one made from the a
 Importing is idempotent (ids are stable: a second import inserts nothing), incremental (a file whose
 size and time are unchanged is not read again; a grown one adds its new lines) and tolerant: a line
 of a kind the importer does not know is counted and skipped, and a line that cannot be read (not JSON,
-too long, nested too deep, a field of the wrong type: feedback_store.recording.log_lines) is counted,
+too long, nested too deep, a field of the wrong type: feedback_store.importers.log_lines) is counted,
 named by file and line number, and skipped. Only regular files are read; anything else is named.
 """
 
@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from feedback_store.errors import StoreError
-from feedback_store.recording.import_pairs import command_pairs, interruption_pair
-from feedback_store.recording.log_lines import NotALogFile, not_regular
+from feedback_store.importers.log_lines import NotALogFile, not_regular
+from feedback_store.importers.log_pairs import command_pairs, interruption_pair
+from feedback_store.importers.trail import Trail
 from feedback_store.recording.recorder import Recorder
-from feedback_store.recording.trail import Trail
 from feedback_store.store import Store
 
 Read = TypeVar("Read")  # what a log reader makes of one file

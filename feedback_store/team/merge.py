@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from feedback_store.errors import StoreError
-from feedback_store.sharing import resolve
 from feedback_store.store import Store, open_store
+from feedback_store.team.sharing import resolve
 
 # Copied in this order (pairs after the calls their search index reads), each by its primary key;
 # then the blobs these rows name, and no others (an unshared session's file contents stay behind).

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.protocol.arguments import arguments_or_text, value_or_text
-from feedback_store.provenance import remote_identity
-from feedback_store.recording.log_lines import OBJECT, TEXT, TIME, BadLine, Shape, log_lines
-from feedback_store.recording.trail import Identify, Outcome, Trail, timestamp
+from feedback_store.importers.log_lines import OBJECT, TEXT, TIME, BadLine, Shape, log_lines
+from feedback_store.importers.trail import Identify, Outcome, Trail, timestamp
+from feedback_store.team.provenance import remote_identity
 
 AGENT = "codex"
 COMMAND_TOOLS = ("shell", "local_shell", "exec_command", "container.exec")

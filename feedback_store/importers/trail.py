@@ -1,5 +1,5 @@
-"""An imported session as teachback events (feedback_store.recording.imports): the Trail each
-importer (feedback_store.recording.import_claude, feedback_store.recording.import_codex) fills from one
+"""An imported session as teachback events (feedback_store.importers.imports): the Trail each
+importer (feedback_store.importers.claude, feedback_store.importers.codex) fills from one
 log file, line by line, and the outcome of a call as the foreign log says it."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from agent.protocol import (
     TurnStarted,
 )
 from agent.protocol.roles import NO_ROLES, Roles
-from feedback_store.recording.log_lines import BadLine
+from feedback_store.importers.log_lines import BadLine
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Outcome:
 
 @cache
 def known_tools(agent: str) -> dict[str, dict[str, Any]]:
-    text = resources.files("feedback_store.recording").joinpath("agent_tools.json").read_text(encoding="utf-8")
+    text = resources.files("feedback_store.importers").joinpath("agent_tools.json").read_text(encoding="utf-8")
     return {t["function"]["name"]: t for t in json.loads(text).get(agent, [])}
 
 
@@ -59,7 +59,7 @@ def known_tools(agent: str) -> dict[str, dict[str, Any]]:
 def known_roles(agent: str) -> dict[str, dict[str, Any]]:
     """What the agent's own tools' arguments mean (agent.protocol.roles), by tool name: the monitor
     checks an imported call's command line and the paths it reads by them."""
-    text = resources.files("feedback_store.recording").joinpath("agent_tool_roles.json").read_text(encoding="utf-8")
+    text = resources.files("feedback_store.importers").joinpath("agent_tool_roles.json").read_text(encoding="utf-8")
     return {name: Roles.from_dict(roles).to_dict() for name, roles in json.loads(text).get(agent, {}).items()}
 
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.protocol import ModelUsage
-from feedback_store import event_blobs
-from feedback_store.event_blobs import BLOB_REFS
-from feedback_store.hashing import canonical_json, content_hash, row_json
+from feedback_store.content import event_blobs
+from feedback_store.content.event_blobs import BLOB_REFS
+from feedback_store.content.hashing import canonical_json, content_hash, row_json
 from feedback_store.store import Store
 
 TOKEN_CHUNK = 512
@@ -47,7 +47,7 @@ def columns_for(conn: sqlite3.Connection, event: ModelUsage, put_blob: PutBlob) 
 
 def slim_event(event: ModelUsage, columns: dict[str, str | None]) -> dict[str, Any]:
     """The event as the events table keeps it: the rendered prompt and its token ids as the
-    hashes of their chunks (feedback_store.event_blobs expands them)."""
+    hashes of their chunks (feedback_store.content.event_blobs expands them)."""
     data = event.to_dict()
     for name in ("rendered", "prompt_token_ids"):
         if columns[name] is not None:

@@ -6,7 +6,7 @@ prompts) is the same blob row. `expand` gives back exactly the event that was re
 
 Markers: {"$text": hash} for a string, {"$json": hash} for a list or object (its JSON, keys in their
 recorded order), and
-the rendered prompt's chunk list {"blobs": [hash, ...]} (feedback_store.recording.renders). A value that
+the rendered prompt's chunk list {"blobs": [hash, ...]} (feedback_store.content.renders). A value that
 happens to look like a marker is stored wrapped as {"$lit": value}.
 """
 
@@ -17,11 +17,11 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from feedback_store.hashing import ordered_json
+from feedback_store.content.hashing import ordered_json
 
 LARGE = 512  # characters: shorter values stay inline
 TEXT, JSON, LITERAL = "$text", "$json", "$lit"
-BLOB_REFS = "blobs"  # a ModelUsage field kept as {"blobs": [hash, ...]} (feedback_store.recording.renders)
+BLOB_REFS = "blobs"  # a ModelUsage field kept as {"blobs": [hash, ...]} (feedback_store.content.renders)
 CHUNKED = {"rendered_messages": "messages", "prompt_token_ids": "ids"}
 MARKERS = {TEXT, JSON, LITERAL}
 # The blob kind of a field, as the normalised tables name the same texts (the first writer names it).

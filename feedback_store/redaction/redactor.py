@@ -6,7 +6,7 @@ The rules match a secret wherever it stands, so it is found in a line-numbered `
 result, a diff line, JSON-escaped tool arguments, YAML, a name/value list, a shell line or prose
 alike; under a name that says "password", a password a person made up counts too. Encoded copies
 (base64, percent-encoding, `\\u` escapes) are decoded and read with the same rules, to a bounded
-depth (redact_decode), and a secret found in one is replaced in its encoded form. All rules look
+depth (decode), and a secret found in one is replaced in its encoded form. All rules look
 at the original text; their hits are merged (an earlier rule names the kind) and replaced in one
 pass. Speed comes from trying little: a rule only on a text that holds one of its keywords or
 matches its prefilter, a decode pass only on a text its trigger matches (all found in one
@@ -19,84 +19,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import tomllib
 from collections import Counter
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from importlib import resources
+from collections.abc import Mapping
 from typing import Any
 
 from common.jsontext import dumps_unicode as _dumps
-from feedback_store import redact_decode
-from feedback_store.redact_checks import CHECKS
-from feedback_store.redact_select import MIN_TOKEN, NOTHING, Selection, Selector
+from feedback_store.redaction import decode
+from feedback_store.redaction.prefilter import MIN_TOKEN, NOTHING, Selection, Selector
+from feedback_store.redaction.rules import CompiledRule, Rule, compile_rule, load_rules
 
 CREDENTIAL_ENV_NAME = re.compile(r"(?i)api|key|token|secret|passw|pwd|credential|auth|private")
 MIN_ENV_VALUE = 8
-# A token starts where no letter or digit precedes it, or right after a JSON-escaped `\n`/`\t`.
-TOKEN_START = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))"
-# After a credential's name in a name/value list (`- name: DD_API_KEY` / `  value: ...`,
-# `{"name": "X_TOKEN", "value": ...}`, `ParameterKey`/`ParameterValue`, `"X_TOKEN": {"value": ...}`):
-# the end of the name, a comma, a line break (with a read_file line number or a diff marker) or an
-# opening brace, then a `value` key.
-LINE_BREAK = r"(?:\r?\n|(?:\\r)?\\n)(?:[ \t]*\d+[|:\t])?[+\-]?"
-VALUE_KEY = (
-    rf"(?:,|:[ \t]*\{{)[ \t]*(?:{LINE_BREAK})?[ \t]*\\?[\"']?(?i:(?:parameter)?value)\\?[\"']?[ \t]*[:=]"
-    rf"|{LINE_BREAK}[ \t]*(?i:value)[ \t]*:"
-)
-# A name that says it holds a password: the word whole or at the end of the name (db_password,
-# dbPassword, PGPASSWORD, client_secret, DB_PASS_2), not inside another word (bypass, passes).
-PASSWORD_KEY = (
-    r"(?P<key>(?:(?<![A-Za-z])|(?<=\\[nrt])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=PASS|PWD|SECRET)|(?<=[a-z])(?=passw(?:or)?d|pwd))"
-    r"(?i:passw(?:or)?d|passphrase|pass|pwd|pw|secret)(?:[_\-]?\d{1,2})?(?![A-Za-z0-9_]|[.\-][A-Za-z0-9]))"
-)
-# What follows such a name before its value: a closing quote or bracket, then a name/value list's
-# `value` key, `=`, `:=`, `=>`, `?=` (not `==`, `=~`), or `:` before a space or a quote (not an
-# ARN's `:secret:name`, a URL's `://`).
-ASSIGN = (
-    rf"\\?[\"'`]?\]?[ \t]*(?:{VALUE_KEY}"
-    r"|:=|=>|\?=|=(?![=~])|:(?=[ \t]|\\?[\"'`]))"
-)
-RULE_PIECES = {"{START}": TOKEN_START, "{VALUE_KEY}": VALUE_KEY, "{PASSWORD_KEY}": PASSWORD_KEY, "{ASSIGN}": ASSIGN}
 ANCHOR_PREFIX_REACH = 24
 MAX_DECODE_DEPTH = 5  # as gitleaks: base64 inside percent-encoding inside base64...
 MAX_DECODED_SHARE = 4  # all decoded text read for one text, as a multiple of its length
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    regex: str
-    keywords: tuple[str, ...] = ()
-    secret: str | None = None
-    checks: tuple[str, ...] = ()
-    checked: str | None = None  # the group the checks read, when not the secret
-    ignore_key: str | None = None
-    token: bool = False
-    anchors: tuple[str, ...] = ()
-    anchor_prefix: str | None = None
-    prefilter: str | None = None  # instead of keywords: a regex every text the rule matches matches
-
-
-def load_rules() -> list[Rule]:
-    text = resources.files("feedback_store").joinpath("secret_rules.toml").read_text(encoding="utf-8")
-    return [
-        Rule(
-            **{
-                **rule,
-                "regex": _expand(rule["regex"]),
-                **({"prefilter": _expand(rule["prefilter"])} if "prefilter" in rule else {}),
-                **{k: tuple(rule.get(k, ())) for k in ("keywords", "checks", "anchors")},
-            }
-        )
-        for rule in tomllib.loads(text)["rules"]
-    ]
-
-
-def _expand(regex: str) -> str:
-    for piece, pattern in RULE_PIECES.items():
-        regex = regex.replace(piece, pattern)
-    return regex
 
 
 def credential_env_values(env: Mapping[str, str]) -> list[str]:
@@ -115,32 +51,6 @@ def credential_env_values(env: Mapping[str, str]) -> list[str]:
     return sorted(values, key=lambda v: (-len(v), v))
 
 
-@dataclass(frozen=True)
-class CompiledRule:
-    rule: Rule
-    pattern: re.Pattern[str]
-    checks: tuple[Callable[[str], bool], ...]
-    ignore_key: re.Pattern[str] | None
-    anchor_prefix: re.Pattern[str] | None
-
-    def accepts(self, match: re.Match[str]) -> bool:
-        if self.ignore_key is not None and self.ignore_key.search(match.group("key")):  # cheaper than checks
-            return False
-        secret = match.group(self.rule.checked or self.rule.secret or 0)
-        return all(check(secret) for check in self.checks)
-
-
-def _compile(rule: Rule) -> CompiledRule:
-    prefix = re.compile(f"(?:{rule.anchor_prefix})$") if rule.anchor_prefix else None
-    return CompiledRule(
-        rule,
-        re.compile(rule.regex),
-        tuple(CHECKS[name] for name in rule.checks),
-        re.compile(rule.ignore_key) if rule.ignore_key else None,
-        prefix,
-    )
-
-
 Span = tuple[int, int, str]  # start, end, kind
 
 
@@ -150,7 +60,7 @@ class Redactor:
     def __init__(self, rules: list[Rule] | None = None, env: Mapping[str, str] | None = None) -> None:
         self.rules = load_rules() if rules is None else rules
         self.counts: Counter[str] = Counter()
-        compiled = [_compile(rule) for rule in self.rules]
+        compiled = [compile_rule(rule) for rule in self.rules]
         self._tokens = [c for c in compiled if c.rule.token]
         self._others = [c for c in compiled if not c.rule.token]
         values = credential_env_values(os.environ if env is None else env)
@@ -183,9 +93,7 @@ class Redactor:
         return self._find(text, chosen, MAX_DECODE_DEPTH, budget)
 
     def _find(self, text: str, chosen: Selection, depth: int, budget: list[int]) -> list[Span]:
-        words = (
-            [w for w in text.split() if len(w) >= redact_decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
-        )
+        words = [w for w in text.split() if len(w) >= decode.MIN_BASE64] if chosen.tokens or chosen.base64 else []
         spans: list[Span] = []
         if self._env is not None and chosen.env:
             spans += [(m.start(), m.end(), "env_value") for m in self._env.finditer(text)]
@@ -207,7 +115,7 @@ class Redactor:
         self, text: str, chosen: Selection, words: list[str], depth: int, budget: list[int]
     ) -> list[Span]:
         spans = []
-        for segment in redact_decode.segments(text, words, chosen.percent, chosen.escapes):
+        for segment in decode.segments(text, words, chosen.percent, chosen.escapes):
             budget[0] -= len(segment.decoded)
             if budget[0] < 0:
                 break
