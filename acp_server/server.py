@@ -40,12 +40,14 @@ from acp.schema import (
 from acp_server.commands import command_in
 from acp_server.history import listed_sessions, recorded_events
 from acp_server.prompting import mcp_entries, user_input
-from acp_server.session import AcpSession, ClientOffers, spare_worker
+from acp_server.session import AcpSession, ClientOffers
 from acp_server.wire import LINE_LIMIT, LineTransport
+from acp_server.worker import WORKER
 from agent.config import ConfigError, load_settings, user_config_path
 from agent.protocol import new_id
-from agent.remote import RemoteSession, WorkerStopped
+from agent.remote import WorkerStopped
 from agent.session_server import log_to_stderr, protocol_stream
+from host.worker import SpareWorker
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class TeachbackAgent:
         self.broad_workspaces = {folder.expanduser().resolve() for folder in broad_workspaces}
         self.offers = ClientOffers()
         self.sessions: dict[str, AcpSession] = {}
-        self._spare: RemoteSession | None = None
+        self._spare = SpareWorker(WORKER)  # the next session's worker, started ahead to warm up
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def on_connect(self, conn: Any) -> None:
@@ -76,9 +78,7 @@ class TeachbackAgent:
             write=bool(fs and fs.write_text_file),
             terminal=bool(caps and caps.terminal),
         )
-        if self._spare is None:
-            self._spare = spare_worker()
-            self._spawn(self._spare.spawn())
+        self._spawn(self._spare.start())
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
@@ -96,7 +96,7 @@ class TeachbackAgent:
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         session = self._session_for(cwd, new_id(), mcp_servers)
         self.sessions[session.id] = session
-        self._spawn(session.open(self._take_spare()))  # its worker opens while the editor waits for a prompt
+        self._spawn(session.open(self._spare.take()))  # its worker opens while the editor waits for a prompt
         session.advertise()
         return NewSessionResponse(session_id=session.id, modes=session.modes())
 
@@ -116,7 +116,7 @@ class TeachbackAgent:
             await session.close()
             raise
         self.sessions[session_id] = session
-        self._spawn(session.open(self._take_spare()))
+        self._spawn(session.open(self._spare.take()))
         session.advertise()
         return LoadSessionResponse(modes=session.modes())
 
@@ -134,7 +134,7 @@ class TeachbackAgent:
             raise
         session.recorded = True
         self.sessions[session_id] = session
-        self._spawn(session.open(self._take_spare()))
+        self._spawn(session.open(self._spare.take()))
         session.advertise()
         return ResumeSessionResponse(modes=session.modes())
 
@@ -176,8 +176,7 @@ class TeachbackAgent:
         """The editor went away: stop every turn and worker."""
         for session in self.sessions.values():
             await session.close()
-        if self._spare is not None:
-            await self._spare.close()
+        await self._spare.close()
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -232,10 +231,6 @@ class TeachbackAgent:
                 {"details": f"no session {session_id!r} here; start one with session/new or session/load"}
             )
         return session
-
-    def _take_spare(self) -> RemoteSession | None:
-        spare, self._spare = self._spare, None
-        return spare
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)

@@ -23,8 +23,9 @@ from acp.schema import PermissionOption, SessionMode, SessionModeState, ToolCall
 
 from acp_server import commands
 from acp_server.terminals import EditorTerminals
-from acp_server.updates import STOP_REASONS, Translator, approval_content, describe, tool_call_id
-from acp_server.worker import READ, WORKER_ARGV, WRITE, open_params
+from acp_server.updates import STOP_REASONS, Translator, approval_content, tool_call_id
+from acp_server.worker import WORKER, open_params
+from acp_server.worker_files import READ, WRITE
 from acp_server.worker_terminal import RUN
 from agent.config import APPROVAL_MODES, Settings
 from agent.protocol import (
@@ -39,6 +40,7 @@ from agent.protocol import (
     UserInput,
 )
 from agent.remote import RemoteError, RemoteSession, WorkerStopped
+from host.worker import SpareWorker
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +77,6 @@ def rule_for(request: ApprovalRequested) -> tuple[str, str, str]:
         return "command", request.detail, f"the command `{request.detail}`"
     tool = request.summary.removeprefix("Call ")
     return request.action, tool, f"calls of {tool}"
-
-
-def spare_worker() -> RemoteSession:
-    """A worker process, started ahead of its session so that it warms up its imports meanwhile
-    (its root matters only to frontends that write files themselves; this one does not)."""
-    return RemoteSession(WORKER_ARGV, Path.cwd())
 
 
 class AcpSession:
@@ -120,7 +116,7 @@ class AcpSession:
         async with self._open_lock:
             if self._remote is not None and self._remote.alive:
                 return self._remote
-            remote = worker if worker is not None and worker.alive else spare_worker()
+            remote = worker if worker is not None and worker.alive else SpareWorker(WORKER).take()
             remote.on_call = self._client_call
             fs = {"read": self.offers.read, "write": self.offers.write}
             params = open_params(
@@ -331,7 +327,7 @@ class AcpSession:
 def describe_request(request: ApprovalRequested) -> tuple[str, str]:
     """Title and kind for a permission request (the call's own arguments are not in the request)."""
     if request.action == "command":
-        return describe("run_command", {"command": request.detail}, "")
+        return f"Run `{request.detail}`", "execute"
     if request.action == "edit":
         return f"Apply: {request.summary}", "edit"
     return request.summary, "other"

@@ -1,7 +1,7 @@
-"""run_command's commands in the editor's terminal (ACP `terminal/*`), asked for by a session's worker
+"""The agent's commands in the editor's terminal (ACP `terminal/*`), asked for by a session's worker
 (acp_server.worker_terminal).
 
-One command is created in a terminal of the editor, shown in its run_command tool call (terminal
+One command is created in a terminal of the editor, shown in its tool call (terminal
 content, so its output streams in the editor and the user can stop it there), waited for until its
 timeout (then killed), its output read, and the terminal released. Every answer of the editor is
 checked and every request bounded: an answer that is malformed, refused or late fails the command
@@ -39,20 +39,21 @@ class Late(TerminalError):
 
 class EditorTerminals:
     """A session's commands in the editor's terminals. `show(call_id, terminal_id)` puts a terminal in
-    the tool call of the run_command call that asked for it."""
+    the tool call that asked for it."""
 
     def __init__(self, client: Any, session_id: str, show: Callable[[str, str], None]) -> None:
         self.client = client  # acp.interfaces.Client: the editor
         self.session_id = session_id
         self._show = show
-        self._open_calls: dict[str, str] = {}  # call id -> command, of run_command calls started, not finished
+        self._open_calls: dict[str, str] = {}  # call id -> command, of command calls started, not finished
         self._running: set[str] = set()  # terminal ids of commands not yet ended
 
     def note(self, event: Event) -> None:
-        """Follow the session's run_command calls, to know which call a command belongs to."""
-        if isinstance(event, ToolCallStarted) and event.name == "run_command":
-            command = (event.args or {}).get("command")
-            if isinstance(command, str):
+        """Follow the session's command calls (their tool declares a command line), to know which
+        call a command belongs to."""
+        if isinstance(event, ToolCallStarted):
+            command = event.call_roles.command_of(event.args)
+            if command is not None:
                 self._open_calls[event.call_id] = command
         elif isinstance(event, ToolCallFinished):
             self._open_calls.pop(event.call_id, None)

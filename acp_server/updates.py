@@ -3,7 +3,9 @@ statuses and diffs, usage. Pure: the live turn (acp_server.session) and the repl
 session (session/load) run the same translation, so a loaded session looks as it did live.
 
 Tool calls are named `t<turn>:<call id>` (models reuse ids across turns; the editor keys on them).
-`finish` is not shown as a tool call: its summary is the turn's last agent message.
+A call's kind, title and locations come from what its tool declares, as its events carry it (how the
+call reads to a person, and its roles); a call of the tool that ends the turn is not shown as a
+tool call: its summary is the turn's last agent message.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from acp.helpers import update_current_mode
 from acp.schema import Cost, TerminalToolCallContent, ToolCallLocation, UsageUpdate
 
 from agent.protocol import (
+    ENDS_TURN,
     ApprovalRequested,
     ApprovalResolved,
     AssistantDelta,
@@ -46,19 +49,7 @@ from agent.protocol import (
     TurnStarted,
 )
 
-KINDS = {
-    "read_file": "read",
-    "session_diff": "read",
-    "repo_map": "read",
-    "list_files": "search",
-    "search": "search",
-    "edit_file": "edit",
-    "create_file": "edit",
-    "delete_file": "delete",
-    "move_file": "move",
-    "run_command": "execute",
-}
-HIDDEN = ("finish",)  # said as the turn's summary instead
+PATH_KINDS = ("read", "edit", "delete", "move")  # kinds of call whose target is the file shown
 MAX_RESULT_CHARS = 8_000  # of a tool's text shown in the editor (the model got all of it)
 # What a turn's end is called in ACP (agent.protocol.FinishReason -> StopReason). An unreachable
 # model ("error") is answered as an error instead, with its message.
@@ -132,10 +123,11 @@ class Translator:
         ]
 
     def _started(self, event: ToolCallStarted) -> list[Any]:
-        if event.name in HIDDEN:
+        shown = _shown(event)
+        if shown.get("action") == ENDS_TURN:
             return []
         args = event.args or {}
-        title, kind = describe(event.name, args, event.arguments)
+        title, kind = shown.get("title") or untitled(event.name, event.arguments), shown.get("kind") or "other"
         self.calls[event.call_id] = {"title": title, "kind": kind}
         return [
             start_tool_call(
@@ -143,7 +135,7 @@ class Translator:
                 title,
                 kind=kind,
                 status="in_progress",
-                locations=self._locations(args),
+                locations=self._locations(event, shown.get("line")),
                 raw_input=args or None,
             )
         ]
@@ -160,11 +152,12 @@ class Translator:
         return [update_tool_call(tool_call_id(self.turn, event.call_id), content=list(self.diffs[event.call_id]))]
 
     def _finished(self, event: ToolCallFinished) -> list[Any]:
-        if event.name in HIDDEN or event.call_id not in self.calls:
+        if event.call_id not in self.calls:  # a call not shown (one that ends the turn)
             return []
         result = event.result if len(event.result) <= MAX_RESULT_CHARS else event.result[:MAX_RESULT_CHARS] + "\n..."
         content = [*self.diffs.pop(event.call_id, []), tool_content(text_block(_fenced(result)))]
-        locations = [ToolCallLocation(path=str(self.root / event.target))] if _is_path(event) else None
+        on_path = event.target and self.calls[event.call_id]["kind"] in PATH_KINDS
+        locations = [ToolCallLocation(path=str(self.root / event.target))] if on_path else None
         return [
             update_tool_call(
                 tool_call_id(self.turn, event.call_id),
@@ -188,15 +181,16 @@ class Translator:
     def _lessons(self, event: LessonsShown) -> list[Any]:
         return [update_agent_thought_text(f"Lessons from earlier sessions:\n{event.text.strip()}")]
 
-    def _locations(self, args: dict[str, Any]) -> list[ToolCallLocation] | None:
-        found = []
-        for key in ("path", "src", "dst"):
-            value = args.get(key)
-            if isinstance(value, str) and value:
-                line = args.get("start_line") if key == "path" else None
-                found.append(
-                    ToolCallLocation(path=str(self.root / value), line=line if isinstance(line, int) else None)
-                )
+    def _locations(self, event: ToolCallStarted, line: int | None) -> list[ToolCallLocation] | None:
+        """The files the call acts on (its target, when a path, then the paths it writes), the
+        first at the line the call names."""
+        roles, args = event.call_roles, event.args or {}
+        names = [roles.target] if roles.target_is_path else []
+        names += [name for name in roles.writes if name not in names]
+        paths = [value for name in names if isinstance(value := args.get(name), str) and value]
+        found = [ToolCallLocation(path=str(self.root / path)) for path in paths]
+        if found and line is not None:
+            found[0] = ToolCallLocation(path=found[0].path, line=line)
         return found or None
 
 
@@ -206,28 +200,22 @@ def plan_entries(plan: str) -> list[Any]:
     return [plan_entry(step.strip()) for step in steps or [plan.strip()]]
 
 
-def describe(name: str, args: dict[str, Any], raw: str) -> tuple[str, str]:
-    """A tool call's title and ACP kind."""
-    kind = KINDS.get(name, "other")
-    path = args.get("path")
-    titles = {
-        "read_file": f"Read {path}",
-        "list_files": f"List {path or '.'}" + (f" ({args['glob']})" if args.get("glob") else ""),
-        "search": f"Search {args.get('pattern')!r}" + (f" in {path}" if path else ""),
-        "edit_file": f"Edit {path}",
-        "create_file": f"Create {path}",
-        "delete_file": f"Delete {path}",
-        "move_file": f"Move {args.get('src')} to {args.get('dst')}",
-        "run_command": f"Run `{args.get('command')}`",
-        "session_diff": "Show this session's changes",
-        "repo_map": "Map the repository" + (f" around {args['focus']}" if args.get("focus") else ""),
-    }
-    if name in titles:
-        return titles[name], kind
+def untitled(name: str, raw: str) -> str:
+    """The title of a call whose tool declares none (an MCP server's tool, an unknown name)."""
     if name.startswith("mcp__") and name.count("__") >= 2:
         _, server, tool = name.split("__", 2)
-        return f"{server}: {tool}", kind
-    return (f"{name}({raw[:80]})" if name else "An unreadable tool call"), kind
+        return f"{server}: {tool}"
+    return f"{name}({raw[:80]})" if name else "An unreadable tool call"
+
+
+def _shown(event: ToolCallStarted) -> dict[str, Any]:
+    """How the call reads to a person, as its event carries it (an event recorded before events
+    carried it: as its built-in tool declares it)."""
+    if event.shown is not None:
+        return event.shown
+    from agent.tools import shown_for
+
+    return shown_for(event.name, event.args) or {}
 
 
 def approval_content(request: ApprovalRequested) -> list[Any]:
@@ -238,10 +226,6 @@ def approval_content(request: ApprovalRequested) -> list[Any]:
 
 def _fenced(text: str) -> str:
     return f"```\n{text}\n```" if text.strip() else text
-
-
-def _is_path(event: ToolCallFinished) -> bool:
-    return bool(event.target) and KINDS.get(event.name) in ("read", "edit", "delete", "move")
 
 
 _HANDLERS = {

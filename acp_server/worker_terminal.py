@@ -1,4 +1,4 @@
-"""The editor's terminal as the worker reaches it: run_command's `CommandTerminal`
+"""The editor's terminal as the worker reaches it: the `CommandTerminal` commands run in
 (agent.interfaces), asked of the ACP agent process (acp_server.terminals), which speaks `terminal/*` to
 the editor. The call is bounded: the command's own timeout plus time for each of the editor's answers,
 so an editor that never answers fails the call instead of holding the turn."""

@@ -91,6 +91,7 @@ class CallRunner:
         clock = time.perf_counter()
         read = read_arguments(arguments)  # the one reading of the model's text; the event carries it
         prepared = prepare(toolbox, name, read)
+        started_roles = toolbox.roles(name).to_dict()
         started = self.emit(
             ToolCallStarted(
                 session_id=self.id,
@@ -102,18 +103,21 @@ class CallRunner:
                 target=None if isinstance(prepared, ToolResult) else prepared.target,
                 args=read.value,
                 args_error=read.problem,
-                roles=toolbox.roles(name).to_dict(),
+                roles=started_roles,
+                shown=toolbox.shown(name, read.value),
             )
         )
         try:
             result = await self.path.result(prepared, _Recorded(self, call_id, started.id), deadline, call_id)
         except LoopExit as exit_:  # stopped mid-call: the call still gets its result message
             stopped = error(f"Stopped before this call completed: {exit_.summary}", "interrupted")
-            self.finish(call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000)
+            self.finish(
+                call_id, name, stopped, step, started.id, (time.perf_counter() - clock) * 1000, roles=started_roles
+            )
             raise
         named = paths_named(toolbox.roles(name), read.value)
         ms = (time.perf_counter() - clock) * 1000
-        self.finish(call_id, name, result, step, started.id, ms, arguments, named)
+        self.finish(call_id, name, result, step, started.id, ms, arguments, named, roles=started_roles)
         return result
 
     async def _ask(self, call_id: str, cause: str, action: str, summary: str, detail: str) -> str | None:
@@ -196,9 +200,11 @@ class CallRunner:
         ms: float,
         arguments: str = "",
         paths: list[str] | None = None,
+        roles: dict[str, Any] | None = None,
     ) -> None:
         """End a call with the message the model reads; `paths` (those the call named) bring the
-        project instructions of their folders not shown yet."""
+        project instructions of their folders not shown yet; `roles` are its tool's, as the call's
+        start carried them."""
         lessons = self.feed.for_failure(name, arguments, result)
         found = self.instructions.for_paths(paths or ())
         # The message carries the lessons and instructions; `result` stays the tool's own text (the
@@ -216,6 +222,7 @@ class CallRunner:
                 step=step,
                 duration_ms=ms,
                 message=message,
+                roles=roles,
             )
         )
         self.feed.show(lessons, "tool_result", finished.id, call_id)

@@ -1,13 +1,21 @@
-"""Whether a model string can start a session, checked before anything is recorded: a typo'd name
+"""What is known of a model before it runs. Whether a model string can start a session, checked before anything is recorded: a typo'd name
 gets "did you mean …?" rather than a complaint about an API key it would never have used, and a
-missing key is said before the first request rather than after the session has begun."""
+missing key is said before the first request rather than after the session has begun. And its
+context window, for the fill an agent panel shows."""
 
 from __future__ import annotations
 
 import difflib
+import logging
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from agent.llm import CUSTOM_PROVIDERS, MODEL_HELP, missing_key_advice, missing_keys
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+
+log = logging.getLogger(__name__)
 
 # Providers whose every model litellm lists, so a name it does not know there is most likely a typo.
 # Servers that take any name (ollama, hosted_vllm, openai with an api_base, ...) are not checked.
@@ -86,3 +94,24 @@ def _version(litellm: ModuleType) -> str:
         return version("litellm")
     except PackageNotFoundError:
         return getattr(litellm, "__version__", "")
+
+
+def context_window(settings: Settings) -> int:
+    """The model's context window: the configured `context_size`, else litellm's model table, else the
+    context the embedded model loads; 0 when none knows it (the editor then gets no usage_update)."""
+    from agent.llm import load_litellm
+
+    if settings.context_size:
+        return settings.context_size
+    litellm = load_litellm()
+    try:
+        info = litellm.get_model_info(settings.model)
+    except Exception as exc:  # litellm raises a bare Exception for a model it does not list
+        log.debug("no context window known for %s: %s", settings.model, exc)
+        info = {}
+    known = int(info.get("max_input_tokens") or info.get("max_tokens") or 0)
+    if known or not settings.model.startswith("local/"):
+        return known
+    from agent.providers.llama_engine import DEFAULT_CONTEXT
+
+    return DEFAULT_CONTEXT

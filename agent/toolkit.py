@@ -48,6 +48,32 @@ def error(message: str, kind: str = "failed", target: str | None = None) -> Tool
 
 
 @dataclass(frozen=True)
+class Shown:
+    """How a call of a tool reads to a person (an editor's agent panel): its kind (the Agent Client
+    Protocol's tool kinds: read, search, edit, delete, move, execute; other when none is declared),
+    its title made from the arguments sent, and which argument is a line of the file it acts on."""
+
+    kind: str = "other"
+    title: Callable[[Mapping[str, Any]], str] | None = None
+    line: str | None = None
+
+    def of(self, action: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """What `ToolCallStarted.shown` carries for a call with `arguments` of a tool that declares
+        `action` (see agent.protocol)."""
+        args = arguments if isinstance(arguments, Mapping) else {}
+        line = args.get(self.line) if self.line is not None else None
+        return {
+            "action": action,
+            "kind": self.kind,
+            "title": self.title(args) if self.title is not None else None,
+            "line": line if isinstance(line, int) and not isinstance(line, bool) else None,
+        }
+
+
+NOT_SHOWN = Shown()
+
+
+@dataclass(frozen=True)
 class Param:
     name: str
     py_type: type
@@ -63,6 +89,7 @@ class Tool:
     description: str
     params: tuple[Param, ...]
     roles: Roles = NO_ROLES
+    shown: Shown = NOT_SHOWN
 
     @property
     def is_async(self) -> bool:
@@ -107,6 +134,7 @@ class ModelTool(Protocol):
     action: Action
     description: str
     roles: Roles  # what its arguments mean (agent.protocol.roles); none for an MCP server's tool
+    shown: Shown  # how a call of it reads to a person; nothing declared for an MCP server's tool
 
     @property
     def fn(self) -> Callable[..., Any]: ...
@@ -130,10 +158,15 @@ def tool(
     reads: tuple[str, ...] = (),
     writes: tuple[str, ...] = (),
     command: str | None = None,
+    kind: str = "other",
+    title: Callable[[Mapping[str, Any]], str] | None = None,
+    line: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Make a Tool from `fn(ctx, **params)`: its schema comes from the annotations and docstring,
-    and what its arguments mean from the roles declared here (each one a parameter's name)."""
+    what its arguments mean from the roles declared here (each one a parameter's name), and how a
+    call of it reads to a person from `kind`, `title` and `line` (agent.toolkit.Shown)."""
     roles = Roles(target, tuple(reads), tuple(writes), command)
+    shown = Shown(kind, title, line)
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         hints = typing.get_type_hints(fn)
@@ -148,10 +181,10 @@ def tool(
                 raise TypeError(f"tool {fn.__name__}: parameter {name} is not documented")
             required = parameter.default is inspect.Parameter.empty and not optional
             params.append(Param(name, py_type, required, arg_docs[name]))
-        unknown = roles.names() - {p.name for p in params}
+        unknown = (roles.names() | ({line} if line else set())) - {p.name for p in params}
         if unknown:
             raise TypeError(f"tool {fn.__name__}: roles name no parameter: {', '.join(sorted(unknown))}")
-        return Tool(fn.__name__, fn, action, summary, tuple(params), roles)
+        return Tool(fn.__name__, fn, action, summary, tuple(params), roles, shown)
 
     return wrap
 
@@ -201,6 +234,12 @@ class Toolbox:
         """What the named tool's arguments mean (none for a tool it does not have)."""
         found = self._tools.get(name)
         return found.roles if found is not None else NO_ROLES
+
+    def shown(self, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """How a call of the named tool with `arguments` reads to a person (None for a tool it does
+        not have)."""
+        found = self._tools.get(name)
+        return found.shown.of(found.action, arguments) if found is not None else None
 
     def available(self) -> str:
         """One line per tool (an MCP server's long description cut to its first line, 200 characters)."""

@@ -41,7 +41,7 @@ from agent.protocol import (
 )
 from cli.demo_report import report
 from cli.transcript import Transcript
-from feedback_store import Store, attach, open_store
+from feedback_store import Store, open_store
 
 PROJECT_NAME = "textkit"
 # Short, explicit instructions: a 135M model cannot plan a fix on its own. Each ends with `finish`,
@@ -222,10 +222,18 @@ async def _run_instruction(
     project: Path, settings: Settings, seconds: float, text: str, transcript: _Transcript, store: Store
 ) -> TurnFinished:
     """`text` as the first and only turn of a new, recorded session of at most `seconds`."""
-    from agent.runtime import open_session
+    from host.session import IfNoStore, open_recorded
 
-    session = open_session(project, settings.replace(max_time=seconds), frontend="demo")
-    recording = attach(session, store, warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr))
+    hosted = open_recorded(
+        project,
+        settings.replace(max_time=seconds),
+        frontend="demo",
+        if_no_store=IfNoStore.REFUSE,  # the demo's own store, opened already
+        store=store,
+        lessons=False,
+        warn=lambda message: print(f"teachback demo: {message}", file=sys.stderr),
+    )
+    session = hosted.session
     session.subscribe(transcript)
     transcript.say(f"\nyou> {text}")
     try:
@@ -238,7 +246,7 @@ async def _run_instruction(
         return finished
     finally:
         await session.close()
-        if unrecorded := recording.close():
+        if unrecorded := hosted.close():
             transcript.say(f"  ({len(unrecorded)} event(s) of this session could not be recorded)")
 
 

@@ -28,10 +28,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def run_main(args: argparse.Namespace) -> int:
     from agent.approval_prompt import TerminalApprover
     from agent.llm import MODEL_USAGE_ERRORS
+    from agent.model import resolved_tool_mode
     from agent.protocol import ErrorEvent, UserInput
-    from agent.runtime import open_session
     from agent.workspace import WorkspaceError
     from cli.transcript import JsonLines, Transcript
+    from feedback_store import StoreError
+    from host.session import IfNoStore, open_recorded
 
     if not args.instruction.strip():
         print(f"teachback: {EMPTY_INSTRUCTION}", file=sys.stderr)
@@ -43,37 +45,42 @@ def run_main(args: argparse.Namespace) -> int:
     if problem is not None:  # nothing has run: no session to record
         print(f"teachback: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    lessons = open_lessons(settings)
+    # sys.stdout as it is now: the printers' default is the one when cli.transcript was first imported
+    show = (
+        JsonLines(sys.stdout)
+        if args.json
+        else Transcript(sys.stdout, calls_in_text=resolved_tool_mode(settings.model, settings.tool_mode) != "native")
+    )
     try:
-        session = open_session(args.workspace, settings, frontend="cli", lessons=lessons)
+        hosted = open_recorded(
+            args.workspace,
+            settings,
+            frontend="cli",
+            if_no_store=IfNoStore.REFUSE,
+            record=record,
+            then=show,  # each event shown once it is recorded
+            warn=lambda message: print(f"teachback: {message}", file=sys.stderr),
+        )
     except WorkspaceError as exc:
-        if lessons is not None:
-            lessons.close()
         print(f"teachback: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    # sys.stdout as it is now: the printers' default is the one when agent.transcript was first imported
-    show = JsonLines(sys.stdout) if args.json else Transcript(sys.stdout, calls_in_text=session.model.mode != "native")
-    recording = None
-    if record:
-        recording = _recording(settings, session, show)  # shows each event once it is recorded
-        if recording is None:
-            return EXIT_USAGE
-    else:
-        session.subscribe(show)
+    except StoreError as exc:
+        print(f"teachback: {exc}\n(or pass --no-record to run without recording)", file=sys.stderr)
+        return EXIT_USAGE
+    session = hosted.session
     errors: list[str] = []
     session.subscribe(lambda event: errors.append(event.kind) if isinstance(event, ErrorEvent) else None)
     TerminalApprover(session)
     finished = _drive(session, UserInput(text=args.instruction))
-    if lessons is not None:
-        lessons.close()
     if any(kind in MODEL_USAGE_ERRORS for kind in errors):
         code = EXIT_USAGE
     else:
         code = EXIT_OK if finished.reason in ("finished", "answered") else EXIT_STOPPED
-    if recording is None:
+    if hosted.recording is None:
+        hosted.close()
         say("not recorded" + (" (--no-record)" if args.no_record else " (record = false)"))
     else:
-        code = _finish_recording(recording, session.id, code)
+        code = _finish_recording(hosted, session.id, code)
     if finished.reason == "interrupted":
         _leave(code)
     return code
@@ -86,14 +93,6 @@ def _leave(code: int) -> NoReturn:
     sys.stderr.flush()
     logging.shutdown()
     os._exit(code)
-
-
-def open_lessons(settings: Settings):
-    """The lessons a session is shown (feedback_store.lessons.book), or None when they are off or nothing
-    has been recorded yet."""
-    from feedback_store.lessons.book import book_for
-
-    return book_for(settings)
 
 
 def _start_problem(settings: Settings) -> str | None:
@@ -165,36 +164,20 @@ def _settle(loop: asyncio.AbstractEventLoop, wait: float = 5.0) -> None:
     loop.run_until_complete(loop.shutdown_asyncgens())
 
 
-def _finish_recording(recording, session_id: str, code: int) -> int:
+def _finish_recording(hosted, session_id: str, code: int) -> int:
     """Write what is still pending (waiting the full db_wait) and say what was recorded; exit 3 when
     anything is lost."""
-    unrecorded = recording.close()
+    unrecorded = hosted.stop()
     try:
         if unrecorded:
             print(
                 f"teachback: RECORDING FAILED: {len(unrecorded)} event(s) of session {session_id} are not in "
-                f"the feedback database {recording.store.path}; the session itself ran (its output is above). "
-                f"{recording.error or 'See the messages above.'}",
+                f"the feedback database {hosted.store.path}; the session itself ran (its output is above). "
+                f"{hosted.recording.error or 'See the messages above.'}",
                 file=sys.stderr,
             )
             return EXIT_UNRECORDED
-        say(closing(recording.store, session_id))
+        say(closing(hosted.store, session_id))
         return code
     finally:
-        recording.store.close()
-
-
-def _recording(settings: Settings, session, show):
-    """The run's recording (feedback_store.recording.recording), or None when the database cannot be written."""
-    from feedback_store import StoreError, attach, open_store
-
-    store = None
-    try:
-        store = open_store(settings.db_path(), timeout=settings.db_wait)
-        store.check_writable()  # a read-only database stops the run before it acts
-    except StoreError as exc:
-        if store is not None:
-            store.close()
-        print(f"teachback: {exc}\n(or pass --no-record to run without recording)", file=sys.stderr)
-        return None
-    return attach(session, store, then=show, warn=lambda message: print(f"teachback: {message}", file=sys.stderr))
+        hosted.close()

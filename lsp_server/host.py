@@ -36,6 +36,7 @@ from agent.protocol import (
 )
 from agent.remote import RemoteError, RemoteSession, WorkerStopped
 from agent.workspace import Workspace
+from host.worker import SpareWorker, warm_up_imports
 from lsp_server import describe
 from lsp_server.commands import AskRequest, RequestFailed
 from lsp_server.corrections import CorrectionTracker
@@ -45,7 +46,7 @@ from lsp_server.editor import Editor
 from lsp_server.mirror import mirror_turn, resync_open
 from lsp_server.options import ServerOptions
 from lsp_server.prompting import user_input
-from lsp_server.worker import WORKER_ARGV, open_params, open_recorded, overlay_sink, warm_up_imports
+from lsp_server.worker import WORKER, open_hosted, open_params, overlay_sink, recording_info
 
 log = logging.getLogger(__name__)
 
@@ -80,13 +81,13 @@ class AgentHost:
         self.corrections = CorrectionTracker()
         self.disk = DiskView(root)  # the open files as the editor saw them, while the agent may write
         self.recording: str = "not started"
-        self._attached: Any = None  # the recording of an inline session (feedback_store.recording.recording)
+        self._hosted: Any = None  # an inline session's recording and lessons (host.session.HostedSession)
         self._open_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._tasks: set[asyncio.Task] = set()
         self._sink: OverlaySink | None = None  # where open buffers go, once the session is open
-        self._worker: RemoteSession | None = None  # started ahead of the session, to warm up
+        self._spare = SpareWorker(WORKER, root, on_stop=self._worker_stopped)  # started ahead, to warm up
 
     @property
     def in_worker(self) -> bool:
@@ -96,22 +97,10 @@ class AgentHost:
 
     def warm_up(self) -> None:
         """Get the agent ready for the first turn without opening a session yet."""
-        if self.in_worker:
-            self._spawn(self._warm_worker())
+        if self.in_worker:  # a failure to start is logged; the first request tries again, and reports it
+            self._spawn(self._spare.start())
         else:  # a daemon thread: an editor that quits during the warm-up must not wait for it
             threading.Thread(target=warm_up_imports, name="teachback-warm-up", daemon=True).start()
-
-    def _next_worker(self) -> RemoteSession:
-        """The worker the next session opens in (started ahead by warm_up, or now)."""
-        if self._worker is None or not self._worker.alive:
-            self._worker = RemoteSession(WORKER_ARGV, self.root, on_stop=self._worker_stopped)
-        return self._worker
-
-    async def _warm_worker(self) -> None:
-        try:
-            await self._next_worker().spawn()
-        except WorkerStopped as exc:  # the first request tries again, and reports it
-            log.warning("could not start the agent's process ahead of time: %s", exc)
 
     async def ensure_session(self) -> EditorSession:
         async with self._open_lock:
@@ -130,13 +119,12 @@ class AgentHost:
         return self.session
 
     async def _open(self) -> tuple[EditorSession, OverlaySink, list[str]]:
-        session, self._attached, self.recording, warnings = await asyncio.to_thread(
-            open_recorded, self.root, self.options.settings
-        )
-        return session, overlay_sink(session), warnings
+        self._hosted = await asyncio.to_thread(open_hosted, self.root, self.options.settings)
+        self.recording = recording_info(self._hosted)
+        return self._hosted.session, overlay_sink(self._hosted.session), self._hosted.warnings
 
     async def _open_worker(self) -> tuple[EditorSession, OverlaySink, list[str]]:
-        worker, self._worker = self._next_worker(), None  # the session's now
+        worker = self._spare.take()  # the session's now
         try:
             info = await worker.open(open_params(self.root, self.options.settings))
         except BaseException:
@@ -155,16 +143,15 @@ class AgentHost:
             )
 
     async def close(self) -> None:
-        if self._worker is not None:
-            await self._worker.close()
+        await self._spare.close()
         if self.session is None:
             return
         if self.turn is None:
             await self.flush_corrections()
         await self.session.close()
-        if self._attached is not None:  # inline sessions (the worker closes its own)
-            await asyncio.to_thread(self._attached.close, close_store=True)
-            self._attached = None
+        if self._hosted is not None:  # inline sessions (the worker closes its own)
+            await asyncio.to_thread(self._hosted.close)
+            self._hosted = None
 
     # -- turns --------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """One graded attempt at a task: a fresh sealed workspace, the agent headless in full-auto, then the
 task's own tests.
 
-The agent runs through the same session-opening path as `teachback run`, recorded in the feedback
-store. The session carries the task in its config (`config.task`: instance id, attempt, and after
+The agent runs through the same session-opening path as `teachback run` (host.session), recorded in
+the feedback store. The session carries the task in its config (`config.task`: instance id, attempt, and after
 grading the reward and the pass fractions). The grader's test run is reported to the recorder as a
 `run_command` call after the agent's last step, so a failing run after the agent's edits becomes a
 `test` pair through the store's normal pair path, with the test output as its feedback. The model
@@ -12,7 +12,6 @@ never sees that call: it is not part of the conversation.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import re
@@ -30,7 +29,6 @@ from agent.protocol import (
     EditApplied,
     ErrorEvent,
     Event,
-    SessionStarted,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
@@ -217,34 +215,42 @@ def scratch_dir(spec: AttemptSpec) -> Path:
 
 
 def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
-    from feedback_store import Recorder, open_store
+    from host.session import IfNoStore, open_recorded
     from tasks.grade import grade
     from tasks.seal import make_workspace
 
     workspace = make_workspace(spec.task, Path(spec.task_file), dest, tests=spec.task.tests)
     settings = attempt_settings(workspace, spec)
-    store = open_store(settings.db_path(), timeout=settings.db_wait)
+    problems: list[str] = []
+    task_meta = {"instance_id": spec.task.instance_id, "attempt": spec.attempt, "repo": spec.task.repo}
+    # The session's config carries the task from its start, so even an attempt killed midway says which
+    # task it was. A database that cannot be opened fails the attempt: it counts only once recorded.
+    hosted = open_recorded(
+        workspace,
+        settings,
+        frontend="tasks",
+        if_no_store=IfNoStore.REFUSE,
+        warn=problems.append,
+        config={"task": task_meta},
+    )
     try:
-        problems: list[str] = []
-        recorder = Recorder(store, on_error=lambda e: problems.append(str(e)))
-        task_meta = {"instance_id": spec.task.instance_id, "attempt": spec.attempt, "repo": spec.task.repo}
-        session_id, metrics, agent_s = _run_agent(workspace, settings, spec.task.problem_statement, recorder, task_meta)
+        session_id, metrics, agent_s = _run_agent(hosted.session, spec.task.problem_statement)
         clock = time.perf_counter()
         timeout = {} if spec.grade_timeout is None else {"timeout": spec.grade_timeout}
         result = grade(spec.task, Path(spec.task_file), workspace, **timeout)
         grade_s = time.perf_counter() - clock
         for event in grader_events(session_id, spec.task, result, step=metrics.get("steps", 0) + 1):
-            recorder(event)
-        unrecorded = recorder.flush() + recorder.lost
+            hosted.record(event)
+        unrecorded = hosted.stop()
         outcome = {
             "reward": float(result.reward),
             "f2p_pass_fraction": result.f2p_pass_fraction,
             "p2p_pass_fraction": result.p2p_pass_fraction,
         }
-        mark_session(store, session_id, {**task_meta, **outcome})
-        flags = sorted({row["rule"] for row in store.flags(session_id)})
+        mark_session(hosted.store, session_id, {**task_meta, **outcome})
+        flags = sorted({row["rule"] for row in hosted.store.flags(session_id)})
     finally:
-        store.close()
+        hosted.close()
     record = {
         "session_id": session_id,
         **outcome,
@@ -259,38 +265,15 @@ def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
     return record
 
 
-def _run_agent(
-    workspace: Path, settings: Settings, instruction: str, recorder: Any, task_meta: dict[str, Any]
-) -> tuple[str, dict[str, Any], float]:
+def _run_agent(session: Any, instruction: str) -> tuple[str, dict[str, Any], float]:
     from agent.approval_prompt import NobodyAnswers
-    from agent.runtime import open_session
-    from feedback_store.lessons.book import book_for
 
-    lessons = book_for(settings)  # lessons from the attempt's database (and team stores), when on
-    try:
-        session = open_session(workspace, settings, frontend="tasks", lessons=lessons)
-        metrics = AttemptMetrics()
-        session.subscribe(_with_task(recorder, task_meta))
-        session.subscribe(metrics)
-        NobodyAnswers(session)  # an ask rule the settings keep is declined, as state replay declines it
-        clock = time.perf_counter()
-        asyncio.run(session.run(UserInput(text=instruction)))
-    finally:
-        if lessons is not None:
-            lessons.close()
+    metrics = AttemptMetrics()
+    session.subscribe(metrics)
+    NobodyAnswers(session)  # an ask rule the settings keep is declined, as state replay declines it
+    clock = time.perf_counter()
+    asyncio.run(session.run(UserInput(text=instruction)))
     return session.id, metrics.as_dict(), time.perf_counter() - clock
-
-
-def _with_task(recorder: Any, task_meta: dict[str, Any]):
-    """Forward events to the recorder, the session's config carrying the task from its start (so
-    even an attempt killed midway says which task it was)."""
-
-    def forward(event: Event) -> None:
-        if isinstance(event, SessionStarted):
-            event = dataclasses.replace(event, config={**event.config, "task": task_meta})
-        recorder(event)
-
-    return forward
 
 
 def task_command(task: Any) -> str:

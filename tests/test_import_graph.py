@@ -13,19 +13,21 @@ from pathlib import Path
 from cli.commands import COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("cli", "common", "agent", "feedback_store", "lsp_server", "acp_server", "tui", "tasks", "trainer")
+PACKAGES = ("cli", "common", "agent", "feedback_store", "host", "lsp_server", "acp_server", "tui", "tasks", "trainer")
 COMPOSITION_ROOT = "cli"
 DISPATCHER = "cli.entry"  # imports each command's module by the name the table gives
 # What each package may import from the others (a package always may import itself).
 ALLOWED = {
-    "cli": ("agent", "feedback_store", "lsp_server", "acp_server", "tui", "tasks", "trainer", "common"),
+    "cli": ("agent", "feedback_store", "host", "lsp_server", "acp_server", "tui", "tasks", "trainer", "common"),
     "common": (),
     "agent": ("common",),
     "feedback_store": ("agent.protocol", "common"),
-    "lsp_server": ("agent", "feedback_store", "common"),
-    "acp_server": ("agent", "feedback_store", "common"),
-    "tui": ("agent", "feedback_store", "common"),
-    "tasks": ("agent", "feedback_store", "common"),
+    # Opening a recorded session (store, recorder, lessons) and the worker process the doors share.
+    "host": ("agent", "feedback_store", "common"),
+    "lsp_server": ("agent", "feedback_store", "host", "common"),
+    "acp_server": ("agent", "feedback_store", "host", "common"),
+    "tui": ("agent", "feedback_store", "host", "common"),
+    "tasks": ("agent", "feedback_store", "host", "common"),
     # The trainer's evaluation runs the agent on held-out tasks and serves adapters through the
     # embedded provider, so it composes agent and tasks as the tasks package composes agent.
     "trainer": ("agent", "feedback_store", "tasks", "common"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from agent.protocol import MCP_PREFIX
 from agent.protocol.roles import NO_ROLES, Roles
-from agent.toolkit import Action, ToolResult, value_problem
+from agent.toolkit import NOT_SHOWN, Action, Shown, ToolResult, value_problem
 from agent.tools.commands import cap_output
 from common.text import clip
 
@@ -51,6 +51,7 @@ class McpTool:
     action: Action = "call"
     # teachback cannot know what a server's arguments mean: no target, no paths, no command line
     roles: Roles = NO_ROLES
+    shown: Shown = NOT_SHOWN
 
     @classmethod
     def from_listing(cls, server: str, listed: Any, taken: set[str], call: Callable[..., Any]) -> McpTool:

@@ -205,6 +205,10 @@ NOT_RUNNABLE_EXIT_CODES = frozenset({126, 127})
 MCP_PREFIX = "mcp__"
 
 
+# The declared action (agent.toolkit.Action) of the tool that ends a turn: its summary is the turn's answer.
+ENDS_TURN = "finish"
+
+
 def is_mcp_tool(name: str | None) -> bool:
     return name is not None and name.startswith(MCP_PREFIX)
 
@@ -237,6 +241,15 @@ class Event:
         if not text.isascii() and LONE_SURROGATE.search(text):
             return json.dumps(self.to_dict(), ensure_ascii=True, sort_keys=True)
         return text
+
+
+def _without_none(found: dict[str, Any], *names: str) -> dict[str, Any]:
+    """An event's fields less those of `names` that are unset: fields added later stay out of the
+    rows of events that lack them, so what is stored for those is as it was."""
+    for name in names:
+        if found.get(name) is None:
+            found.pop(name, None)
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -321,7 +334,10 @@ class ToolCallStarted(Event):
     once, within bounds (agent.protocol.arguments), or None with `args_error` saying why: readers
     use `args`, never a parser on `arguments`. Built without either, the event reads the text itself.
     `roles` are what the tool declares its arguments mean (agent.protocol.roles); built without
-    them (an event recorded before calls carried them), the event has its built-in tool's."""
+    them (an event recorded before calls carried them), the event has its built-in tool's. `shown`
+    is how the call reads to a person, from what the tool declares (agent.toolkit.Shown): its
+    `action` (read, edit, command, call, finish), `kind`, `title` and `line`; None for a call of no
+    tool, and in an event recorded before calls carried it."""
 
     call_id: str
     name: str
@@ -331,6 +347,7 @@ class ToolCallStarted(Event):
     args: dict[str, Any] | None = None
     args_error: str | None = None
     roles: dict[str, Any] | None = None  # Roles.to_dict()
+    shown: dict[str, Any] | None = None
     type: ClassVar[str] = "tool_call_started"
 
     def __post_init__(self) -> None:
@@ -345,9 +362,15 @@ class ToolCallStarted(Event):
     def call_roles(self) -> Roles:
         return roles_for(self.name, self.roles)
 
+    def to_dict(self) -> dict[str, Any]:
+        return _without_none(super().to_dict(), "shown")
+
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallFinished(Event):
+    """A call's end. `roles` are its tool's (as its ToolCallStarted carries them; None for a call
+    that never started, and in an event recorded before the end carried them)."""
+
     call_id: str
     name: str
     ok: bool
@@ -358,7 +381,11 @@ class ToolCallFinished(Event):
     exit_code: int | None = None  # run_command's exit status (None for other tools, or a command that did not end)
     duration_ms: float = 0.0
     message: dict[str, Any] | None = None  # the message appended to the conversation, as sent
+    roles: dict[str, Any] | None = None  # Roles.to_dict()
     type: ClassVar[str] = "tool_call_finished"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _without_none(super().to_dict(), "roles")
 
     @classmethod
     def from_result(cls, result: Any, **call: Any) -> ToolCallFinished:

@@ -4,7 +4,9 @@ models depend on them."""
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import agent.protocol
 from agent.toolkit import Toolbox
@@ -33,6 +35,17 @@ def default_toolbox() -> Toolbox:
     return Toolbox(ALL_TOOLS)
 
 
+@cache
+def _builtin_toolbox() -> Toolbox:
+    return default_toolbox()
+
+
+def shown_for(name: str, arguments: dict[str, Any] | None) -> dict[str, Any] | None:
+    """How a call of the named built-in tool reads to a person (agent.toolkit.Shown), for an event
+    recorded before calls carried it; None for any other name."""
+    return _builtin_toolbox().shown(name, arguments)
+
+
 def builtin_roles_json() -> str:
     """The built-in tools' declared roles by name, as agent/protocol/builtin_roles.json holds them."""
     return json.dumps({t.name: t.roles.to_dict() for t in ALL_TOOLS}, indent=1, sort_keys=True) + "\n"
@@ -42,4 +55,4 @@ def builtin_roles_path() -> Path:
     return Path(agent.protocol.__file__).with_name("builtin_roles.json")
 
 
-__all__ = ["ALL_TOOLS", "ToolContext", "default_toolbox"]
+__all__ = ["ALL_TOOLS", "ToolContext", "default_toolbox", "shown_for"]

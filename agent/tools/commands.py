@@ -18,7 +18,7 @@ TAIL_CHARS = 8_000
 MAX_COMMAND_BYTES = 100_000  # the OS refuses a single argument over 128 KiB (Linux MAX_ARG_STRLEN)
 
 
-@tool("command", target="command", command="command")
+@tool("command", target="command", command="command", kind="execute", title=lambda a: f"Run `{a.get('command')}`")
 async def run_command(ctx: ToolContext, command: str, timeout: int | None = None) -> ToolResult:
     """Run a shell command in the workspace root (e.g. the tests) and show its exit code and output.
 

@@ -20,7 +20,7 @@ MAX_ANCHORED_WINDOWS = 20
 MAX_ANCHORS_PER_LINE = 1_000  # a line such as "}" occurs everywhere
 
 
-@tool("edit", target="path", reads=("path",), writes=("path",))
+@tool("edit", target="path", reads=("path",), writes=("path",), kind="edit", title=lambda a: f"Edit {a.get('path')}")
 def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, replace_all: bool = False) -> ToolResult:
     """Replace exact text in a file. old_text must match the file exactly (whitespace included) and
     only once, unless replace_all is true. Include a few surrounding lines to make it unique.
@@ -69,7 +69,7 @@ def edit_file(ctx: ToolContext, path: str, old_text: str, new_text: str, replace
     )
 
 
-@tool("edit", target="path", writes=("path",))
+@tool("edit", target="path", writes=("path",), kind="edit", title=lambda a: f"Create {a.get('path')}")
 def create_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
     """Create a new file with the given content (parent directories are created). Fails if the file
     exists: change existing files with edit_file.
@@ -101,7 +101,7 @@ def create_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
     )
 
 
-@tool("edit", target="path", writes=("path",))
+@tool("edit", target="path", writes=("path",), kind="delete", title=lambda a: f"Delete {a.get('path')}")
 def delete_file(ctx: ToolContext, path: str) -> ToolResult:
     """Delete a file.
 
@@ -119,7 +119,14 @@ def delete_file(ctx: ToolContext, path: str) -> ToolResult:
     return ToolResult(f"Deleted {rel}.", target=rel, changes=[FileChange(rel, "delete", content, None)])
 
 
-@tool("edit", target="src", reads=("src",), writes=("src", "dst"))
+@tool(
+    "edit",
+    target="src",
+    reads=("src",),
+    writes=("src", "dst"),
+    kind="move",
+    title=lambda a: f"Move {a.get('src')} to {a.get('dst')}",
+)
 def move_file(ctx: ToolContext, src: str, dst: str) -> ToolResult:
     """Move or rename a file. Fails if the destination exists.
 

@@ -9,9 +9,10 @@ import re
 import shlex
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pathspec
 import regex
@@ -35,7 +36,7 @@ _COUNTED = re.compile(r"\{(\d*)(?:,(\d*))?\}")
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache", ".pytest_cache"}
 
 
-@tool("read", target="path", reads=("path",))
+@tool("read", target="path", reads=("path",), kind="read", title=lambda a: f"Read {a.get('path')}", line="start_line")
 def read_file(ctx: ToolContext, path: str, start_line: int | None = None, end_line: int | None = None) -> ToolResult:
     """Read a text file, with line numbers. Long files come in pages of 400 lines (at most 100,000
     characters; a longer line is cut).
@@ -167,7 +168,15 @@ def _whole_characters(data: bytes) -> bytes:
     return data[:end]
 
 
-@tool("read", target="path", reads=("path", "glob"))
+def _list_title(args: Mapping[str, Any]) -> str:
+    return f"List {args.get('path') or '.'}" + (f" ({args['glob']})" if args.get("glob") else "")
+
+
+def _search_title(args: Mapping[str, Any]) -> str:
+    return f"Search {args.get('pattern')!r}" + (f" in {args['path']}" if args.get("path") else "")
+
+
+@tool("read", target="path", reads=("path", "glob"), kind="search", title=_list_title)
 def list_files(ctx: ToolContext, path: str | None = None, glob: str | None = None) -> ToolResult:
     """List files under a directory (recursively), skipping what .gitignore ignores.
 
@@ -195,7 +204,7 @@ def list_files(ctx: ToolContext, path: str | None = None, glob: str | None = Non
     return ToolResult("\n".join(shown) + more, target=rel)
 
 
-@tool("read", target="path", reads=("path", "glob"))
+@tool("read", target="path", reads=("path", "glob"), kind="search", title=_search_title)
 def search(ctx: ToolContext, pattern: str, path: str | None = None, glob: str | None = None) -> ToolResult:
     """Search file contents with a Python regular expression; prints path:line: text for each match.
 

@@ -6,14 +6,19 @@ from agent.toolkit import ToolResult, error, tool
 from agent.tools.context import ToolContext
 
 
-@tool("read")
+@tool("read", kind="read", title=lambda a: "Show this session's changes")
 def session_diff(ctx: ToolContext) -> ToolResult:
     """Show the unified diff of every change made in this session so far."""
     diff = ctx.session_diff()
     return ToolResult(diff or "No changes in this session yet.")
 
 
-@tool("read", target="focus")
+@tool(
+    "read",
+    target="focus",
+    kind="read",
+    title=lambda a: "Map the repository" + (f" around {a['focus']}" if a.get("focus") else ""),
+)
 def repo_map(ctx: ToolContext, focus: str | None = None) -> ToolResult:
     """Show a ranked map of the repository's most relevant definitions (files, classes, functions
     with their signatures).

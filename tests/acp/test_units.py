@@ -15,6 +15,7 @@ from acp_server.prompting import mcp_entries, user_input
 from acp_server.session import rule_for
 from acp_server.updates import STOP_REASONS, Translator
 from agent.protocol import ApprovalRequested, FinishReason, ModelUsage, ToolCallFinished, ToolCallStarted
+from agent.toolkit import Toolbox, ToolResult, tool
 
 
 def _plain(updates):
@@ -120,3 +121,31 @@ def test_initialize_imports_neither_litellm_nor_the_store() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True []"
+
+
+# A tool the door has never heard of: what it declares is all the door goes by.
+@tool("read", target="path", reads=("path",), kind="read", title=lambda a: f"Count lines in {a.get('path')}", line="at")
+def count_lines(ctx: object, path: str, at: int | None = None) -> ToolResult:
+    """Count a file's lines.
+
+    Args:
+        path: File path relative to the workspace root.
+        at: The line to start counting at.
+    """
+    return ToolResult("0")
+
+
+def test_a_new_tool_reaches_the_acp_door_by_what_it_declares(tmp_path: Path) -> None:
+    args = {"path": "src/a.py", "at": 7}
+    started = ToolCallStarted(
+        session_id="s",
+        call_id="c1",
+        name="count_lines",
+        arguments='{"path": "src/a.py", "at": 7}',
+        step=1,
+        roles=count_lines.roles.to_dict(),
+        shown=Toolbox([count_lines]).shown("count_lines", args),
+    )
+    [update] = Translator(tmp_path).updates(started)
+    assert (update.title, update.kind) == ("Count lines in src/a.py", "read")
+    assert [(loc.path, loc.line) for loc in update.locations] == [(str(tmp_path / "src/a.py"), 7)]

@@ -13,8 +13,8 @@ from agent.config import Settings
 from agent.protocol import Lessons, LessonsShown, SessionStarted, ToolCallFinished, ToolCallStarted, UserInput
 from agent.runtime import open_session
 from cli.entry import main
-from cli.run import open_lessons
 from feedback_store import Recorder, open_store
+from feedback_store.lessons.book import book_for as open_lessons
 from lsp_server.describe import log_line
 from tests.conftest import call, git, turn
 from tui.widgets.tool_log import ToolLog

@@ -23,7 +23,8 @@ from agent.protocol import (
 )
 from agent.remote import RemoteSession, WorkerStopped
 from agent.review import ReviewError
-from lsp_server.worker import WORKER_ARGV, open_params
+from host.worker import SpareWorker
+from lsp_server.worker import WORKER, open_params
 from tests.conftest import call, turn
 
 
@@ -49,7 +50,7 @@ async def test_a_remote_turn_reads_unsaved_buffers_and_agent_errors_keep_their_c
 ) -> None:
     model = script(turn(call("read_file", {"path": "app.py"})), {"content": "done", "tool_calls": []})
     settings = Settings(model=model, approval="full-auto", db=str(tmp_path / "f.db"), repo_map_tokens=0)
-    remote = RemoteSession(WORKER_ARGV, git_repo)
+    remote = SpareWorker(WORKER, git_repo).take()
     events = []
     remote.subscribe(events.append)
     try:

@@ -24,9 +24,9 @@ from agent.protocol import (
     UserInput,
     event_from_dict,
 )
-from agent.remote import RemoteSession
 from feedback_store import open_store
-from lsp_server.worker import WORKER_ARGV, open_params, open_recorded
+from host.worker import SpareWorker
+from lsp_server.worker import WORKER, open_hosted, open_params
 from tests.conftest import call, turn
 
 # Fields that differ between any two runs whatever the transport: when and how long.
@@ -86,15 +86,15 @@ async def test_verdicts_as_ops_over_the_worker_give_the_events_they_give_in_proc
     settings = Settings(model=model, approval="full-auto", db=str(tmp_path / "f.db"), repo_map_tokens=0, lessons=False)
     original = (git_repo / "app.py").read_text()
 
-    inline, recording, _, _ = open_recorded(git_repo, settings)
+    hosted = open_hosted(git_repo, settings)
     try:
-        here, here_replies = await _verdicts(inline)
+        here, here_replies = await _verdicts(hosted.session)
     finally:
-        await inline.close()
-        recording.close(close_store=True)
+        await hosted.session.close()
+        hosted.close()
     assert (git_repo / "app.py").read_text() == original and not (git_repo / "notes.txt").exists()
 
-    remote = RemoteSession(WORKER_ARGV, git_repo)
+    remote = SpareWorker(WORKER, git_repo).take()
     try:
         await remote.open(open_params(git_repo, settings))
         there, there_replies = await _verdicts(remote)
