@@ -3,12 +3,14 @@ is refused."""
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import Settings
+from agent.protocol import ApprovalDecision, ApprovalRequested, Event
 
 Verdict = Literal["allow", "ask", "deny"]
 LOOK_ONLY = ("read-only", "plan")  # modes that refuse edits (and MCP tools no allow_tools rule names)
@@ -105,3 +107,21 @@ def _matches(line: str, patterns: tuple[str, ...]) -> bool:
 
 def _name_matches(name: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+class NobodyAnswers:
+    """Subscribes to a session that runs where nobody can answer (a task attempt): each
+    ApprovalRequested is declined at once, with the reason the terminal's prompt gives at the end of
+    its input, instead of the turn waiting for an answer that never comes."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self._tasks: set[asyncio.Task] = set()
+        session.subscribe(self)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, ApprovalRequested):
+            decision = ApprovalDecision(request_id=event.request_id, approved=False, comment=UNANSWERED)
+            task = asyncio.get_running_loop().create_task(self.session.submit(decision))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)

@@ -26,11 +26,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from agent.approval_prompt import TerminalApprover
     from agent.llm import MODEL_USAGE_ERRORS
     from agent.model import resolved_tool_mode
     from agent.protocol import ErrorEvent, UserInput
     from agent.workspace import WorkspaceError
+    from cli.approval_prompt import TerminalApprover
     from cli.transcript import JsonLines, Transcript
     from feedback_store import StoreError
     from host.session import IfNoStore, open_recorded
@@ -141,7 +141,7 @@ def _drive(session, op):
 async def _turns(session, op):
     """The turn of `op`, then, while a plan-mode turn leaves a plan waiting, the user's verdict on
     it asked on the terminal and the turn that follows it; the last TurnFinished."""
-    from agent.approval_prompt import ask_plan
+    from cli.approval_prompt import ask_plan
 
     finished = await session.run(op)
     while session.plans.pending is not None and finished.reason != "interrupted":

@@ -266,7 +266,7 @@ def _attempt(spec: AttemptSpec, dest: Path) -> dict[str, Any]:
 
 
 def _run_agent(session: Any, instruction: str) -> tuple[str, dict[str, Any], float]:
-    from agent.approval_prompt import NobodyAnswers
+    from agent.approval import NobodyAnswers
 
     metrics = AttemptMetrics()
     session.subscribe(metrics)

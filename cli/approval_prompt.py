@@ -1,4 +1,4 @@
-"""Approvals for the headless CLI: ask on the terminal, answer the session with an Op."""
+"""Approvals for the headless command line: ask on the terminal, answer the session with an Op."""
 
 from __future__ import annotations
 
@@ -47,24 +47,6 @@ class TerminalApprover:
         self.stderr.write("Reason (optional, the agent will read it): ")
         self.stderr.flush()
         return False, self.stdin.readline().strip() or None
-
-
-class NobodyAnswers:
-    """Subscribes to a session that runs where nobody can answer (a task attempt): each
-    ApprovalRequested is declined at once, with the reason the terminal's prompt gives at the end of
-    its input, instead of the turn waiting for an answer that never comes."""
-
-    def __init__(self, session) -> None:
-        self.session = session
-        self._tasks: set[asyncio.Task] = set()
-        session.subscribe(self)
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, ApprovalRequested):
-            decision = ApprovalDecision(request_id=event.request_id, approved=False, comment=UNANSWERED)
-            task = asyncio.get_running_loop().create_task(self.session.submit(decision))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
 
 
 def ask_plan(stdin: TextIO = sys.stdin, stderr: TextIO = sys.stderr) -> ReviewPlan | None:
