@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agent.protocol import Lesson, Lessons
+from agent.protocol import LONE_SURROGATE, Lesson, Lessons
 from agent.protocol.roles import roles_for
 from feedback_store.errors import StoreError
 from feedback_store.lessons.distill import PATH_HABITS, REFRESH_LIMIT, refresh
@@ -65,13 +65,16 @@ class Shelf:
         self.knows_repositories: bool | None = None  # whether its sessions name their repository
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        # A lone surrogate the model sent (in a target, a call) cannot reach SQLite; the recorder
+        # stored such text with U+FFFD in its place, so that is what it is looked up as.
+        params = tuple(LONE_SURROGATE.sub("\ufffd", p) if isinstance(p, str) else p for p in params)
         if self.store is not None:
-            return self.store.query(sql, tuple(params))
+            return self.store.query(sql, params)
         with self._lock:
             if self._conn is None:
                 uri = f"{self.path.resolve().as_uri()}?mode=ro"
                 self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            cursor = self._conn.execute(sql, tuple(params))
+            cursor = self._conn.execute(sql, params)
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 

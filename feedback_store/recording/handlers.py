@@ -155,42 +155,35 @@ def _model_usage(conn: sqlite3.Connection, event: ModelUsage, rows: renders.Usag
     )
 
 
-def _reply_seq(conn: sqlite3.Connection, session_id: str, cause_id: str | None) -> int | None:
-    """The position of the reply that made a call: the assistant message the call names as its
-    cause; for a log without causes (imports), the latest assistant message."""
-    if cause_id is not None:
-        row = conn.execute(
-            "SELECT seq FROM messages WHERE event_id = ? AND session_id = ? AND role = 'assistant'",
-            (cause_id, session_id),
-        ).fetchone()
-        if row is not None:
-            return row[0]
-    return _last_assistant_seq(conn, session_id)
+# The position of the reply that made a call: the assistant message the call names as its cause; for
+# a log without causes (imports), the latest assistant message. Parameters: cause id, session id twice.
+REPLY_SEQ = (
+    "coalesce((SELECT seq FROM messages WHERE event_id = ? AND session_id = ? AND role = 'assistant'), "
+    f"{LAST_ASSISTANT_SEQ})"
+)
 
 
-def _call_of(conn: sqlite3.Connection, event: Event, call_id: str | None, running: bool = True) -> str | None:
-    """The tool_calls row an event of a call belongs to: the started call the event names as its
-    cause; for a log without causes (imports), the latest call with its call id (still running, when
-    `running`). The one place rows are linked by guessing."""
+def call_of(running: bool = True) -> str:
+    """SQL for the tool_calls row an event of a call belongs to: the started call the event names as
+    its cause; for a log without causes (imports), the latest call with its call id (still running,
+    when `running`). The one place rows are linked by guessing. Parameters: cause id, session id,
+    call id. One statement with the write it serves: the recorder's speed is per statement."""
     status = " AND status = 'running'" if running else ""
-    if event.cause_id is not None:
-        row = conn.execute(f"SELECT id FROM tool_calls WHERE id = ?{status}", (event.cause_id,)).fetchone()
-        if row is not None:
-            return row[0]
-    row = conn.execute(
-        f"SELECT id FROM tool_calls WHERE session_id = ? AND call_id = ?{status} ORDER BY started_at DESC LIMIT 1",
-        (event.session_id, call_id),
-    ).fetchone()
-    return row[0] if row else None
+    return (
+        f"coalesce((SELECT id FROM tool_calls WHERE id = ?{status}), (SELECT id FROM tool_calls "
+        f"WHERE session_id = ? AND call_id = ?{status} ORDER BY started_at DESC LIMIT 1))"
+    )
+
+
+RUNNING_CALL, ANY_CALL = call_of(running=True), call_of(running=False)
 
 
 def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted, row: dict[str, Any]) -> None:
-    seq = _reply_seq(conn, event.session_id, event.cause_id)
-    conn.execute(
-        """
+    seq = conn.execute(
+        f"""
         INSERT INTO tool_calls (id, session_id, call_id, name, arguments, step, message_seq, status, started_at,
             roles, blocked_by_hook)
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, 0)
+        VALUES (?, ?, ?, ?, ?, ?, {REPLY_SEQ}, 'running', ?, ?, 0) RETURNING message_seq
         """,
         (
             event.id,
@@ -199,11 +192,13 @@ def _tool_call_started(conn: sqlite3.Connection, event: ToolCallStarted, row: di
             event.name,
             event.arguments,
             event.step,
-            seq,
+            event.cause_id,
+            event.session_id,
+            event.session_id,
             event.ts,
             None if event.roles is None else canonical_json(event.roles),
         ),
-    )
+    ).fetchone()[0]
     if seq is not None:  # every tool's arguments: command lines, and the paths read, listed or searched
         run_step(
             conn,
@@ -219,12 +214,12 @@ def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished, row: 
     status = "ok" if event.ok else "error"
     values = (status, event.error_kind, event.target, event.result, event.duration_ms, event.ts, event.exit_code)
     started = conn.execute(
-        """
+        f"""
         UPDATE tool_calls SET status = ?, error_kind = ?, target = ?, result = ?, duration_ms = ?, finished_at = ?,
             exit_code = ?, finished_id = ?
-        WHERE id = ? RETURNING message_seq, roles, blocked_by_hook
+        WHERE id = {RUNNING_CALL} RETURNING message_seq, roles, blocked_by_hook
         """,
-        (*values, event.id, _call_of(conn, event, event.call_id)),
+        (*values, event.id, event.cause_id, event.session_id, event.call_id),
     ).fetchone()
     if started is not None:
         seq, roles, blocked = started[0], started[1], bool(started[2])
@@ -246,7 +241,7 @@ def _tool_call_finished(conn: sqlite3.Connection, event: ToolCallFinished, row: 
 
 def _edit_applied(conn: sqlite3.Connection, event: EditApplied, row: dict[str, Any]) -> None:
     call = conn.execute(
-        "SELECT message_seq FROM tool_calls WHERE id = ?", (_call_of(conn, event, event.call_id, running=False),)
+        f"SELECT message_seq FROM tool_calls WHERE id = {ANY_CALL}", (event.cause_id, event.session_id, event.call_id)
     ).fetchone()
     seq = call[0] if call else _last_assistant_seq(conn, event.session_id)
     conn.execute(
@@ -385,7 +380,10 @@ def _turn_finished(conn: sqlite3.Connection, event: TurnFinished, row: dict[str,
 
 def _hook_ran(conn: sqlite3.Connection, event: HookRan, row: dict[str, Any]) -> None:
     if event.decision == "deny" and event.call_id is not None:  # a PreToolUse or PermissionRequest hook said no
-        conn.execute("UPDATE tool_calls SET blocked_by_hook = 1 WHERE id = ?", (_call_of(conn, event, event.call_id),))
+        conn.execute(
+            f"UPDATE tool_calls SET blocked_by_hook = 1 WHERE id = {RUNNING_CALL}",
+            (event.cause_id, event.session_id, event.call_id),
+        )
     if event.message is not None:  # a Stop hook's reason, sent to the model: part of the conversation
         _add_message(conn, event.session_id, event.id, event.message)
 

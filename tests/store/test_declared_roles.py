@@ -23,11 +23,11 @@ from agent.toolkit import Toolbox, ToolResult, error, tool
 from agent.tools import ALL_TOOLS, builtin_roles_json, builtin_roles_path, run_command
 from agent.tools.context import ToolContext
 from agent.workspace import Workspace, WorkspaceError
-from cli.run import open_lessons
 from feedback_store import Recorder, open_store
 from feedback_store.export.export import export
 from feedback_store.importers import claude
 from feedback_store.importers.imports import import_logs
+from feedback_store.lessons.book import book_for
 from feedback_store.lessons.distill import refresh
 from feedback_store.recording.monitor import check_call
 from tests.conftest import call, turn
@@ -121,7 +121,7 @@ async def test_a_lesson_about_the_new_target_answers_the_call_before_it_runs(git
     lessons = store.query("SELECT tool, error_kind, target FROM lessons")
     assert lessons == [{"tool": "open_document", "error_kind": "not_found", "target": "notes/missing.md"}]
     store.close()
-    book = open_lessons(settings)
+    book = book_for(settings)
     events = await run_recorded(git_repo, settings, book)
     book.close()
     answered = next(e for e in events if isinstance(e, ToolCallFinished) and e.name == "open_document")

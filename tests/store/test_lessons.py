@@ -297,3 +297,19 @@ async def test_a_corrected_wrong_path_reaches_the_next_start_block_as_a_habit(gi
     assert "paths are relative to the workspace root" in lesson.text and "src/app.py" not in lesson.text
     # Another model's habits are its own.
     assert book.session_block(str(other.resolve()), "another/model", 1000, repository="git:another").lessons == ()
+
+
+async def test_a_failure_named_with_a_lone_surrogate_finds_its_lesson(git_repo, script, tmp_path):
+    # The model may send text SQLite cannot take; the recorder keeps it with U+FFFD, and the book looks
+    # it up so, instead of failing (a traceback in the user's terminal, and no lesson).
+    store = open_store(tmp_path / "f.db")
+    odd = '{"path": "ap\ud800p.py"}'
+    calls = [call("read_file", odd), call("read_file", {"path": "app.py"})]
+    await record(store, git_repo, script(*(turn(c) for c in calls)))
+    assert refresh(store) == 1
+    book = LessonBook(store)
+    found = failure(book, git_repo, tool="read_file", error_kind="bad_arguments", target=None, call=odd, feedback=odd)
+    assert len(found.lessons) == 1
+    assert 'read_file(path="app.py")' in found.text
+    named = failure(book, git_repo, tool="read_file", error_kind="not_found", target="ap\ud800p.py", call=odd)
+    assert named.lessons == ()  # another situation, looked up without an error
