@@ -174,13 +174,13 @@ def _store(
 
 
 def _lessons(settings: Settings, given: Store | str | None, store: Store | None) -> LessonBook | None:
-    """The lessons from the caller's store, else from the settings' database (None: lessons off, or
-    nothing to learn from)."""
-    if given is SETTINGS_DB:
-        return book_for(settings)
-    if store is None or not settings.lessons:
+    """The lessons from the store the session is recorded in (one connection for both), else from the
+    settings' database when nothing is recorded (None: lessons off, or nothing to learn from)."""
+    if not settings.lessons:
         return None
-    return LessonBook(store, scope=settings.lessons_scope, team=settings.lessons_db)
+    if store is not None:
+        return LessonBook(store, scope=settings.lessons_scope, team=settings.lessons_db)
+    return book_for(settings) if given is SETTINGS_DB else None
 
 
 class _WithConfig:
