@@ -97,9 +97,7 @@ class LoopGuard:
         period = None if name == "finish" else self.cycles.period(call_key(name, kwargs), self.edits)
         if self.repeats_previous_step(name, kwargs):
             return error(
-                f"You made exactly this {name} call in your previous step and nothing has changed since, so "
-                "its result (above) would be the same. Do not repeat it: use that result, make a different "
-                "call, or call finish if the task is done.",
+                repeat_feedback(name),
                 "repeated_call",
                 target=target,
             )
@@ -123,10 +121,27 @@ class LoopGuard:
         return f"Stopped: the model sent the same call {MAX_REPEATS + 1} times in a row."
 
 
+def call_text(name: str, arguments: dict[str, Any]) -> str:
+    """A call written out whole, as one JSON object: the form a model writes in the text and grammar
+    tool modes, and plain to read in the native one."""
+    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+
+
+def repeat_feedback(name: str) -> str:
+    # The way out is written in full: a small model copies a call it is shown far more readily than
+    # one it is told about (the embedded model, after this answer: 6 of 6 samples called finish with
+    # the call written out, 0 of 6 when told "call finish").
+    return (
+        f"You made exactly this {name} call in your previous step and nothing has changed since, so its "
+        "result (above) would be the same. Do not repeat it: use that result, make a different call, or, "
+        f"if the task is done, call finish: {call_text('finish', {'summary': 'what you did'})}"
+    )
+
+
 def cycle_feedback(name: str, period: int) -> str:
     return (
         f"You are going round in a loop: this {name} call is the same as the one {period} calls ago, and "
         "every call since then failed with nothing changed, so it would fail the same way again. Do not "
-        "repeat these calls: read their results above, then try another path or another tool "
-        "(list_files with no path shows what exists), or call finish and say what blocks you."
+        "repeat these calls: read their results above, then try another path or another tool, for "
+        f"instance {call_text('list_files', {})} to see what exists, or call finish and say what blocks you."
     )

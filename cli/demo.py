@@ -8,9 +8,10 @@ pairs, an `sdpo` export, and one corrected pair as the training record made from
 
 The embedded model is tiny (135M parameters) and rarely finishes the fix; the mistakes it makes on
 the way are the point. Its commonest one is to send the call it just made again: the loop guard
-answers that with "Do not repeat it: use that result, make a different call, or call finish if the
-task is done", and each instruction names its last step, `finish`, so the fix the guard's answer
-asks for is one the model can make. When it does, the recorder links the repeat to the call that
+answers that with "Do not repeat it: use that result, make a different call, or, if the task is
+done, call finish: {"name": "finish", ...}" (the call written out, which a small model copies), and
+each instruction names its last step, `finish`, so the fix the guard's answer asks for is one the
+model can make. When it does, the recorder links the repeat to the call that
 followed it: a corrected pair, by the same rules as in any session. Local models run in the grammar
 tool mode by default, because this model almost never writes a tool call in free text.
 """

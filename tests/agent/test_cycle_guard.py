@@ -72,3 +72,34 @@ async def test_an_edit_or_a_success_in_between_is_not_a_cycle(git_repo, script, 
         "not_found",
         "not_found",
     ]
+
+
+def _written_out(feedback: str, tools: list[str]) -> dict:
+    """The one call a guard's answer writes out, read as the text and grammar tool modes read a reply."""
+    from agent.protocol.textcalls import parse_reply
+
+    parsed = parse_reply(feedback[feedback.index("{") : feedback.rindex("}") + 1], tools)
+    assert parsed.error is None and len(parsed.tool_calls) == 1, feedback
+    return {"function": parsed.tool_calls[0]["function"]}
+
+
+async def test_each_guard_writes_out_a_way_out_that_runs_as_written_and_corrects_its_pair(git_repo, script, tmp_path):
+    from agent.loop_guard import cycle_feedback, repeat_feedback
+
+    tools = ["read_file", "list_files", "search", "finish"]
+    way_out = _written_out(repeat_feedback("read_file"), tools)
+    ok = call("read_file", {"path": "app.py"})
+    finished, calls, store = await _record(git_repo, script(turn(ok), turn(ok), turn(way_out)), tmp_path)
+    assert [c.error_kind for c in calls] == [None, "repeated_call", None]
+    assert calls[1].result == repeat_feedback("read_file") and finished.reason == "finished"
+    [pair] = store.pairs()
+    assert pair.correction["tool_calls"][0]["function"]["name"] == "finish"
+
+    way_out = _written_out(cycle_feedback("read_file", 2), tools)
+    finished, calls, store = await _record(
+        git_repo, script(turn(READ), turn(LIST), turn(READ), turn(way_out)), tmp_path / "cycle"
+    )
+    assert [c.error_kind for c in calls] == ["not_found", "not_found", "repeated_cycle", None]
+    assert calls[3].name == "list_files" and "app.py" in calls[3].result
+    cycle = [p for p in store.pairs() if p.error_kind == "repeated_cycle"]
+    assert cycle[0].correction["tool_calls"][0]["function"]["name"] == "list_files"
