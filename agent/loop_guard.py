@@ -129,7 +129,7 @@ def call_text(name: str, arguments: dict[str, Any]) -> str:
 
 def repeat_feedback(name: str) -> str:
     # The way out is written in full: a small model copies a call it is shown far more readily than
-    # one it is told about (the embedded model, after this answer: 6 of 6 samples called finish with
+    # one it is told about (the embedded model, after this answer: 8 of 8 samples called finish with
     # the call written out, 0 of 6 when told "call finish").
     return (
         f"You made exactly this {name} call in your previous step and nothing has changed since, so its "
