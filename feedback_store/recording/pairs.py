@@ -178,7 +178,12 @@ def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, wai
         return
     fixed = []
     if event.message is not None:
-        fixed = [row[0] for row in earlier if row[0] not in expired and _fixes(row, event)]
+        deleted = _deleted(conn, event)
+        fixed = [
+            row[0]
+            for row in earlier
+            if row[0] not in expired and _fixes(row, event) and not (deleted and row[2] != event.name)
+        ]
     lint_here = any(row[1] == SAME_FILE and row[4] == seq for row in waiting)
     if (fixed or lint_here) and _broke_syntax(conn, event):
         fixed = []  # an edit that left the file unparseable fixes nothing
@@ -211,6 +216,18 @@ def _within_window(conn: sqlite3.Connection, session_id: str, anchor: int, seq: 
         (session_id, anchor, seq),
     ).fetchone()
     return turns == 0 and steps <= FIX_WINDOW
+
+
+def _deleted(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
+    """Whether the call deleted a file: that fixes no failure of another tool (a failed edit or a
+    repeated read is not mended by deleting the file), only one of its own."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND kind = 'delete'",
+            (event.session_id, event.call_id),
+        ).fetchone()
+        is not None
+    )
 
 
 def _broke_syntax(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:

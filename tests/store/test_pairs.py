@@ -178,6 +178,28 @@ def test_a_schema_error_is_corrected_by_the_next_call_that_succeeded_never_by_a_
             assert finished["ok"] is True  # a correction is a call that succeeded when it was made
 
 
+def test_deleting_a_file_corrects_no_mistake_of_another_tool(tmp_path: Path) -> None:
+    """A file deleted after a failed edit or a repeated read is not what fixed them (the demo's
+    embedded model once "corrected" an edit with identical texts by deleting the file); the next
+    call that succeeded without deleting anything is."""
+    s = FakeSession().start().user("lowercase the slug")
+    same = {"path": "slug.py", "old_text": "x", "new_text": "x"}
+    s.call("edit_file", same, ok=False, error_kind="bad_arguments", target="slug.py", result="identical")
+    s.call("read_file", {"path": "slug.py"}, target="slug.py", result="def slugify(title): ...")
+    s.call("read_file", {"path": "slug.py"}, ok=False, error_kind="repeated_call", target="slug.py", result="Again.")
+    gone = edit("slug.py", "def slugify(title): ...\n", "", kind="delete")
+    s.call("delete_file", {"path": "slug.py"}, target="slug.py", result="Deleted slug.py.", edits=[gone])
+    s.call("write_file", {"path": "slug.py"}, target="slug.py", result="Wrote slug.py.", edits=[edit("slug.py", "", "x\n")])
+    s.call("delete_file", {"path": "old.py"}, ok=False, error_kind="not_found", target="old.py", result="No old.py.")
+    gone = edit("old.py", "y\n", "", kind="delete")
+    s.call("delete_file", {"path": "lib/old.py"}, target="lib/old.py", result="Deleted.", edits=[gone])
+    _, store = pairs_of(tmp_path, s.finish())
+    fixes = {call_id(p.completion): p.correction and call_id(p.correction) for p in store.pairs()}
+    # the schema error's fix is the read after it; the repeat's is the write, not the deletion before
+    # it; a failed deletion is fixed by a deletion of its own tool
+    assert fixes == {"call_1": "call_2", "call_3": "call_5", "call_6": "call_7"}
+
+
 def test_a_wrong_path_is_corrected_by_the_same_tool_on_the_real_path(tmp_path: Path) -> None:
     s = FakeSession().start().user("lowercase the slug")
     s.call(
