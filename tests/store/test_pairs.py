@@ -189,7 +189,9 @@ def test_deleting_a_file_corrects_no_mistake_of_another_tool(tmp_path: Path) -> 
     s.call("read_file", {"path": "slug.py"}, ok=False, error_kind="repeated_call", target="slug.py", result="Again.")
     gone = edit("slug.py", "def slugify(title): ...\n", "", kind="delete")
     s.call("delete_file", {"path": "slug.py"}, target="slug.py", result="Deleted slug.py.", edits=[gone])
-    s.call("write_file", {"path": "slug.py"}, target="slug.py", result="Wrote slug.py.", edits=[edit("slug.py", "", "x\n")])
+    s.call(
+        "write_file", {"path": "slug.py"}, target="slug.py", result="Wrote slug.py.", edits=[edit("slug.py", "", "x\n")]
+    )
     s.call("delete_file", {"path": "old.py"}, ok=False, error_kind="not_found", target="old.py", result="No old.py.")
     gone = edit("old.py", "y\n", "", kind="delete")
     s.call("delete_file", {"path": "lib/old.py"}, target="lib/old.py", result="Deleted.", edits=[gone])
