@@ -179,11 +179,7 @@ def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, wai
     fixed = []
     if event.message is not None:
         deleted = _deleted(conn, event)
-        fixed = [
-            row[0]
-            for row in earlier
-            if row[0] not in expired and _fixes(row, event) and not (deleted and row[2] != event.name)
-        ]
+        fixed = [row[0] for row in earlier if row[0] not in expired and _fixes(row, event, deleted)]
     lint_here = any(row[1] == SAME_FILE and row[4] == seq for row in waiting)
     if (fixed or lint_here) and _broke_syntax(conn, event):
         fixed = []  # an edit that left the file unparseable fixes nothing
@@ -194,9 +190,12 @@ def _link_fixes(conn: sqlite3.Connection, event: ToolCallFinished, seq: int, wai
         _close_test_pairs(conn, event, seq)
 
 
-def _fixes(row: tuple, event: ToolCallFinished) -> bool:
-    """Whether the successful call `event` is the correction of the open pair `row`."""
+def _fixes(row: tuple, event: ToolCallFinished, deleted: bool) -> bool:
+    """Whether the successful call `event` (which `deleted` a file or not) is the correction of the
+    open pair `row`."""
     closes_on, tool, target = row[1], row[2], row[3]
+    if deleted and tool != event.name:
+        return False
     if closes_on == NEXT_CALL:
         return True
     if closes_on == SAME_TOOL:
@@ -219,7 +218,7 @@ def _within_window(conn: sqlite3.Connection, session_id: str, anchor: int, seq: 
 
 
 def _deleted(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
-    """Whether the call deleted a file: that fixes no failure of another tool (a failed edit or a
+    """Whether the call deleted a file: that corrects no failure of another tool (a failed edit or a
     repeated read is not mended by deleting the file), only one of its own."""
     return (
         conn.execute(
