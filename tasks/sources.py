@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.probes import OVER_CALL
-from tasks.states import FINISHED, OK, PREMATURE, Label, Sampler, Scratch, State, label_reply
+from tasks.states import DELETES, FINISHED, OK, PREMATURE, Label, Sampler, Scratch, State, label_reply
 
 WRONG_PATH = frozenset({"not_found", "outside_workspace"})
 SUCCESSES = frozenset({OK, FINISHED})
@@ -55,7 +55,11 @@ class Branch:
 
     @property
     def success(self) -> bool:
-        return self.ended and self.label.kind in SUCCESSES
+        """A reply that ran (or finished with the tests passing), and deleted no file: a deletion ran
+        too, but nothing at the state checks what it removed (the learning round's training data
+        held 13 of 76 sft records that deleted a file, and every adapter then tried deletions twice
+        as often as the base)."""
+        return self.ended and self.label.kind in SUCCESSES and not DELETES.intersection(self.label.tools)
 
     @property
     def failure(self) -> bool:

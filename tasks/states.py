@@ -34,6 +34,9 @@ COMMAND_TIMEOUT = 20.0  # seconds for a sampled command (the session's own limit
 # Labels that are not call errors: a finished or continuing reply, an answer without a call, a
 # command that ran and failed (tests failing), `finish` while the tests fail.
 OK, FINISHED, PREMATURE, ANSWER, FAILING_TEST = "ok", "finished", "premature_finish", "answer", "failing_test"
+# The built-in tools that delete a file: such a call is never a verified success at a state (what it
+# removed is not checked until the attempt ends), and an adapter that reaches for one more is refused.
+DELETES = frozenset({"delete_file"})
 # A call error only a replay names: a command the shell could not run at all (exit status 126 or
 # 127: not found, not executable); the session records it as a failing command.
 CANNOT_RUN = "cannot_run"

@@ -269,7 +269,8 @@ def render_branch(record: dict[str, Any], tokenizer: Any) -> Rendered:
     them. sft: `chosen` is the verified success (no failed reply); dpo: `chosen` and `rejected`
     are a success and a failure at the same state; sdpo: `completion` is the failure, and the
     teacher sees a verified success at that state as its demonstration, with what running the
-    failure found (the failed reply itself is not quoted: a small model copies it)."""
+    failure found (the failed reply itself is not quoted: a small model copies it); that success
+    is also `chosen`, the correction mix trains sft on."""
     messages = [_plain(m) for m in record.get("prompt") or []]
     if not messages:
         raise RenderError("a branch record without a prompt; write it again with `teachback tasks branch`")
@@ -295,8 +296,8 @@ def render_branch(record: dict[str, Any], tokenizer: Any) -> Rendered:
         chosen, failed = reply("completion"), []
     elif kind == "dpo":
         chosen, failed = reply("chosen"), reply("rejected") or []
-    elif kind == "sdpo":
-        chosen, failed = None, reply("completion") or []
+    elif kind == "sdpo":  # the demonstration is a verified success at this state: mix's correction
+        chosen, failed = reply("demonstration"), reply("completion") or []
     else:
         raise RenderError(f"unknown branch record {record['format']!r}: write it again with `teachback tasks branch`")
     decides = None

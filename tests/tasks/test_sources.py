@@ -175,3 +175,21 @@ def test_forward_branches_are_drawn_one_step_after_a_success_and_chosen_only_whe
     assert all(run_text(after, text).kind == "ok" for text in chosen)  # each succeeds when run at the state ahead
     recorded = build_records(At("s", after.step, after.task_id), [success])["sft"]
     assert records["sft"][0]["id"] != recorded[0]["id"]  # never the id of the recorded state's own record
+
+
+def test_a_reply_that_deleted_a_file_is_never_a_verified_success() -> None:
+    """It ran, but nothing at the state checks what it removed: no sft record, no chosen side, no
+    demonstration is made of it (the learning round's data once held 13 of 76 sft records that
+    deleted a file, and every adapter then tried deletions twice as often as the base)."""
+    from tasks.states import Label
+
+    prompt = [{"role": "user", "content": "make the tests pass"}]
+    deleted = Branch(0, Label("ok", ("delete_file",)), prompt, render(call("delete_file", {"path": "textkit/slug.py"})))
+    read = Branch(1, Label("ok", ("read_file",)), prompt, render(call("read_file", {"path": "textkit/slug.py"})))
+    wrong = Branch(2, Label("not_found", ("read_file",)), prompt, render(call("read_file", {"path": "slug.py"})))
+    assert not deleted.success and read.success and wrong.failure
+    records = build_records(At("s", 0, "t"), [deleted, wrong])
+    assert records == {"sft": [], "dpo": [], "sdpo": []}
+    records = build_records(At("s", 0, "t"), [deleted, read, wrong])
+    assert [r["seed"] for r in records["sft"]] == [1]
+    assert "delete_file" not in json.dumps(records["dpo"] + records["sdpo"])

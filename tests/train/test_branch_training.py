@@ -85,6 +85,23 @@ def test_each_objective_lowers_its_own_loss_on_verified_branch_data(
     assert last < 0.8 * first, result.losses
 
 
+def test_mix_on_branch_records_adds_sft_on_the_demonstration_and_is_not_sdpo(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """An sdpo branch record carries a verified success at its state (the teacher's demonstration):
+    that is mix's correction, so mix trains sft on it beside the distillation. (It once read no
+    correction there, and trained byte for byte what sdpo trained.)"""
+    paths = branch_files(tmp_path / "data")
+    common = {"data": [paths["sdpo"]], "base": str(tiny_model_dir), "steps": 2, "batch_size": 3, "gap_filter": False}
+    sdpo = train(TrainConfig(out=tmp_path / "sdpo", objective="sdpo", **common))
+    mix = train(TrainConfig(out=tmp_path / "mix", objective="mix", **common))
+    sft_only = train(TrainConfig(out=tmp_path / "sft", objective="sft", **common))
+    assert sdpo.metrics["pairs"] == mix.metrics["pairs"] == sft_only.metrics["pairs"] == 3
+    # mix's first loss is the even blend of the two terms on the same untrained model
+    assert mix.losses[0] == pytest.approx(0.5 * sdpo.losses[0] + 0.5 * sft_only.losses[0], rel=1e-4)
+    assert mix.losses[0] != pytest.approx(sdpo.losses[0], rel=1e-3)
+
+
 def test_dpo_with_its_nll_term_raises_the_chosen_replies_likelihood(tiny_model_dir: Path, tmp_path: Path) -> None:
     """The NLL term on the chosen side: its loss is the DPO loss plus the chosen reply's NLL, so it
     starts above plain DPO's (whose first loss is log 2 exactly: policy = reference)."""
