@@ -91,11 +91,19 @@ QUICK = {
 
 
 class Stages:
-    """CPU seconds (this process and its children) and wall seconds per stage."""
+    """CPU seconds (this process and its children) and wall seconds per stage, kept in `ledger` (a JSON
+    file in the work folder) as each stage ends: a run resumed in the same folder adds its own to what
+    the earlier processes spent, so the figures and the total are the whole round's, not the last
+    process's (which skips the finished stages in no time)."""
 
-    def __init__(self) -> None:
-        self.cpu: dict[str, float] = {}
-        self.wall: dict[str, float] = {}
+    def __init__(self, ledger: Path) -> None:
+        self.ledger = ledger
+        kept = json.loads(ledger.read_text(encoding="utf-8")) if ledger.is_file() else {}
+        self.cpu: dict[str, float] = dict(kept.get("cpu", {}))
+        self.wall: dict[str, float] = dict(kept.get("wall", {}))
+        self.earlier_s: float = float(kept.get("total_s", 0.0))  # the earlier processes' wall time
+        self.processes: int = int(kept.get("processes", 0)) + 1
+        self.started = time.perf_counter()
 
     def run(self, name: str, work, *args, **kwargs):
         cpu, wall = _cpu(), time.perf_counter()
@@ -106,6 +114,14 @@ class Stages:
             self.cpu[name] = self.cpu.get(name, 0.0) + _cpu() - cpu
             self.wall[name] = self.wall.get(name, 0.0) + time.perf_counter() - wall
             say(f"   {name}: {self.wall[name] / 60:.1f} min wall, {self.cpu[name] / 60:.1f} CPU-min")
+            self._keep()
+
+    def total_s(self) -> float:
+        return self.earlier_s + time.perf_counter() - self.started
+
+    def _keep(self) -> None:
+        doc = {"cpu": self.cpu, "wall": self.wall, "total_s": self.total_s(), "processes": self.processes}
+        self.ledger.write_text(json.dumps(doc), encoding="utf-8")
 
 
 def _cpu() -> float:
@@ -181,8 +197,7 @@ def main() -> int:
         f"{per_task} samples per held-out task and arm; planned smallest detectable change (80% power, base "
         f"failure rate 0.6, intra-task correlation 0.2): {'n/a' if planned is None else f'{planned:+.0%}'}"
     )
-    stages = Stages()
-    started = time.perf_counter()
+    stages = Stages(work / "stages.json")
     train_db, held_db = work / "train.db", work / "heldout.db"
     stages.run(
         "rollouts: training tasks", rollouts, files["train"], train_db, sizes["train_attempts"], MODEL, sizes, args
@@ -212,7 +227,7 @@ def main() -> int:
         transfer[path.stem] = stages.run(
             f"transfer: {path.stem}", transfer_figure, path, adapters, gguf, sizes, args, work
         )
-    doc = document(sizes, args, files, train_tasks, held_tasks, branches, adapters, replay, transfer, stages, started)
+    doc = document(sizes, args, files, train_tasks, held_tasks, branches, adapters, replay, transfer, stages)
     (work / "round.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     if not args.json:
         print(report(doc, replay))
@@ -482,7 +497,7 @@ def transfer_figure(path: Path, adapters: dict, gguf: Path, sizes: dict, args, w
     return out
 
 
-def document(sizes, args, files, train_tasks, held_tasks, branches, adapters, replay, transfer, stages, started):
+def document(sizes, args, files, train_tasks, held_tasks, branches, adapters, replay, transfer, stages):
     from tasks.gate import judge
     from tasks.state_eval import strata
     from trainer.learn import DEFAULT_OBJECTIVE
@@ -531,7 +546,7 @@ def document(sizes, args, files, train_tasks, held_tasks, branches, adapters, re
             },
             "shift_mean_kl": replay["forgetting"][name]["shift"].get("mean_kl"),
         }
-    wall = time.perf_counter() - started
+    wall = stages.total_s()
     return {
         "default_objective": DEFAULT_OBJECTIVE,
         "heldout_tasks": len(held_tasks),
@@ -556,6 +571,7 @@ def document(sizes, args, files, train_tasks, held_tasks, branches, adapters, re
         "cpu_minutes": {k: round(v / 60, 2) for k, v in stages.cpu.items()},
         "wall_minutes": {k: round(v / 60, 2) for k, v in stages.wall.items()},
         "total_wall_minutes": round(wall / 60, 1),
+        "processes": stages.processes,  # more than 1: resumed in the same --work folder
     }
 
 

@@ -39,3 +39,21 @@ def test_the_split_is_by_task_stratified_by_file_and_seeded() -> None:
     assert [t.instance_id for t in again[1]] == [t.instance_id for t in held]  # the same seed, the same split
     other = bench.split_by_task(found, 0.5, seed=1)
     assert {t.instance_id for t in other[1]} != {t.instance_id for t in held}
+
+
+def test_a_resumed_round_reports_the_time_every_process_spent(tmp_path: Path) -> None:
+    """Stage times and the total are kept in the work folder as each stage ends: a process resumed
+    in the same folder skips the finished stages in no time, and still reports what they cost."""
+    import time
+
+    bench = load_bench()
+    ledger = tmp_path / "stages.json"
+    first = bench.Stages(ledger)
+    first.run("branches", time.sleep, 0.2)
+    second = bench.Stages(ledger)  # a resumed process: "branches" is done
+    assert second.processes == 2 and second.wall["branches"] >= 0.2 and second.earlier_s >= 0.2
+    second.run("branches", lambda: None)
+    second.run("replay", time.sleep, 0.1)
+    third = bench.Stages(ledger)
+    assert third.processes == 3 and 0.2 <= third.wall["branches"] < 1.0 and third.wall["replay"] >= 0.1
+    assert third.total_s() >= 0.3 and set(third.cpu) == {"branches", "replay"}
