@@ -220,23 +220,17 @@ def _within_window(conn: sqlite3.Connection, session_id: str, anchor: int, seq: 
 def _deleted(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
     """Whether the call deleted a file: that corrects no failure of another tool (a failed edit or a
     repeated read is not mended by deleting the file), only one of its own."""
-    return (
-        conn.execute(
-            "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND kind = 'delete'",
-            (event.session_id, event.call_id),
-        ).fetchone()
-        is not None
-    )
+    return _made_an_edit(conn, event, "kind = 'delete'")
 
 
 def _broke_syntax(conn: sqlite3.Connection, event: ToolCallFinished) -> bool:
-    return (
-        conn.execute(
-            "SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND syntax_error IS NOT NULL",
-            (event.session_id, event.call_id),
-        ).fetchone()
-        is not None
-    )
+    return _made_an_edit(conn, event, "syntax_error IS NOT NULL")
+
+
+def _made_an_edit(conn: sqlite3.Connection, event: ToolCallFinished, where: str) -> bool:
+    """Whether the call made an edit matching `where` (a fixed SQL condition on the edits table)."""
+    query = f"SELECT 1 FROM edits WHERE session_id = ? AND call_id = ? AND {where}"
+    return conn.execute(query, (event.session_id, event.call_id)).fetchone() is not None
 
 
 def _explain_lint(conn: sqlite3.Connection, event: ToolCallFinished) -> None:
