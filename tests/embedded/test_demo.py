@@ -181,7 +181,7 @@ def test_demo_end_to_end_prints_what_it_recorded_and_the_line_that_shows_it(demo
 @pytest.mark.timeout(3600)
 @pytest.mark.skipif(
     not os.environ.get("TEACHBACK_TEST_DEMO_SEEDS"),
-    reason="ten whole demos (about 16 minutes on 2 cores); set TEACHBACK_TEST_DEMO_SEEDS=1 to run them",
+    reason="ten whole demos (about 13 minutes on 2 cores); set TEACHBACK_TEST_DEMO_SEEDS=1 to run them",
 )
 def test_demo_shows_a_corrected_pair_and_its_record_in_nine_of_ten_seeds(demo_root: Path) -> None:
     """The ten demos run in this one process, one after another, so they share the loaded model and
