@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.protocol import REPEAT_ERRORS
+from agent.protocol.textcalls import call_object
 from agent.toolkit import ToolResult, error
 
 MIN_PERIOD, MAX_PERIOD = 2, 4
@@ -122,9 +123,9 @@ class LoopGuard:
 
 
 def call_text(name: str, arguments: dict[str, Any]) -> str:
-    """A call written out whole, as one JSON object: the form a model writes in the text and grammar
-    tool modes, and plain to read in the native one."""
-    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    """A call written out whole, as the one JSON object a model writes in the text and grammar tool
+    modes (plain to read in the native one)."""
+    return call_object(name, json.dumps(arguments, ensure_ascii=False))
 
 
 def repeat_feedback(name: str) -> str:

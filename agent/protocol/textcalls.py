@@ -143,7 +143,13 @@ def render_call(call: dict[str, Any]) -> str:
         arguments = json.dumps(loads_bounded(raw), ensure_ascii=False)
     except (TypeError, ValueError):  # TooDeep is a ValueError
         arguments = raw  # the model's own malformed text, kept as it sent it
-    return f'<tool_call>\n{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}\n</tool_call>'
+    return f"<tool_call>\n{call_object(function['name'], arguments)}\n</tool_call>"
+
+
+def call_object(name: str, arguments: str) -> str:
+    """A call as the one JSON object a model writes: the body of a text-mode block, and the whole of a
+    grammar-mode reply. `arguments` is their JSON text."""
+    return f'{{"name": {json.dumps(name)}, "arguments": {arguments}}}'
 
 
 def grammar_kwargs(tools: list[dict]) -> dict:
